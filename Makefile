@@ -1,0 +1,61 @@
+# dfcompass: `make demo` and `make test` set everything up on a fresh Debian machine.
+# Every step is idempotent: it checks before it installs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.dfcompass-installed
+OUT ?= demo-out
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: help setup apt venv demo test bench clean
+
+help:
+	@echo "make demo   - set up, record the embedded workload, print its summary"
+	@echo "make test   - set up, run the test suite"
+	@echo "make bench  - set up, run the benchmarks (ratios side by side)"
+
+setup: apt $(STAMP)
+
+# System packages: babeltrace2 (CLI), python3-bt2 (bindings), python3-venv.
+apt:
+	@if command -v babeltrace2 >/dev/null && /usr/bin/python3 -c 'import bt2' 2>/dev/null \
+	    && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then \
+	  echo "setup: babeltrace2 and python3-bt2 already installed"; \
+	else \
+	  echo "setup: installing babeltrace2 python3-bt2 python3-venv with apt"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq babeltrace2 python3-bt2 python3-venv; \
+	fi
+
+$(VPY):
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"dfcompass needs Python 3.11 (bt2 is built for it), found {sys.version}"'
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall when the project metadata changes; the bt2 link is checked every time.
+$(STAMP): pyproject.toml | $(VPY)
+	$(VPY) -m pip install -q --upgrade pip==25.3
+	$(VPY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+setup: link-bt2
+.PHONY: link-bt2
+link-bt2: $(STAMP)
+	@$(VPY) scripts/link_bt2.py
+
+demo: setup
+	$(VENV)/bin/dfcompass demo -o $(OUT)
+
+test: setup
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(VPY) bench/run.py
+
+clean:
+	rm -rf $(OUT) bench/out .pytest_cache

@@ -1,0 +1,201 @@
+"""Low-level CTF 1.8 writing: the trace directory, its stream files and their packets.
+
+Each stream file holds the events of one event class from one source (a thread, a GPU
+queue...), so every packet body is an array of fixed-size records. Packets are written whole,
+each with a single ``os.write``: a process killed at any moment leaves only complete packets.
+This module knows nothing of sessions or threads; :mod:`tracer.session` drives it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import sys
+import threading
+import uuid as uuid_mod
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tracer import schema
+from tracer.strings import escape
+from tracer.tsdl import (
+    CTF_MAGIC,
+    PACKET_CONTEXT,
+    PACKET_HEADER,
+    PACKET_PREAMBLE_SIZE,
+    STREAM_ID,
+    TraceMeta,
+    render_metadata,
+)
+
+DEFAULT_PACKET_SIZE = 64 * 1024
+_SAFE_KEY = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class TraceExistsError(FileExistsError):
+    """The output directory already holds a trace."""
+
+
+def stream_file_name(cls: schema.EventClass, key: str) -> str:
+    return f"{cls.short}-{_SAFE_KEY.sub('_', key)}"
+
+
+def records_per_packet(cls: schema.EventClass, packet_size: int) -> int:
+    """How many records of a fixed-size class fit in one packet of `packet_size` bytes."""
+    return max(1, (packet_size - PACKET_PREAMBLE_SIZE) // cls.record_size)
+
+
+@lru_cache(maxsize=256)
+def _packer(fmt: str, count: int) -> struct.Struct:
+    return struct.Struct("<" + fmt * count)
+
+
+def pack_fixed(cls: schema.EventClass, flat: Sequence[int], count: int) -> bytes:
+    """Pack `count` records given as one flat sequence (id, timestamp, fields..., id, ...)."""
+    return _packer(cls.struct_format, count).pack(*flat)
+
+
+_STRING_HEAD = struct.Struct("<HQI")
+
+
+def pack_string_defs(flat: Sequence[object]) -> bytes:
+    """Pack dfc:string_def records given flat as (id, timestamp, sid, value, ...); values escaped."""
+    out = bytearray()
+    for i in range(0, len(flat), 4):
+        out += _STRING_HEAD.pack(flat[i], flat[i + 1], flat[i + 2])
+        out += escape(str(flat[i + 3])).encode("ascii") + b"\0"
+    return bytes(out)
+
+
+class StreamFile:
+    """One stream file: appends whole packets and keeps them ordered and non-overlapping."""
+
+    def __init__(self, trace: "TraceDirectory", cls: schema.EventClass, key: str) -> None:
+        self.trace = trace
+        self.cls = cls
+        self.key = key
+        self.path = trace.path / stream_file_name(cls, key)
+        self.events_written = 0
+        self.events_discarded = 0  # cumulative, as CTF's packet context wants it
+        self.reported_discarded = 0  # the count carried by the last packet written
+        self.packets_written = 0
+        self.last_end = 0
+        self._fd: int | None = None
+        self._lock = threading.Lock()  # only the flush path takes it, never the record path
+
+    def discard(self, count: int) -> None:
+        with self._lock:
+            self.events_discarded += count
+
+    def write_packet(self, body: bytes, count: int, ts_begin: int, ts_end: int) -> bool:
+        """Append one packet holding `count` records; False (and counted as lost) if the write failed."""
+        with self._lock:
+            # Packets of one stream must not overlap: clamp an empty packet's range to the last end.
+            ts_begin = max(ts_begin, self.last_end) if count == 0 else ts_begin
+            ts_end = max(ts_end, ts_begin)
+            size_bits = (PACKET_PREAMBLE_SIZE + len(body)) * 8
+            preamble = PACKET_HEADER.pack(CTF_MAGIC, self.trace.uuid_bytes, STREAM_ID) + PACKET_CONTEXT.pack(
+                ts_begin, ts_end, size_bits, size_bits, self.events_discarded
+            )
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                data = preamble + body
+                written = os.write(self._fd, data)
+                if written != len(data):
+                    raise OSError(f"short write ({written} of {len(data)} bytes)")
+            except OSError as exc:
+                self.events_discarded += count
+                self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded")
+                return False
+            self.events_written += count
+            self.packets_written += 1
+            self.reported_discarded = self.events_discarded
+            self.last_end = ts_end
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+class TraceDirectory:
+    """A CTF trace directory: metadata first, then stream files created on demand."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock_offset_ns: int,
+        trace_uuid: uuid_mod.UUID | None = None,
+        hostname: str = "",
+        env: dict[str, str | int] | None = None,
+        packet_size: int = DEFAULT_PACKET_SIZE,
+        overwrite: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.uuid = trace_uuid or uuid_mod.uuid4()
+        self.uuid_bytes = self.uuid.bytes
+        self.packet_size = packet_size
+        self.streams: dict[tuple[int, str], StreamFile] = {}
+        self._streams_lock = threading.Lock()
+        self.errors: list[str] = []
+        self.path.mkdir(parents=True, exist_ok=True)
+        metadata = self.path / "metadata"
+        if metadata.exists() and not overwrite:
+            raise TraceExistsError(f"{self.path}: already holds a trace (metadata exists)")
+        if overwrite:
+            for old in self.path.iterdir():
+                if old.is_file():
+                    old.unlink()
+        meta = TraceMeta(self.uuid, clock_offset_ns, hostname=hostname, env=dict(env or {}))
+        # Metadata goes first and whole: written to a temp name, then renamed into place.
+        tmp = self.path / ".metadata.tmp"
+        tmp.write_text(render_metadata(meta), encoding="ascii")
+        os.replace(tmp, metadata)
+
+    def stream(self, cls: schema.EventClass, key: str) -> StreamFile:
+        stream_key = (cls.id, key)
+        found = self.streams.get(stream_key)
+        if found is None:
+            with self._streams_lock:
+                found = self.streams.setdefault(stream_key, StreamFile(self, cls, key))
+        return found
+
+    def report_error(self, message: str) -> None:
+        if not self.errors:  # say it once on stderr; keep all of them for the caller
+            print(f"dfcompass: {message}", file=sys.stderr)
+        self.errors.append(message)
+
+    def write_events(self, cls: schema.EventClass, key: str, rows: Iterable[Sequence[object]]) -> StreamFile:
+        """Write rows of (timestamp, field values...) with explicit timestamps, sorted first.
+
+        For sources whose events arrive out of order (imports, GPU activity buffers, test
+        traces). Splits into packets of at most ``packet_size`` bytes.
+        """
+        ordered = sorted(rows, key=lambda r: r[0])  # type: ignore[arg-type,return-value]
+        stream = self.stream(cls, key)
+        if cls.is_variable:
+            per_packet = 256
+        else:
+            per_packet = records_per_packet(cls, self.packet_size)
+        nfields = len(cls.fields) + 1
+        for start in range(0, len(ordered), per_packet):
+            chunk = ordered[start : start + per_packet]
+            flat: list[object] = []
+            for row in chunk:
+                if len(row) != nfields:
+                    raise ValueError(f"{cls.name}: expected {nfields} values per row, got {len(row)}")
+                flat.append(cls.id)
+                flat.extend(row)
+            body = pack_string_defs(flat) if cls.is_variable else pack_fixed(cls, flat, len(chunk))  # type: ignore[arg-type]
+            stream.write_packet(body, len(chunk), int(chunk[0][0]), int(chunk[-1][0]))  # type: ignore[call-overload]
+        return stream
+
+    def close(self) -> None:
+        for stream in list(self.streams.values()):
+            stream.close()

@@ -1,0 +1,367 @@
+"""Live recording: per-thread buffers, a background flusher, lost-event accounting, finalization.
+
+Hot path (one recorded event): a thread-local lookup, the timestamp, and one ``list +=`` of
+the record's values onto that thread's buffer for the event class. No lock, no packing.
+
+A buffer that reaches one packet's worth of records is handed to the flusher thread, which
+packs it with one ``struct`` call and writes it as a packet. Every ``flush_interval`` the
+flusher also takes the partly filled buffers of all threads, so a killed process loses at most
+that much. If the flusher falls ``max_pending`` packets behind, a full buffer is dropped and
+its events are counted in its stream's ``events_discarded`` (never dropped silently).
+
+Why a grace period on partial buffers: the flusher swaps a thread's list while that thread
+may sit between loading the list and extending it. The swapped list is packed only
+``_GRACE_S`` later, by which time that single pending ``+=`` has landed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from types import FrameType
+from typing import Any, Callable
+
+from tracer import schema
+from tracer.clock import Clock, MonotonicClock
+from tracer.ctf import DEFAULT_PACKET_SIZE, StreamFile, TraceDirectory, pack_fixed, pack_string_defs, records_per_packet
+
+_GRACE_S = 0.02
+_U32 = 0xFFFFFFFF
+_NCLASSES = len(schema.CATALOGUE)
+_NFIELDS = [len(c.fields) + 2 for c in schema.CATALOGUE]  # id + timestamp + fields
+_C = schema.BY_SHORT
+
+_active: "Session | None" = None
+_all_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def active_session() -> "Session | None":
+    """The session recording now, or None."""
+    return _active
+
+
+class _ThreadState:
+    __slots__ = ("tid", "key", "rows", "caps", "streams")
+
+    def __init__(self, tid: int, caps: list[int]) -> None:
+        self.tid = tid
+        self.key = str(tid)
+        self.rows: list[list[Any]] = [[] for _ in range(_NCLASSES)]
+        self.caps = caps  # flat-list length at which a buffer is handed over
+        self.streams: list[StreamFile | None] = [None] * _NCLASSES
+
+
+class Session:
+    """Records events into a CTF trace directory.
+
+    Parameters
+    ----------
+    path : output directory; it must not already hold a trace unless ``overwrite``.
+    clock : the trace clock (default CLOCK_MONOTONIC).
+    packet_size : bytes per full packet.
+    flush_interval : seconds between periodic flushes of partly filled buffers.
+    max_pending : packets the flusher may fall behind before events are discarded.
+    handle_signals : finalize on SIGTERM (only when started in the main thread).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        packet_size: int = DEFAULT_PACKET_SIZE,
+        flush_interval: float = 0.2,
+        max_pending: int = 256,
+        overwrite: bool = False,
+        handle_signals: bool = True,
+        env: dict[str, str | int] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock or MonotonicClock()
+        self._now: Callable[[], int] = self.clock.now
+        self._packet_size = packet_size
+        self._flush_interval = flush_interval
+        self._max_pending = max_pending
+        self._overwrite = overwrite
+        self._handle_signals = handle_signals
+        self._env = env or {}
+        self._caps = [
+            (_NFIELDS[c.id] * records_per_packet(c, packet_size)) if not c.is_variable else 4 * 64
+            for c in schema.CATALOGUE
+        ]
+        self._local = threading.local()
+        self._threads: list[_ThreadState] = []
+        self._strings: dict[str, int] = {}
+        self._strings_lock = threading.Lock()
+        self._devices: dict[str, int] = {}
+        self._node_ids = itertools.count()
+        self._tensor_ids = itertools.count()
+        self._pending: deque[tuple[float, StreamFile, list[Any]]] = deque()
+        self._wake = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+        self._previous_sigterm: Any = None
+        self.step = schema.NO_STEP
+        self.active = False
+        self.trace: TraceDirectory | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "Session":
+        global _active
+        if _active is not None and _active is not self:
+            raise RuntimeError(f"another dfcompass session is recording to {_active.path}")
+        self.trace = TraceDirectory(
+            self.path,
+            clock_offset_ns=self.clock.offset_to_wall_ns(),
+            hostname=socket.gethostname(),
+            env={"pid": os.getpid(), **self._env},
+            packet_size=self._packet_size,
+            overwrite=self._overwrite,
+        )
+        self.active = True
+        _active = self
+        _all_sessions.add(self)
+        self._flusher = threading.Thread(target=self._flush_loop, name="dfcompass-flusher", daemon=True)
+        self._flusher.start()
+        atexit.register(self.stop)
+        if self._handle_signals and threading.current_thread() is threading.main_thread():
+            self._install_sigterm()
+        argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "python"
+        self.emit("process_info", os.getpid(), self.intern(argv0), self.intern(socket.gethostname()))
+        return self
+
+    def __enter__(self) -> "Session":
+        return self.start() if not self.active else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Flush everything and close the trace. Safe to call twice, from atexit or a signal."""
+        global _active
+        with self._stop_lock:
+            if not self.active:
+                return
+            self.active = False
+            if _active is self:
+                _active = None
+            self._wake.set()
+            if self._flusher is not None and self._flusher is not threading.current_thread():
+                self._flusher.join(timeout=10)
+            self._collect_partials(due=0.0)
+            self._drain(float("inf"))
+            assert self.trace is not None
+            for stream in list(self.trace.streams.values()):
+                if stream.events_discarded and stream.events_discarded != stream.reported_discarded:
+                    stream.write_packet(b"", 0, stream.last_end, stream.last_end)
+            self.trace.close()
+            atexit.unregister(self.stop)
+            self._restore_sigterm()
+
+    def _install_sigterm(self) -> None:
+        try:
+            self._previous_sigterm = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread of the main interpreter
+            self._previous_sigterm = None
+
+    def _restore_sigterm(self) -> None:
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            try:
+                if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                    signal.signal(signal.SIGTERM, self._previous_sigterm)
+            except (ValueError, TypeError):
+                pass
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous_sigterm
+        self.stop()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_IGN:
+            return
+        else:  # default action: die of SIGTERM, as the program would have without us
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    # ------------------------------------------------------------------ threads and strings
+    def _thread_state(self) -> _ThreadState:
+        try:
+            return self._local.state  # type: ignore[no-any-return]
+        except AttributeError:
+            state = _ThreadState(threading.get_native_id(), self._caps)
+            self._local.state = state
+            self._threads.append(state)
+            name = threading.current_thread().name
+            self._append(state, _C["thread_info"].id, (os.getpid(), state.tid, self.intern(name)))
+            return state
+
+    def intern(self, text: str) -> int:
+        """The string id of `text`, defining it (a dfc:string_def) on first use."""
+        sid = self._strings.get(text)
+        if sid is not None:
+            return sid
+        state = self._thread_state()  # outside the lock: a new thread interns its own name
+        with self._strings_lock:
+            sid = self._strings.get(text)
+            if sid is None:
+                sid = len(self._strings)
+                # The definition is timestamped before the dict entry exists, so every
+                # event that can see the id is later than its definition.
+                self._append(state, schema.STRING_DEF.id, (sid, text))
+                self._strings[text] = sid
+        return sid
+
+    def device(self, name: str, model: str = "") -> int:
+        """The trace-local index of device `name` ("cpu", "cuda:0"...), described on first use."""
+        index = self._devices.get(name)
+        if index is None:
+            with self._strings_lock:
+                index = self._devices.get(name)
+                if index is None:
+                    index = len(self._devices)
+                    kind, _, ordinal = name.partition(":")
+                    self._devices[name] = index
+            if not (0 <= index <= 0xFFFF):
+                raise ValueError(f"too many devices in one trace ({index})")
+            self.emit(
+                "device_info", index, self.intern(name), self.intern(kind),
+                int(ordinal) if ordinal.isdigit() else 0, self.intern(model),
+            )
+        return index
+
+    def new_node_id(self) -> int:
+        return next(self._node_ids) & _U32
+
+    def new_tensor_id(self) -> int:
+        return next(self._tensor_ids) & _U32
+
+    # ------------------------------------------------------------------ recording
+    def _append(self, state: _ThreadState, cid: int, values: tuple[Any, ...]) -> None:
+        rows = state.rows[cid]
+        rows += (cid, self._now(), *values)
+        if len(rows) >= state.caps[cid]:
+            self._handoff(state, cid)
+
+    def emit(self, short_name: str, *values: Any) -> None:
+        """Record one event of class `short_name` (fields in catalogue order) at the current time."""
+        cls = _C[short_name]
+        if len(values) != len(cls.fields):
+            raise TypeError(f"{cls.name} takes {len(cls.fields)} values ({', '.join(cls.field_names)}), got {len(values)}")
+        if self.active:
+            self._append(self._thread_state(), cls.id, values)
+
+    def node_begin(self, op_sid: int, name_sid: int, device: int) -> int:
+        """Record a dfc:node_begin and return the new node id (the hot path of the dataflow API)."""
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._thread_state()
+        node_id = next(self._node_ids) & _U32
+        rows = state.rows[6]
+        rows += (6, self._now(), node_id, op_sid, name_sid, device, state.tid, self.step)
+        if len(rows) >= state.caps[6]:
+            self._handoff(state, 6)
+        return node_id
+
+    def node_end(self, node_id: int, device: int) -> None:
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._thread_state()
+        rows = state.rows[7]
+        rows += (7, self._now(), node_id, device, state.tid)
+        if len(rows) >= state.caps[7]:
+            self._handoff(state, 7)
+
+    def step_begin(self, step: int) -> None:
+        self.step = step & _U32
+        self.emit("step_begin", self.step, self._thread_state().tid)
+
+    def step_end(self) -> None:
+        if self.step != schema.NO_STEP:
+            self.emit("step_end", self.step, self._thread_state().tid)
+        self.step = schema.NO_STEP
+
+    # ------------------------------------------------------------------ flushing
+    def _stream(self, state: _ThreadState, cid: int) -> StreamFile:
+        stream = state.streams[cid]
+        if stream is None:
+            assert self.trace is not None
+            stream = state.streams[cid] = self.trace.stream(schema.CATALOGUE[cid], state.key)
+        return stream
+
+    def _handoff(self, state: _ThreadState, cid: int) -> None:
+        rows = state.rows[cid]
+        state.rows[cid] = []
+        stream = self._stream(state, cid)
+        if len(self._pending) >= self._max_pending:
+            stream.discard(len(rows) // _NFIELDS[cid])
+            return
+        self._pending.append((0.0, stream, rows))
+        self._wake.set()
+
+    def _collect_partials(self, due: float) -> None:
+        for state in list(self._threads):
+            for cid in range(_NCLASSES):
+                if state.rows[cid]:
+                    rows = state.rows[cid]
+                    state.rows[cid] = []
+                    self._pending.append((due, self._stream(state, cid), rows))
+
+    def _drain(self, now: float) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= now:
+            _, stream, rows = pending.popleft()
+            self._write_rows(stream, rows)
+
+    @staticmethod
+    def _write_rows(stream: StreamFile, rows: list[Any]) -> None:
+        cls = stream.cls
+        if cls.is_variable:
+            count = len(rows) // 4
+            body = pack_string_defs(rows)
+            last_ts = rows[-3]
+        else:
+            nfields = _NFIELDS[cls.id]
+            count = len(rows) // nfields
+            body = pack_fixed(cls, rows, count)
+            last_ts = rows[-nfields + 1]
+        stream.write_packet(body, count, rows[1], last_ts)
+
+    def _flush_loop(self) -> None:
+        next_periodic = time.monotonic() + self._flush_interval
+        while self.active:
+            self._wake.wait(timeout=min(self._flush_interval, _GRACE_S * 2))
+            self._wake.clear()
+            now = time.monotonic()
+            if now >= next_periodic:
+                self._collect_partials(due=now + _GRACE_S)
+                next_periodic = now + self._flush_interval
+            try:
+                self._drain(now)
+            except Exception as exc:  # a packing bug must not kill recording silently
+                assert self.trace is not None
+                self.trace.report_error(f"flusher: {type(exc).__name__}: {exc}")
+
+
+def _disable_in_child() -> None:
+    # A forked child shares the parent's file descriptors: it must not write into its trace.
+    global _active
+    for session in list(_all_sessions):
+        session.active = False
+        session._pending.clear()
+        session._threads.clear()
+    _active = None
+
+
+os.register_at_fork(after_in_child=_disable_in_child)
