@@ -1,0 +1,162 @@
+"""Shared helpers for the benchmarks: alternating best-of-k timing, versions, the report table.
+
+The bench machine is small and noisy, so nothing here trusts one timing: every case of a
+benchmark is run in the same process, rounds alternate the cases (rotating their order so no
+case always runs first), and the best (minimum) of each case is kept. Minimums estimate the
+undisturbed cost; ratios between cases measured side by side are the numbers worth reading.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# One case run: returns the wall-clock seconds it measured plus anything worth keeping.
+Case = Callable[[], "Sample"]
+
+
+@dataclass
+class Sample:
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Timings:
+    """All samples of one case; `best` is the one reported."""
+
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def best(self) -> Sample:
+        return min(self.samples, key=lambda s: s.seconds)
+
+    @property
+    def all_seconds(self) -> list[float]:
+        return [s.seconds for s in self.samples]
+
+
+def alternate(cases: dict[str, Case], rounds: int, log: Callable[[str], None] | None = None) -> dict[str, Timings]:
+    """Run every case `rounds` times, interleaved, rotating the order each round."""
+    names = list(cases)
+    results = {name: Timings() for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            gc.collect()  # start each case from the same heap state, not the previous case's garbage
+            results[name].samples.append(cases[name]())
+        if log is not None:
+            log(f"  round {r + 1}/{rounds} done")
+    return results
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall-clock seconds of one call, and its return value."""
+    t0 = time.perf_counter_ns()
+    value = fn()
+    return (time.perf_counter_ns() - t0) / 1e9, value
+
+
+def babeltrace2_version() -> str:
+    try:
+        out = subprocess.run(["babeltrace2", "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"unavailable ({exc})"
+    return out.splitlines()[0].strip() if out else "unknown"
+
+
+def versions() -> dict[str, str]:
+    import numpy
+
+    info = {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "numpy": numpy.__version__,
+        "babeltrace2": babeltrace2_version(),
+        "platform": platform.platform(),
+        "cpus": str(_cpu_count()),
+    }
+    try:
+        import bt2
+
+        info["bt2_python"] = str(bt2.__version__)
+    except ImportError:
+        info["bt2_python"] = "unavailable"
+    return info
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout holds only the report."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- report table
+Row = tuple[str, str, str]  # (what, value, note)
+
+
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "MISSED"
+
+
+def print_report(sections: list[tuple[str, list[Row]]]) -> None:
+    """Print sections of (what, value, note) rows: rich on a terminal, aligned plain text otherwise."""
+    if sys.stdout.isatty():
+        try:
+            _print_rich(sections)
+            return
+        except ImportError:
+            pass
+    _print_plain(sections)
+
+
+def _print_plain(sections: list[tuple[str, list[Row]]]) -> None:
+    rows = [r for _, section in sections for r in section]
+    w0 = max((len(r[0]) for r in rows), default=0)
+    w1 = max((len(r[1]) for r in rows), default=0)
+    for title, section in sections:
+        print()
+        print(title)
+        print("-" * len(title))
+        for what, value, note in section:
+            print(f"  {what:<{w0}}  {value:>{w1}}  {note}".rstrip())
+    print()
+
+
+def _print_rich(sections: list[tuple[str, list[Row]]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for title, section in sections:
+        table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", show_header=False)
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        table.add_column("note")
+        for what, value, note in section:
+            style = "bold green" if "PASS" in value else "bold red" if "MISSED" in value else None
+            table.add_row(what, value, note, style=style)
+        console.print(table)

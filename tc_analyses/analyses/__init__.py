@@ -1,0 +1,1 @@
+"""Analyses: pure functions from a trace or model to a frozen result dataclass."""

@@ -1,0 +1,103 @@
+"""Trace summary: events per class, streams, time span and discarded events.
+
+Works on dfcompass traces (fast numpy reader) and on any CTF trace babeltrace2 reads (LTTng
+kernel and UST included). Both readers give the same summary for a dfcompass trace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from tc_analyses.reader import bt2_source, fast
+from tc_analyses.reader.metadata import find_traces, read_metadata
+
+Reader = Literal["auto", "fast", "bt2"]
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    name: str  # stream file name, relative to the trace directory
+    events: int
+    discarded: int
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    path: str
+    producer: str  # tracer_name from the metadata env, or "unknown"
+    reader: str  # "fast" or "bt2"
+    events: int
+    events_per_class: dict[str, int]
+    streams: list[StreamSummary]
+    first_ns: int | None  # ns since the Unix epoch (clock offset applied)
+    last_ns: int | None
+    discarded: int
+    env: dict[str, str | int] = field(default_factory=dict)
+
+    @property
+    def duration_ns(self) -> int:
+        return 0 if self.first_ns is None or self.last_ns is None else self.last_ns - self.first_ns
+
+
+def run(path: str | os.PathLike[str], reader: Reader = "auto",
+        progress: Callable[[int], None] | None = None) -> TraceInfo:
+    """Summarise the trace at `path`. `progress` gets bytes read (fast) or events read (bt2)."""
+    traces = find_traces(path)
+    if len(traces) != 1 or traces[0] != Path(path):
+        # A folder of traces (an LTTng session output, say): babeltrace2 reads them as one.
+        if not traces:
+            read_metadata(path)  # raises the precise error
+        return _from_bt2(Path(path), "unknown", {}, progress)
+    meta = read_metadata(path)
+    use_fast = reader == "fast" or (reader == "auto" and meta.is_dfcompass)
+    producer = str(meta.env.get("tracer_name", "unknown"))
+    if use_fast:
+        return _from_fast(fast.read_trace(path, progress), producer)
+    return _from_bt2(Path(path), producer, meta.env, progress)
+
+
+def _from_fast(trace: fast.DfcTrace, producer: str) -> TraceInfo:
+    offset = trace.metadata.clock_offset_ns
+    firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
+    lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
+    per_class = {name: len(table) for name, table in sorted(trace.tables.items())}
+    streams = [StreamSummary(s.path.name, s.events, s.discarded) for s in trace.streams]
+    return TraceInfo(
+        str(trace.path), producer, "fast", sum(per_class.values()), per_class, streams,
+        min(firsts) + offset if firsts else None, max(lasts) + offset if lasts else None,
+        trace.discarded, dict(trace.metadata.env),
+    )
+
+
+def _from_bt2(path: Path, producer: str, env: dict[str, str | int],
+              progress: Callable[[int], None] | None) -> TraceInfo:
+    per_class: Counter[str] = Counter()
+    per_stream: Counter[str] = Counter()
+    lost: Counter[str] = Counter()
+    first = last = None
+    for n, item in enumerate(bt2_source.iter_trace(path, with_fields=False), 1):
+        if isinstance(item, bt2_source.Event):
+            per_class[item.name] += 1
+            per_stream[item.stream] += 1
+            first = item.ns_from_origin if first is None else first
+            last = item.ns_from_origin
+        else:
+            lost[item.stream] += item.count or 0
+        if progress is not None and n % 50_000 == 0:
+            progress(50_000)
+    names = sorted(set(per_stream) | set(lost))
+    streams = [StreamSummary(_relative(name, path), per_stream[name], lost[name]) for name in names]
+    streams.sort(key=lambda s: s.name)
+    return TraceInfo(str(path), producer, "bt2", sum(per_class.values()), dict(sorted(per_class.items())),
+                     streams, first, last, sum(lost.values()), dict(env))
+
+
+def _relative(stream_name: str, trace_dir: Path) -> str:
+    try:
+        return str(Path(stream_name).relative_to(trace_dir))
+    except ValueError:
+        return Path(stream_name).name or stream_name

@@ -1,0 +1,186 @@
+"""The ``dfcompass`` command line. Each command parses, calls the library, renders.
+
+Errors: every :class:`DfcompassError` becomes one line on stderr and its exit code (1 for
+runtime problems, 2 for usage); an unexpected exception is reported the same way, with the
+traceback only under ``--debug``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import click
+
+from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.export import reports
+
+F = TypeVar("F", bound=Callable[..., Any])
+RECORD_ENV = "DFCOMPASS_RECORD_DIR"
+RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
+
+
+class _State:
+    debug = False
+    progress = True
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"dfcompass: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _handle_errors(func: F) -> F:
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DfcompassError as exc:
+            _fail(" ".join(str(exc).split()), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # never a traceback by default: one line, exit 1
+            if _State.debug:
+                traceback.print_exc()
+            _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with --debug for details)", 1)
+        return None
+
+    return run  # type: ignore[return-value]
+
+
+@contextmanager
+def _progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr when interactive; a no-op otherwise."""
+    if not _State.progress or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = [TextColumn(label), BarColumn(), DownloadColumn() if total else TextColumn("{task.completed}"),
+               TimeRemainingColumn()]
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _trace_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dfcompass")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--no-progress", is_flag=True, help="Never show progress bars.")
+def main(debug: bool, no_progress: bool) -> None:
+    """dfcompass: record dataflow and ML programs as CTF traces and analyse them."""
+    _State.debug = debug
+    _State.progress = not no_progress
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--reader", type=click.Choice(["auto", "fast", "bt2"]), default="auto", show_default=True,
+              help="auto: the numpy reader for dfcompass traces, bt2 (babeltrace2) for any other CTF trace.")
+@_handle_errors
+def info(trace: Path, fmt: str, reader: str) -> None:
+    """Events per class, streams, time span and discarded events of a CTF TRACE directory."""
+    from tc_analyses.analyses import trace_info
+
+    with _progress("reading", _trace_bytes(trace) if reader != "bt2" else None) as advance:
+        result = trace_info.run(trace, reader, advance)  # type: ignore[arg-type]
+    click.echo(reports.to_json(result) if fmt == "json" else reports.info_text(result), nl=False)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Only say what would be cut.")
+@_handle_errors
+def repair(trace: Path, dry_run: bool) -> None:
+    """Cut damaged stream files of a dfcompass TRACE back to their last complete packet."""
+    from tc_analyses.reader.repair import repair_trace
+
+    repairs = repair_trace(trace, dry_run=dry_run)
+    if not repairs:
+        click.echo(f"{trace}: every packet is whole; nothing to repair")
+    verb = "would cut" if dry_run else "cut"
+    for r in repairs:
+        click.echo(f"{r.path}: {verb} {r.dropped_bytes} bytes at byte {r.kept_bytes} ({r.problem})")
+
+
+def _autostart_dir() -> Path:
+    import tracer
+
+    return Path(tracer.__file__).resolve().parent / "_autostart"
+
+
+def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
+    """Run `command` with dfcompass recording into `output`; return its exit code."""
+    import tracer
+
+    if (output / "metadata").exists() and not overwrite:
+        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    package_root = str(Path(tracer.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env[RECORD_ENV] = str(output.resolve())
+    env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_autostart_dir()), package_root, env.get("PYTHONPATH")]))
+    try:
+        completed = subprocess.run(command, env=env)
+    except FileNotFoundError:
+        raise ConfigurationError(f"{command[0]}: command not found") from None
+    if not (output / "metadata").exists():
+        raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
+                             "interpreter that could import dfcompass's tracer")
+    return completed.returncode
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Trace directory to write.")
+@click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_handle_errors
+def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
+    """Run a Python program with tracing on: dfcompass record -o DIR -- python prog.py ARGS...
+
+    The first Python process the command starts is traced into DIR; programs use
+    tracer.node / tracer.traced / tracer.step to mark their dataflow.
+    """
+    code = run_recorded(output, list(command), overwrite)
+    click.echo(f"trace written to {output}", err=True)
+    if code != 0:
+        click.echo(f"dfcompass: the program exited with code {code}; its trace is still readable", err=True)
+    sys.exit(code)
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
+              help="Folder for everything the demo writes.")
+@click.option("--steps", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@_handle_errors
+def demo(output: Path, steps: int) -> None:
+    """Record the embedded default workload and summarise its trace."""
+    from tc_analyses.analyses import trace_info
+
+    trace = output / "trace"
+    code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps)], True)
+    if code != 0:
+        raise DfcompassError(f"the demo workload failed with exit code {code}")
+    result = trace_info.run(trace)
+    click.echo(reports.info_text(result), nl=False)
+    (output / "info.json").write_text(reports.to_json(result))
+    click.echo(f"\ndemo output: {output.resolve()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Text and JSON renderings of analysis results. Human and machine output render the same result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from tc_analyses.analyses.trace_info import TraceInfo
+
+
+def to_json(result: Any) -> str:
+    """Any result dataclass as stable, indented JSON (derived properties included)."""
+    data = dataclasses.asdict(result)
+    if isinstance(result, TraceInfo):
+        data["duration_ns"] = result.duration_ns
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def _utc(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    numeric = [all(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
+
+    def line(values: tuple[Any, ...]) -> str:
+        cells = [str(v).rjust(w) if num else str(v).ljust(w) for v, w, num in zip(values, widths, numeric)]
+        return "  ".join(cells).rstrip()
+
+    return [line(headers), line(tuple("-" * w for w in widths))] + [line(r) for r in rows]
+
+
+def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
+    lines = [
+        f"trace:      {info.path}",
+        f"producer:   {info.producer} (read with the {info.reader} reader)",
+        f"events:     {info.events}",
+        f"time span:  {_utc(info.first_ns)} .. {_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
+        f"discarded:  {info.discarded} events" + ("  ** events were lost while recording **" if info.discarded else ""),
+        "",
+        "events per class:",
+    ]
+    lines += ["  " + row for row in _table(("class", "events"), list(info.events_per_class.items()))]
+    lines += ["", f"streams: {len(info.streams)}"]
+    shown = sorted(info.streams, key=lambda s: (-s.events, s.name))[:max_streams]
+    lines += ["  " + row for row in _table(("stream", "events", "discarded"),
+                                            [(s.name, s.events, s.discarded) for s in shown])]
+    if len(info.streams) > max_streams:
+        lines.append(f"  ... {len(info.streams) - max_streams} more (use --format json for all)")
+    return "\n".join(lines) + "\n"

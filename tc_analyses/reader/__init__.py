@@ -1,0 +1,9 @@
+"""Trace readers: a fast numpy reader for dfcompass traces and a bt2 reader for any CTF trace.
+
+``bt2`` is imported only by :mod:`tc_analyses.reader.bt2_source`, lazily.
+"""
+
+from tc_analyses.reader.fast import DfcTrace, EventTable, read_trace
+from tc_analyses.reader.metadata import Metadata, read_metadata
+
+__all__ = ["DfcTrace", "EventTable", "Metadata", "read_metadata", "read_trace"]

@@ -1,0 +1,137 @@
+"""General CTF reader on babeltrace2's Python bindings: any CTF trace, LTTng kernel and UST included.
+
+This is the only module that imports ``bt2``, lazily: bt2 is not on PyPI (Debian ships it as
+python3-bt2), so a missing install is reported as one clear error. bt2 objects never leave
+this module: messages become frozen :class:`Event` and :class:`Discarded` records here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Iterator, Mapping
+
+from tc_analyses.errors import MissingDependencyError, TraceError
+
+_bt2: ModuleType | None = None
+
+
+def bt2_module() -> ModuleType:
+    """Import bt2 once, or raise MissingDependencyError saying how to get it."""
+    global _bt2
+    if _bt2 is None:
+        try:
+            import bt2
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"the babeltrace2 Python bindings (bt2) cannot be imported ({exc}); install the Debian "
+                "package python3-bt2 and run 'make setup', which links it into .venv"
+            ) from None
+        _bt2 = bt2
+    return _bt2
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event as any CTF reader sees it."""
+
+    name: str
+    timestamp: int  # clock value (cycles; ns for 1 GHz clocks), without the clock offset
+    ns_from_origin: int  # wall time in ns, offset included
+    stream: str  # stream name (the stream file path for CTF traces)
+    fields: Mapping[str, Any]  # payload fields as plain Python values
+    context: Mapping[str, Any]  # common and specific context fields, merged
+
+
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    """Events a tracer reported as lost (CTF events_discarded)."""
+
+    stream: str
+    count: int | None
+    ns_from_origin: int | None
+
+
+def _value(field: Any) -> Any:
+    """A bt2 field as a plain Python value."""
+    bt2 = bt2_module()
+    if isinstance(field, bt2._StringFieldConst):
+        return str(field)
+    if isinstance(field, (bt2._EnumerationFieldConst,)):
+        return int(field)
+    if isinstance(field, bt2._IntegerFieldConst):
+        return int(field)
+    if isinstance(field, bt2._RealFieldConst):
+        return float(field)
+    if isinstance(field, bt2._BoolFieldConst):
+        return bool(field)
+    if isinstance(field, bt2._StructureFieldConst):
+        return {key: _value(sub) for key, sub in field.items()}
+    if isinstance(field, bt2._ArrayFieldConst):
+        return [_value(sub) for sub in field]
+    if isinstance(field, bt2._OptionFieldConst):
+        return None if field.field is None else _value(field.field)
+    if isinstance(field, bt2._VariantFieldConst):
+        return _value(field.selected_option)
+    return str(field)
+
+
+def _struct(field: Any) -> dict[str, Any]:
+    return {} if field is None else {key: _value(sub) for key, sub in field.items()}
+
+
+def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Iterator[Event | Discarded]:
+    """Every event and discarded-events record of a CTF trace (or of the traces under `path`), in time order.
+
+    With ``with_fields=False`` payload and context are left empty, which is several times faster.
+    """
+    bt2 = bt2_module()
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise TraceError(path, "not a directory (a CTF trace is a directory holding a 'metadata' file)")
+    try:
+        iterator = bt2.TraceCollectionMessageIterator(path)
+        event_type = bt2._EventMessageConst
+        discarded_type = bt2._DiscardedEventsMessageConst
+        for msg in iterator:
+            kind = type(msg)
+            if kind is event_type:
+                event = msg.event
+                clock = msg.default_clock_snapshot
+                if with_fields:
+                    context = _struct(event.common_context_field)
+                    context.update(_struct(event.specific_context_field))
+                    fields = _struct(event.payload_field)
+                else:
+                    context, fields = {}, {}
+                yield Event(event.name, clock.value, clock.ns_from_origin, event.stream.name or "", fields, context)
+            elif kind is discarded_type:
+                begin = msg.beginning_default_clock_snapshot if msg.stream.cls.discarded_events_have_default_clock_snapshots else None
+                yield Discarded(msg.stream.name or "", msg.count, begin.ns_from_origin if begin is not None else None)
+    except bt2._Error as exc:
+        raise TraceError(path, _first_cause(exc)) from None
+    except RuntimeError as exc:  # bt2 raises plain RuntimeError/ValueError when no source finds a trace
+        raise TraceError(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+_NOISE = re.compile(r":\s*(?:[\w-]+=\S*,?\s*)+$")
+_QUOTED_PATH = re.compile(r"`(/[^`]+)`")
+
+
+def _first_cause(exc: Any) -> str:
+    """babeltrace2's innermost cause (the specific one) on one line, plus the file it names."""
+    try:
+        causes = [" ".join(str(c.message).split()) for c in exc]
+    except TypeError:
+        causes = []
+    if not causes:
+        return "babeltrace2: " + " ".join(str(exc).split())[:300]
+    message = _NOISE.sub("", causes[0])
+    values = dict(re.findall(r"([\w-]+)=([^,\s]+)", causes[0]))
+    detail = {k: v for k, v in values.items() if not k.endswith("addr")}
+    if detail:
+        message += " (" + ", ".join(f"{k}={v}" for k, v in detail.items()) + ")"
+    files = [m.group(1) for c in causes for m in [_QUOTED_PATH.search(c)] if m]
+    return f"babeltrace2: {message}" + (f" in {files[0]}" if files else "")

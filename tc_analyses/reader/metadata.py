@@ -1,0 +1,115 @@
+"""Just enough TSDL parsing to recognise dfcompass traces and check them against the catalogue.
+
+Arbitrary CTF goes through babeltrace2 (:mod:`tc_analyses.reader.bt2_source`); this module
+reads the plain-text metadata our writer emits: env, clock and the event id/name table.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tc_analyses.errors import SchemaVersionError, TraceError
+from tracer import schema
+
+_PACKETIZED_MAGIC = b"\x57\x1d\xd1\x75"  # 0x75D11D57, little-endian
+_ENV_BLOCK = re.compile(r"\benv\s*\{(.*?)\};", re.S)
+_ENV_ITEM = re.compile(r'(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*;')
+_CLOCK_BLOCK = re.compile(r"\bclock\s*\{(.*?)\};", re.S)
+_TRACE_UUID = re.compile(r'\btrace\s*\{[^}]*?uuid\s*=\s*"([0-9a-fA-F-]{36})"', re.S)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    path: Path
+    text: str
+    env: dict[str, str | int] = field(default_factory=dict)
+    clock_offset_ns: int = 0
+    clock_freq: int = 1_000_000_000
+    uuid: str = ""
+    events: dict[int, str] = field(default_factory=dict)  # id -> name
+
+    @property
+    def is_dfcompass(self) -> bool:
+        return self.env.get("tracer_name") == schema.TRACER_NAME
+
+
+def _unquote(token: str) -> str | int:
+    if token.startswith('"'):
+        return re.sub(r"\\(.)", r"\1", token[1:-1])
+    return int(token)
+
+
+_METADATA_PACKET = struct.Struct("<I16sIIIBBBBB")  # magic, uuid, checksum, content/packet size (bits), ...
+
+
+def _depacketize(path: Path, raw: bytes) -> str:
+    """The TSDL text of packetized metadata (as LTTng writes it)."""
+    parts, offset = [], 0
+    while offset + _METADATA_PACKET.size <= len(raw):
+        magic, _, _, content_bits, packet_bits, *_ = _METADATA_PACKET.unpack_from(raw, offset)
+        if magic != 0x75D11D57 or packet_bits < content_bits or packet_bits % 8 or packet_bits == 0:
+            raise TraceError(path, "bad metadata packet header", offset)
+        parts.append(raw[offset + _METADATA_PACKET.size : offset + content_bits // 8])
+        offset += packet_bits // 8
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def find_traces(root: str | Path) -> list[Path]:
+    """Directories at or below `root` that hold a CTF 'metadata' file."""
+    root = Path(root)
+    if (root / "metadata").is_file():
+        return [root]
+    return sorted(p.parent for p in root.rglob("metadata") if p.is_file()) if root.is_dir() else []
+
+
+def read_metadata(trace_dir: str | Path) -> Metadata:
+    """Parse `trace_dir`/metadata. Raises TraceError when it is missing or not CTF text."""
+    path = Path(trace_dir) / "metadata"
+    if not Path(trace_dir).is_dir():
+        raise TraceError(trace_dir, "not a directory (a CTF trace is a directory holding a 'metadata' file)")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(path, "missing metadata file: this is not a CTF trace directory") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read metadata: {exc.strerror}") from None
+    text = _depacketize(path, raw) if raw[:4] == _PACKETIZED_MAGIC else raw.decode("utf-8", "replace")
+    if not text.startswith("/* CTF"):
+        raise TraceError(path, "metadata does not start with '/* CTF 1.8 */': not CTF text metadata", offset=0)
+    env: dict[str, str | int] = {}
+    env_match = _ENV_BLOCK.search(text)
+    if env_match:
+        env = {key: _unquote(value) for key, value in _ENV_ITEM.findall(env_match.group(1))}
+    offset_ns, freq = 0, 1_000_000_000
+    clock_match = _CLOCK_BLOCK.search(text)
+    if clock_match:
+        items = dict(re.findall(r"(\w+)\s*=\s*(\d+)\s*;", clock_match.group(1)))
+        freq = int(items.get("freq", freq))
+        offset_ns = int(items.get("offset_s", 0)) * 1_000_000_000 + int(items.get("offset", 0)) * 1_000_000_000 // freq
+    events: dict[int, str] = {}
+    for block in re.findall(r"\bevent\s*\{(.*?)\n\};", text, re.S):
+        name = re.search(r'\bname\s*=\s*"((?:[^"\\]|\\.)*)"', block)
+        ident = re.search(r"\bid\s*=\s*(\d+)\s*;", block)
+        if name and ident:
+            events[int(ident.group(1))] = name.group(1)
+    uuid_match = _TRACE_UUID.search(text)
+    return Metadata(path, text, env, offset_ns, freq, uuid_match.group(1) if uuid_match else "", events)
+
+
+def check_dfcompass(meta: Metadata) -> None:
+    """Refuse a dfcompass trace whose catalogue differs from ours in a way we cannot read."""
+    major = meta.env.get("dfcompass_schema_major")
+    ours_major, ours_minor = schema.SCHEMA_VERSION
+    if major != ours_major:
+        raise SchemaVersionError(
+            meta.path, f"written with dfcompass schema {major}.{meta.env.get('dfcompass_schema_minor')}, "
+            f"this dfcompass reads schema {ours_major}.x (it has {ours_major}.{ours_minor})"
+        )
+    for event_id, name in meta.events.items():
+        cls = schema.BY_ID.get(event_id)
+        if cls is None or cls.name != name:
+            raise SchemaVersionError(meta.path, f"event id {event_id} is {name!r} in the trace but "
+                                     f"{cls.name if cls else 'unknown'!r} in this dfcompass's catalogue")

@@ -1,0 +1,46 @@
+"""Cut the stream files of a damaged dfcompass trace back to their last good packet.
+
+Trace Compass refuses a whole trace when one packet is truncated, so a trace damaged after the
+fact (a full disk, a copy cut short) is made readable again by dropping the bad tail of each
+stream. The writer itself only ever writes whole packets.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tc_analyses.errors import TraceError
+from tc_analyses.reader.fast import stream_files, walk_packets
+from tc_analyses.reader.metadata import check_dfcompass, read_metadata
+
+
+@dataclass(frozen=True)
+class StreamRepair:
+    path: str
+    kept_bytes: int
+    dropped_bytes: int
+    problem: str
+
+
+def repair_trace(path: str | os.PathLike[str], *, dry_run: bool = False) -> list[StreamRepair]:
+    """Truncate each damaged stream file at its first bad packet; return what was (or would be) cut."""
+    trace_dir = Path(path)
+    meta = read_metadata(trace_dir)
+    if not meta.is_dfcompass:
+        raise TraceError(trace_dir, "repair handles dfcompass traces only (their packet layout is known)")
+    check_dfcompass(meta)
+    uuid_bytes = bytes.fromhex(meta.uuid.replace("-", "")) if meta.uuid else None
+    repairs = []
+    for file in stream_files(trace_dir):
+        data = memoryview(file.read_bytes())
+        try:
+            for _ in walk_packets(file, data, uuid_bytes):
+                pass
+        except TraceError as exc:
+            keep = exc.offset or 0
+            repairs.append(StreamRepair(str(file), keep, len(data) - keep, exc.problem))
+            if not dry_run:
+                os.truncate(file, keep)
+    return repairs

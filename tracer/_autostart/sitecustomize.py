@@ -1,0 +1,30 @@
+"""Started by ``dfcompass record``: begins a tracing session when Python starts.
+
+``dfcompass record`` puts this folder first on PYTHONPATH and names the output directory in
+DFCOMPASS_RECORD_DIR. The variable is removed at once, so only the first Python process
+records (its child processes run untraced). Any other sitecustomize on the path still runs.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_output = os.environ.pop("DFCOMPASS_RECORD_DIR", None)
+_overwrite = os.environ.pop("DFCOMPASS_RECORD_OVERWRITE", "") == "1"
+
+if _output:
+    try:
+        import tracer
+
+        tracer.start(_output, overwrite=_overwrite)
+    except Exception as exc:  # tracing must never stop the program from running
+        print(f"dfcompass: error: cannot record to {_output}: {exc}", file=sys.stderr)
+
+# Chain to the sitecustomize this one shadows, if any.
+_rest = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+_spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
+if _spec is not None and _spec.loader is not None:
+    _module = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_module)

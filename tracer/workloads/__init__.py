@@ -1,0 +1,1 @@
+"""Embedded workloads that `dfcompass demo` records."""
