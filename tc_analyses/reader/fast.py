@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 
 from tc_analyses.errors import TraceError
-from tc_analyses.reader.metadata import Metadata, check_dfcompass, read_metadata
+from tc_analyses.reader.metadata import Metadata, read_dfcompass_metadata
 from tracer import schema
 from tracer.strings import unescape
 from tracer.tsdl import CTF_MAGIC, PACKET_CONTEXT, PACKET_HEADER, PACKET_PREAMBLE_SIZE, STREAM_ID
@@ -219,11 +219,7 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None) 
     `progress`, when given, is called with the number of bytes read after each stream file.
     """
     trace_dir = Path(path)
-    meta = read_metadata(trace_dir)
-    if not meta.is_dfcompass:
-        raise TraceError(trace_dir, "not a dfcompass trace (use the general bt2 reader)")
-    check_dfcompass(meta)
-    uuid_bytes = bytes.fromhex(meta.uuid.replace("-", "")) if meta.uuid else None
+    meta, uuid_bytes = read_dfcompass_metadata(trace_dir)
     per_class: dict[int, list[Any]] = {}
     streams: list[StreamInfo] = []
     string_rows: list[tuple[int, int, int, str]] = []

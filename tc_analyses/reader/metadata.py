@@ -113,3 +113,12 @@ def check_dfcompass(meta: Metadata) -> None:
         if cls is None or cls.name != name:
             raise SchemaVersionError(meta.path, f"event id {event_id} is {name!r} in the trace but "
                                      f"{cls.name if cls else 'unknown'!r} in this dfcompass's catalogue")
+
+
+def read_dfcompass_metadata(trace_dir: str | Path) -> tuple[Metadata, bytes | None]:
+    """Metadata of a dfcompass trace, checked against our catalogue, plus its packet uuid bytes."""
+    meta = read_metadata(trace_dir)
+    if not meta.is_dfcompass:
+        raise TraceError(trace_dir, "not a dfcompass trace (only the bt2 reader reads other CTF traces)")
+    check_dfcompass(meta)
+    return meta, bytes.fromhex(meta.uuid.replace("-", "")) if meta.uuid else None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tc_analyses.errors import TraceError
 from tc_analyses.reader.fast import stream_files, walk_packets
-from tc_analyses.reader.metadata import check_dfcompass, read_metadata
+from tc_analyses.reader.metadata import read_dfcompass_metadata
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,7 @@ class StreamRepair:
 def repair_trace(path: str | os.PathLike[str], *, dry_run: bool = False) -> list[StreamRepair]:
     """Truncate each damaged stream file at its first bad packet; return what was (or would be) cut."""
     trace_dir = Path(path)
-    meta = read_metadata(trace_dir)
-    if not meta.is_dfcompass:
-        raise TraceError(trace_dir, "repair handles dfcompass traces only (their packet layout is known)")
-    check_dfcompass(meta)
-    uuid_bytes = bytes.fromhex(meta.uuid.replace("-", "")) if meta.uuid else None
+    _, uuid_bytes = read_dfcompass_metadata(trace_dir)
     repairs = []
     for file in stream_files(trace_dir):
         data = memoryview(file.read_bytes())
