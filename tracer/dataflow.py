@@ -46,25 +46,28 @@ class _Produced:
 
 
 class _Producers:
-    """id(obj) -> who produced obj, per session."""
+    """id(obj) -> who produced obj, for one session."""
 
     def __init__(self) -> None:
         self.by_id: dict[int, _Produced] = {}
         self.strong: OrderedDict[int, None] = OrderedDict()
         self.lock = threading.Lock()
+        self._sweep_at = 1024
 
     def lookup(self, obj: Any) -> _Produced | None:
         entry = self.by_id.get(id(obj))
         if entry is None:
             return None
         ref = entry.ref
-        target = ref() if isinstance(ref, weakref.ref) else ref
+        target = ref() if type(ref) is weakref.ref else ref
         return entry if target is obj else None
 
-    def record(self, obj: Any, entry_args: tuple[int, int, int, int]) -> None:
+    def record(self, obj: Any, tensor_id: int, producer: int, device: int, nbytes: int) -> None:
         key = id(obj)
         try:
-            ref: Any = weakref.ref(obj, functools.partial(self._forget, key))
+            # No callback: CPython then shares one ref object per target, which is much cheaper.
+            # A dead ref never matches (lookup checks identity); sweeps drop them in bulk.
+            ref: Any = weakref.ref(obj)
         except TypeError:
             ref = obj
             with self.lock:
@@ -73,22 +76,22 @@ class _Producers:
                 while len(self.strong) > STRONG_LIMIT:
                     old, _ = self.strong.popitem(last=False)
                     self.by_id.pop(old, None)
-        self.by_id[key] = _Produced(*entry_args, ref)
+        self.by_id[key] = _Produced(tensor_id, producer, device, nbytes, ref)
+        if len(self.by_id) >= self._sweep_at:
+            self._sweep()
 
-    def _forget(self, key: int, ref: weakref.ref[Any]) -> None:
-        entry = self.by_id.get(key)
-        if entry is not None and entry.ref is ref:
-            del self.by_id[key]
-
-
-_producers: "weakref.WeakKeyDictionary[_session.Session, _Producers]" = weakref.WeakKeyDictionary()
+    def _sweep(self) -> None:
+        dead = [k for k, e in list(self.by_id.items()) if type(e.ref) is weakref.ref and e.ref() is None]
+        for key in dead:
+            self.by_id.pop(key, None)
+        self._sweep_at = max(1024, 2 * len(self.by_id))
 
 
 def _producers_of(session: _session.Session) -> _Producers:
-    found = _producers.get(session)
+    found = session.dataflow
     if found is None:
-        found = _producers.setdefault(session, _Producers())
-    return found
+        found = session.dataflow = _Producers()
+    return found  # type: ignore[no-any-return]
 
 
 def nbytes_of(obj: Any) -> int:
@@ -146,16 +149,12 @@ class node:
         session = self._session
         if session is None or not session.active:
             return self
-        strings = session._strings
-        op_sid = strings.get(self._op)
-        if op_sid is None:
-            op_sid = session.intern(self._op)
-        name_sid = strings.get(self._name)
-        if name_sid is None:
-            name_sid = session.intern(self._name)
-        device = session._devices.get(self._device_name)
-        if device is None:
-            device = session.device(self._device_name)
+        key = (self._op, self._name, self._device_name)
+        ids = session.node_keys.get(key)
+        if ids is None:
+            ids = session.node_keys[key] = (session.intern(self._op), session.intern(self._name),
+                                            session.device(self._device_name))
+        op_sid, name_sid, device = ids
         self.device = device
         self.node_id = session.node_begin(op_sid, name_sid, device)
         if self._inputs:
@@ -178,17 +177,17 @@ class node:
 
 
 def _record_inputs(session: _session.Session, consumer: int, device: int, inputs: Iterable[Any]) -> None:
-    producers = _producers_of(session)
+    lookup = _producers_of(session).lookup
     for obj in inputs:
-        entry = producers.lookup(obj)
+        entry = lookup(obj)
         if entry is not None:
-            session.emit("tensor_edge", entry.producer, consumer, entry.tensor_id, entry.nbytes, entry.device, device)
+            session.tensor_edge(entry.producer, consumer, entry.tensor_id, entry.nbytes, entry.device, device)
 
 
 def _record_outputs(session: _session.Session, producer: int, device: int, outputs: Iterable[Any]) -> None:
-    producers = _producers_of(session)
+    record = _producers_of(session).record
     for obj in outputs:
-        producers.record(obj, (session.new_tensor_id(), producer, device, nbytes_of(obj)))
+        record(obj, session.new_tensor_id(), producer, device, nbytes_of(obj))
 
 
 def traced(op: str | None = None, *, name: str | None = None, device: str = "cpu") -> Callable[[F], F]:
@@ -199,7 +198,7 @@ def traced(op: str | None = None, *, name: str | None = None, device: str = "cpu
     """
 
     def wrap(func: F) -> F:
-        node_name = name or getattr(func, "__qualname__", getattr(func, "__name__", "node"))
+        node_name: str = name or getattr(func, "__qualname__", None) or getattr(func, "__name__", "node")
         node_op = op or node_name
 
         @functools.wraps(func)

@@ -6,12 +6,16 @@ the record's values onto that thread's buffer for the event class. No lock, no p
 A buffer that reaches one packet's worth of records is handed to the flusher thread, which
 packs it with one ``struct`` call and writes it as a packet. Every ``flush_interval`` the
 flusher also takes the partly filled buffers of all threads, so a killed process loses at most
-that much. If the flusher falls ``max_pending`` packets behind, a full buffer is dropped and
-its events are counted in its stream's ``events_discarded`` (never dropped silently).
+that much. When ``max_pending`` packets wait (the GIL starves the flusher when many threads
+record), the recording thread writes them itself. Only when it cannot, because the writer is
+stuck in a slow write, is the full buffer dropped, and its events are counted in its stream's
+``events_discarded`` (never dropped silently).
 
-Why a grace period on partial buffers: the flusher swaps a thread's list while that thread
-may sit between loading the list and extending it. The swapped list is packed only
-``_GRACE_S`` later, by which time that single pending ``+=`` has landed.
+Why no lock: the flusher swaps a thread's list for a new one while that thread records. In
+CPython 3.11 a thread can only lose the GIL at a call or a backward jump, so every record
+path takes its timestamp and ids *first*, then loads its list and extends it with no call in
+between: the load and the ``+=`` cannot straddle a swap. As a second guard, a swapped
+partial list is packed only ``_GRACE_S`` later. (A free-threaded build would need a lock.)
 """
 
 from __future__ import annotations
@@ -108,9 +112,14 @@ class Session:
         self._pending: deque[tuple[float, StreamFile, list[Any]]] = deque()
         self._wake = threading.Event()
         self._stop_lock = threading.Lock()
+        # Held by whoever writes pending packets, so packets of one stream stay in order.
+        # Reentrant: SIGTERM may finalize from a handler that interrupted a drain.
+        self._drain_lock = threading.RLock()
         self._flusher: threading.Thread | None = None
         self._previous_sigterm: Any = None
         self.step = schema.NO_STEP
+        self.dataflow: Any = None  # producer table of tracer.dataflow, kept per session
+        self.node_keys: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # (op, name, device) -> ids
         self.active = False
         self.trace: TraceDirectory | None = None
 
@@ -157,8 +166,9 @@ class Session:
             self._wake.set()
             if self._flusher is not None and self._flusher is not threading.current_thread():
                 self._flusher.join(timeout=10)
-            self._collect_partials(due=0.0)
-            self._drain(float("inf"))
+            with self._drain_lock:
+                self._collect_partials(due=0.0)
+                self._drain(float("inf"))
             assert self.trace is not None
             for stream in list(self.trace.streams.values()):
                 if stream.events_discarded and stream.events_discarded != stream.reported_discarded:
@@ -247,10 +257,11 @@ class Session:
 
     # ------------------------------------------------------------------ recording
     def _append(self, state: _ThreadState, cid: int, values: tuple[Any, ...]) -> None:
+        record = (cid, self._now(), *values)
         rows = state.rows[cid]
-        rows += (cid, self._now(), *values)
+        rows += record
         if len(rows) >= state.caps[cid]:
-            self._handoff(state, cid)
+            self._handoff(state, cid, rows)
 
     def emit(self, short_name: str, *values: Any) -> None:
         """Record one event of class `short_name` (fields in catalogue order) at the current time."""
@@ -267,10 +278,11 @@ class Session:
         except AttributeError:
             state = self._thread_state()
         node_id = next(self._node_ids) & _U32
+        ts = self._now()
         rows = state.rows[6]
-        rows += (6, self._now(), node_id, op_sid, name_sid, device, state.tid, self.step)
+        rows += (6, ts, node_id, op_sid, name_sid, device, state.tid, self.step)
         if len(rows) >= state.caps[6]:
-            self._handoff(state, 6)
+            self._handoff(state, 6, rows)
         return node_id
 
     def node_end(self, node_id: int, device: int) -> None:
@@ -278,10 +290,22 @@ class Session:
             state = self._local.state
         except AttributeError:
             state = self._thread_state()
+        ts = self._now()
         rows = state.rows[7]
-        rows += (7, self._now(), node_id, device, state.tid)
+        rows += (7, ts, node_id, device, state.tid)
         if len(rows) >= state.caps[7]:
-            self._handoff(state, 7)
+            self._handoff(state, 7, rows)
+
+    def tensor_edge(self, producer: int, consumer: int, tensor_id: int, nbytes: int, src: int, dst: int) -> None:
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._thread_state()
+        ts = self._now()
+        rows = state.rows[8]
+        rows += (8, ts, producer, consumer, tensor_id, nbytes, src, dst)
+        if len(rows) >= state.caps[8]:
+            self._handoff(state, 8, rows)
 
     def step_begin(self, step: int) -> None:
         self.step = step & _U32
@@ -300,14 +324,22 @@ class Session:
             stream = state.streams[cid] = self.trace.stream(schema.CATALOGUE[cid], state.key)
         return stream
 
-    def _handoff(self, state: _ThreadState, cid: int) -> None:
-        rows = state.rows[cid]
+    def _handoff(self, state: _ThreadState, cid: int, rows: list[Any]) -> None:
+        if state.rows[cid] is not rows:  # the flusher took this list meanwhile; it writes it
+            return
         state.rows[cid] = []
         stream = self._stream(state, cid)
-        if len(self._pending) >= self._max_pending:
-            stream.discard(len(rows) // _NFIELDS[cid])
-            return
-        self._pending.append((0.0, stream, rows))
+        pending = self._pending
+        if len(pending) >= self._max_pending:
+            if self._drain_lock.acquire(blocking=False):  # help the flusher catch up
+                try:
+                    self._drain(time.monotonic())
+                finally:
+                    self._drain_lock.release()
+            if len(pending) >= self._max_pending:  # the writer is stuck: drop and count
+                stream.discard(len(rows) // _NFIELDS[cid])
+                return
+        pending.append((0.0, stream, rows))
         self._wake.set()
 
     def _collect_partials(self, due: float) -> None:
@@ -319,10 +351,12 @@ class Session:
                     self._pending.append((due, self._stream(state, cid), rows))
 
     def _drain(self, now: float) -> None:
+        """Write the pending packets that are due, oldest first. Callers hold ``_drain_lock``."""
         pending = self._pending
         while pending and pending[0][0] <= now:
             _, stream, rows = pending.popleft()
-            self._write_rows(stream, rows)
+            if rows:
+                self._write_rows(stream, rows)
 
     @staticmethod
     def _write_rows(stream: StreamFile, rows: list[Any]) -> None:
@@ -348,7 +382,8 @@ class Session:
                 self._collect_partials(due=now + _GRACE_S)
                 next_periodic = now + self._flush_interval
             try:
-                self._drain(now)
+                with self._drain_lock:
+                    self._drain(now)
             except Exception as exc:  # a packing bug must not kill recording silently
                 assert self.trace is not None
                 self.trace.report_error(f"flusher: {type(exc).__name__}: {exc}")
