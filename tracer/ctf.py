@@ -86,6 +86,13 @@ class StreamFile:
         self._lock = threading.Lock()  # only the flush path takes it, never the record path
 
     def discard(self, count: int) -> None:
+        """Count `count` events as lost; they show in the next packet's events_discarded."""
+        with self._lock:
+            needs_baseline = self.packets_written == 0 and self.events_discarded == 0
+        if needs_baseline:
+            # babeltrace2 reports a loss as a difference between two packets: give it a first
+            # packet that says 0, dated at the trace origin so it precedes any pending packet.
+            self.write_packet(b"", 0, self.trace.origin_ts, self.trace.origin_ts)
         with self._lock:
             self.events_discarded += count
 
@@ -144,6 +151,7 @@ class TraceDirectory:
         self.streams: dict[tuple[int, str], StreamFile] = {}
         self._streams_lock = threading.Lock()
         self.errors: list[str] = []
+        self.origin_ts = 0  # no event of the trace is earlier (the live session sets its start time)
         self.path.mkdir(parents=True, exist_ok=True)
         metadata = self.path / "metadata"
         if metadata.exists() and not overwrite:

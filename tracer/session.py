@@ -8,7 +8,7 @@ packs it with one ``struct`` call and writes it as a packet. Every ``flush_inter
 flusher also takes the partly filled buffers of all threads, so a killed process loses at most
 that much. When ``max_pending`` packets wait (the GIL starves the flusher when many threads
 record), the recording thread writes them itself. Only when it cannot, because the writer is
-stuck in a slow write, is the full buffer dropped, and its events are counted in its stream's
+stuck in a write for over ``_HELP_WAIT_S``, is the full buffer dropped, and its events are counted in its stream's
 ``events_discarded`` (never dropped silently).
 
 Why no lock: the flusher swaps a thread's list for a new one while that thread records. In
@@ -39,6 +39,7 @@ from tracer.clock import Clock, MonotonicClock
 from tracer.ctf import DEFAULT_PACKET_SIZE, StreamFile, TraceDirectory, pack_fixed, pack_string_defs, records_per_packet
 
 _GRACE_S = 0.02
+_HELP_WAIT_S = 0.1
 _U32 = 0xFFFFFFFF
 _NCLASSES = len(schema.CATALOGUE)
 _NFIELDS = [len(c.fields) + 2 for c in schema.CATALOGUE]  # id + timestamp + fields
@@ -106,6 +107,7 @@ class Session:
         self._threads: list[_ThreadState] = []
         self._strings: dict[str, int] = {}
         self._strings_lock = threading.Lock()
+        self._devices_lock = threading.Lock()
         self._devices: dict[str, int] = {}
         self._node_ids = itertools.count()
         self._tensor_ids = itertools.count()
@@ -136,6 +138,7 @@ class Session:
             packet_size=self._packet_size,
             overwrite=self._overwrite,
         )
+        self.trace.origin_ts = self._now()
         self.active = True
         _active = self
         _all_sessions.add(self)
@@ -234,19 +237,19 @@ class Session:
     def device(self, name: str, model: str = "") -> int:
         """The trace-local index of device `name` ("cpu", "cuda:0"...), described on first use."""
         index = self._devices.get(name)
-        if index is None:
-            with self._strings_lock:
-                index = self._devices.get(name)
-                if index is None:
-                    index = len(self._devices)
-                    kind, _, ordinal = name.partition(":")
-                    self._devices[name] = index
-            if not (0 <= index <= 0xFFFF):
-                raise ValueError(f"too many devices in one trace ({index})")
-            self.emit(
-                "device_info", index, self.intern(name), self.intern(kind),
-                int(ordinal) if ordinal.isdigit() else 0, self.intern(model),
-            )
+        if index is not None:
+            return index
+        kind, _, ordinal = name.partition(":")
+        sids = (self.intern(name), self.intern(kind), self.intern(model))
+        with self._devices_lock:
+            index = self._devices.get(name)
+            if index is None:
+                index = len(self._devices)
+                if index > 0xFFFF:
+                    raise ValueError(f"too many devices in one trace ({index})")
+                # Described before the index is published: no event can use it undescribed.
+                self.emit("device_info", index, sids[0], sids[1], int(ordinal) if ordinal.isdigit() else 0, sids[2])
+                self._devices[name] = index
         return index
 
     def new_node_id(self) -> int:
@@ -331,7 +334,9 @@ class Session:
         stream = self._stream(state, cid)
         pending = self._pending
         if len(pending) >= self._max_pending:
-            if self._drain_lock.acquire(blocking=False):  # help the flusher catch up
+            # Help the flusher catch up. Wait a little for the lock: its holder may only be
+            # short of the GIL; if it is stuck in a write longer than that, drop.
+            if self._drain_lock.acquire(timeout=_HELP_WAIT_S):
                 try:
                     self._drain(time.monotonic())
                 finally:

@@ -22,6 +22,10 @@ PACKET_HEADER = struct.Struct("<I16sI")
 PACKET_CONTEXT = struct.Struct("<QQQQQ")  # ts_begin, ts_end, content_size, packet_size, events_discarded
 PACKET_PREAMBLE_SIZE = PACKET_HEADER.size + PACKET_CONTEXT.size
 
+# Keys we write ourselves, plus `domain`, which makes Trace Compass pick an LTTng trace type.
+RESERVED_ENV_KEYS = frozenset({"tracer_name", "tracer_major", "tracer_minor", "dfcompass_schema_major",
+                               "dfcompass_schema_minor", "hostname", "domain"})
+
 _TYPEALIASES = """\
 typealias integer { size = 8; align = 8; signed = false; } := uint8_t;
 typealias integer { size = 16; align = 8; signed = false; } := uint16_t;
@@ -54,6 +58,12 @@ def render_metadata(meta: TraceMeta) -> str:
         raise ValueError("the clock offset must not be negative (babeltrace2 rejects it)")
     offset_s, offset_ns = divmod(meta.clock_offset_ns, 1_000_000_000)
     major, minor = schema.SCHEMA_VERSION
+    for key in meta.env:
+        if not key.isidentifier() or not key.isascii():
+            raise ValueError(f"env key {key!r} is not a TSDL identifier")
+        if key in RESERVED_ENV_KEYS:
+            raise ValueError(f"env key {key!r} is reserved (dfcompass writes it, or Trace Compass would "
+                             "stop opening the trace as generic CTF)")
     env: dict[str, str | int] = {
         "tracer_name": schema.TRACER_NAME,
         "tracer_major": major,

@@ -91,8 +91,17 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise TraceError(path, "not a directory (a CTF trace is a directory holding a 'metadata' file)")
+    from tc_analyses.reader.metadata import find_traces
+
+    traces = find_traces(path)
+    if not traces:
+        raise TraceError(path, "no CTF trace here (no 'metadata' file in it or below it)")
     try:
-        iterator = bt2.TraceCollectionMessageIterator(path)
+        # Explicit src.ctf.fs components: with auto-discovery, babeltrace2 2.0.4's bindings
+        # abort the whole process on metadata they cannot parse instead of raising.
+        specs = [bt2.ComponentSpec.from_named_plugin_and_component_class("ctf", "fs", {"inputs": [str(t)]})
+                 for t in traces]
+        iterator = bt2.TraceCollectionMessageIterator(specs)
         event_type = bt2._EventMessageConst
         discarded_type = bt2._DiscardedEventsMessageConst
         for msg in iterator:

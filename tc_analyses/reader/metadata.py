@@ -76,9 +76,12 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
         raise TraceError(path, "missing metadata file: this is not a CTF trace directory") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read metadata: {exc.strerror}") from None
-    text = _depacketize(path, raw) if raw[:4] == _PACKETIZED_MAGIC else raw.decode("utf-8", "replace")
-    if not text.startswith("/* CTF"):
-        raise TraceError(path, "metadata does not start with '/* CTF 1.8 */': not CTF text metadata", offset=0)
+    if raw[:4] == _PACKETIZED_MAGIC:
+        text = _depacketize(path, raw)  # CTF needs the '/* CTF' line in text metadata only
+    else:
+        text = raw.decode("utf-8", "replace")
+        if not text.startswith("/* CTF"):
+            raise TraceError(path, "metadata does not start with '/* CTF 1.8 */': not CTF text metadata", offset=0)
     env: dict[str, str | int] = {}
     env_match = _ENV_BLOCK.search(text)
     if env_match:

@@ -31,11 +31,11 @@ def repair_trace(path: str | os.PathLike[str], *, dry_run: bool = False) -> list
     repairs = []
     for file in stream_files(trace_dir):
         data = memoryview(file.read_bytes())
+        keep = 0  # end of the last whole, well-formed packet
         try:
-            for _ in walk_packets(file, data, uuid_bytes):
-                pass
+            for packet in walk_packets(file, data, uuid_bytes):
+                keep = packet.offset + packet.packet_size
         except TraceError as exc:
-            keep = exc.offset or 0
             repairs.append(StreamRepair(str(file), keep, len(data) - keep, exc.problem))
             if not dry_run:
                 os.truncate(file, keep)
