@@ -1,0 +1,54 @@
+"""The command group: help, version, and usage errors of every subcommand."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any, Callable
+
+import pytest
+
+from tests.helpers import subprocess_env
+
+
+def _subcommands(help_text: str) -> list[str]:
+    section = help_text.split("Commands:", 1)[1]
+    return [m.group(1) for m in re.finditer(r"^\s{2}(\w[\w-]*)\s", section, re.M)]
+
+
+def test_help_lists_the_subcommands(cli: Callable[..., Any]) -> None:
+    result = cli("--help")
+    assert result.exit_code == 0
+    assert {"info", "record", "repair", "demo"} <= set(_subcommands(result.stdout))
+
+
+def test_every_subcommand_needs_its_arguments(cli: Callable[..., Any]) -> None:
+    commands = _subcommands(cli("--help").stdout)
+    assert commands
+    for command in commands:
+        if command == "demo":  # has defaults for everything: check its help instead
+            result = cli(command, "--help")
+            assert result.exit_code == 0 and "--output" in result.stdout
+            continue
+        result = cli(command)
+        assert result.exit_code == 2, f"dfcompass {command}: exit {result.exit_code}"
+        assert "Usage:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_and_version_as_a_subprocess(dfcompass_exe: list[str]) -> None:
+    done = subprocess.run([*dfcompass_exe, "--help"], capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert done.returncode == 0 and "Commands:" in done.stdout
+    version = subprocess.run([*dfcompass_exe, "--version"], capture_output=True, text=True, env=subprocess_env(),
+                             timeout=60)
+    assert version.returncode == 0 and re.search(r"\d+\.\d+\.\d+", version.stdout)
+
+
+@pytest.mark.parametrize("args", [("info", "--help"), ("repair", "--help"), ("record", "--help"), ("-h",)])
+def test_help_everywhere(cli: Callable[..., Any], args: tuple[str, ...]) -> None:
+    result = cli(*args)
+    assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_unknown_command(cli: Callable[..., Any]) -> None:
+    result = cli("no-such-command")
+    assert result.exit_code == 2 and "No such command" in result.stderr

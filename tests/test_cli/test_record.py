@@ -1,0 +1,134 @@
+"""`dfcompass record` and `dfcompass demo`: run a program traced, keep its exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from tc_analyses.reader.fast import read_trace
+from tests.helpers import check_packets, check_string_defs, subprocess_env
+
+NODES_SCRIPT = """
+import sys
+import tracer
+
+for i in range(7):
+    with tracer.node("n%d" % i, op="work"):
+        pass
+print("script ran", tracer.active_session() is not None)
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+
+
+def _script(tmp_path: Path) -> Path:
+    script = tmp_path / "prog.py"
+    script.write_text(NODES_SCRIPT)
+    return script
+
+
+def _record(dfcompass_exe: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*dfcompass_exe, "record", *args], capture_output=True, text=True,
+                          env=subprocess_env(), timeout=120)
+
+
+def test_record_a_python_program(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    out = tmp_path / "trace"
+    done = _record(dfcompass_exe, "-o", str(out), "--", sys.executable, str(_script(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert "script ran True" in done.stdout
+    assert f"trace written to {out}" in done.stderr
+    trace = read_trace(out)
+    assert trace.table("node_begin").text("name").tolist() == [f"n{i}" for i in range(7)]
+    assert len(trace.table("node_end")) == 7
+    assert trace.table("process_info").text("name").tolist() == [str(_script(tmp_path))]
+    check_packets(out)
+    check_string_defs(trace)
+
+
+def test_record_a_script_path_directly(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    out = tmp_path / "trace"
+    result = cli("record", "-o", out, "--", _script(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert len(read_trace(out).table("node_begin")) == 7
+
+
+def test_exit_code_is_passed_through_and_trace_kept(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    out = tmp_path / "trace"
+    done = _record(dfcompass_exe, "-o", str(out), "--", sys.executable, str(_script(tmp_path)), "3")
+    assert done.returncode == 3
+    assert "exited with code 3" in done.stderr and "still readable" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(read_trace(out).table("node_begin")) == 7
+
+
+def test_existing_trace_needs_overwrite(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    out = tmp_path / "trace"
+    script = str(_script(tmp_path))
+    assert _record(dfcompass_exe, "-o", str(out), "--", sys.executable, script).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    done = _record(dfcompass_exe, "-o", str(out), "--", sys.executable, script)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dfcompass: error: ")
+    assert str(out) in lines[0] and "--overwrite" in lines[0]
+    assert "script ran" not in done.stdout  # the program did not run
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    again = _record(dfcompass_exe, "-o", str(out), "--overwrite", "--", sys.executable, script)
+    assert again.returncode == 0, again.stderr
+    assert len(read_trace(out).table("node_begin")) == 7
+
+
+def test_command_not_found(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    result = cli("record", "-o", tmp_path / "t", "--", "definitely-not-a-command-xyz")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("dfcompass: error: ") and "command not found" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_non_python_command_is_an_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    result = cli("record", "-o", tmp_path / "t", "--", "true")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("dfcompass: error: ") and "no trace was written" in result.stderr
+
+
+def test_only_the_first_python_process_records(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys, tracer\n"
+        "with tracer.node('parent'):\n"
+        "    pass\n"
+        "child = 'import tracer; print(tracer.active_session() is None)'\n"
+        "out = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout\n"
+        "assert out.strip() == 'True', out\n"
+    )
+    result = cli("record", "-o", tmp_path / "t", "--", script)
+    assert result.exit_code == 0, result.stderr
+    assert read_trace(tmp_path / "t").table("node_begin").text("name").tolist() == ["parent"]
+
+
+def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    out = tmp_path / "demo"
+    result = cli("demo", "-o", out, "--steps", "4")
+    assert result.exit_code == 0, result.stderr
+    assert (out / "trace" / "metadata").is_file()
+    info = json.loads((out / "info.json").read_text())
+    assert info["events_per_class"]["dfc:node_begin"] == 4 * 9
+    assert info["events_per_class"]["dfc:tensor_edge"] == 4 * 9
+    assert info["events_per_class"]["dfc:step_begin"] == 4
+    assert info["discarded"] == 0
+    assert "events:" in result.stdout and str(out.resolve()) in result.stdout
+    trace = read_trace(out / "trace")
+    check_packets(out / "trace")
+    check_string_defs(trace)
+
+
+def test_demo_with_default_steps(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    done = subprocess.run([*dfcompass_exe, "demo", "-o", str(tmp_path / "tmp")], capture_output=True, text=True,
+                          env=subprocess_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "tmp" / "trace").is_dir()
+    info = json.loads((tmp_path / "tmp" / "info.json").read_text())
+    assert info["events_per_class"]["dfc:node_begin"] == 20 * 9
