@@ -133,10 +133,9 @@ def print_report(sections: list[tuple[str, list[Row]]]) -> None:
 
 
 def _print_plain(sections: list[tuple[str, list[Row]]]) -> None:
-    rows = [r for _, section in sections for r in section]
-    w0 = max((len(r[0]) for r in rows), default=0)
-    w1 = max((len(r[1]) for r in rows), default=0)
     for title, section in sections:
+        w0 = max((len(r[0]) for r in section), default=0)
+        w1 = max((len(r[1]) for r in section), default=0)
         print()
         print(title)
         print("-" * len(title))
@@ -149,14 +148,18 @@ def _print_rich(sections: list[tuple[str, list[Row]]]) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    def styled(cell: str) -> Text:
+        style = "bold green" if cell.startswith("PASS") else "bold red" if cell.startswith("MISSED") else ""
+        return Text(cell, style=style)
 
     console = Console()
     for title, section in sections:
         table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", show_header=False)
-        table.add_column("what")
-        table.add_column("value", justify="right")
+        table.add_column("what", no_wrap=True)
+        table.add_column("value", justify="right", no_wrap=True)
         table.add_column("note")
         for what, value, note in section:
-            style = "bold green" if "PASS" in value else "bold red" if "MISSED" in value else None
-            table.add_row(what, value, note, style=style)
+            table.add_row(what, styled(value), styled(note))
         console.print(table)

@@ -145,7 +145,7 @@ def generate(path: Path, total_events: int, threads: int = 4, seed: int = 202406
     keys = [str(PID + t) for t in range(threads)]
     _write_descriptions(trace, strings, keys)
     edge_base = 0
-    for t, (n, e) in enumerate(zip(_split(nodes, threads), _split(edges, threads))):
+    for t, (n, e) in enumerate(zip(_split(nodes, threads), _split(edges, threads), strict=True)):
         for short, records in _thread_arrays(rng, t, threads, n, e, edge_base, strings).items():
             _write_array(trace, _C[short], keys[t], records)
         edge_base += e

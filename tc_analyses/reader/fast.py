@@ -10,6 +10,8 @@ and the byte offset of the bad packet.
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,7 +169,7 @@ def walk_packets(path: Path, data: memoryview, uuid_bytes: bytes | None) -> Iter
 
 def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schema.EventClass | None, list[Any]]:
     """Read one stream file: its info, its class, and a list of record arrays (or string rows)."""
-    data = memoryview(path.read_bytes())
+    data = _map(path)
     cls = _class_of_file(path)
     info = StreamInfo(path, cls.name if cls else "?")
     chunks: list[Any] = []
@@ -206,6 +208,15 @@ def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schem
         info.packets += 1
         info.discarded = packet.discarded
     return info, cls, chunks
+
+
+def _map(path: Path) -> memoryview:
+    """The file's bytes, memory-mapped: the page cache is read in place, not copied first."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ))
 
 
 def stream_files(trace_dir: Path) -> list[Path]:
@@ -254,7 +265,7 @@ def _merge_sorted(chunks: list[np.ndarray[Any, Any]], dtype: np.dtype[Any]) -> n
     """
     opaque = np.dtype((np.void, dtype.itemsize))
     records = np.concatenate([c.view(opaque) for c in chunks]).view(dtype)
-    ts = records["timestamp"]
+    ts = np.ascontiguousarray(records["timestamp"])  # sorting a strided column is ~1.5x slower
     if len(ts) > 1 and (ts[1:] < ts[:-1]).any():  # several streams: merge their sorted runs
         records = records.view(opaque).take(np.argsort(ts, kind="stable")).view(dtype)
     return records

@@ -1,0 +1,128 @@
+"""dfcompass benchmarks (``make bench``): recorder cost and read speed, as side-by-side ratios.
+
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read] [--nodes N] [--rounds K]``
+
+Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
+(the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
+
+import read_speed  # noqa: E402
+import recorder_cost  # noqa: E402
+from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
+
+
+def _ns(value: float) -> str:
+    return f"{value:,.0f} ns"
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def recorder_rows(r: dict[str, Any]) -> list[Row]:
+    c, ratios = r["cases"], r["ratios"]
+    target = r["target_ns_per_event"]
+    rows: list[Row] = [
+        ("tracer.node, per event (flush incl.)", _ns(r["headline_ns_per_event"]), f"target <= {target:,.0f} ns"),
+        ("  verdict", verdict(r["pass"]), ""),
+        ("tracer.node, per node", _ns(c["node on"]["ns_per_node"]), "2 events: node_begin + node_end"),
+        ("session.node_begin/end, per event", _ns(c["low-level"]["ns_per_event"]),
+         verdict(r["pass_by_case"]["low-level"]) + " (instrumented-runtime path)"),
+        ("node + tensor edge, per event", _ns(c["edge on"]["ns_per_event"]),
+         verdict(r["pass_by_case"]["edge on"]) + f"; {_ns(c['edge on']['ns_per_node'])} per node, 3 events"),
+        ("tracing off: tracer.node, per node", _ns(c["node off"]["ns_per_node"]), "no session: the API is a no-op"),
+        ("tracing off: node + edge, per node", _ns(c["edge off"]["ns_per_node"]), ""),
+        ("floor: time.monotonic_ns(), per call", _ns(c["floor"]["ns_per_node"]), "loop included"),
+        ("ratio node event / floor", _x(ratios["node_on_event_per_floor"]), ""),
+        ("ratio low-level event / floor", _x(ratios["lowlevel_event_per_floor"]), ""),
+        ("ratio edge event / floor", _x(ratios["edge_on_event_per_floor"]), ""),
+        ("ratio node on / off, per node", _x(ratios["node_on_per_node_off"]), ""),
+        ("ratio edge on / off, per node", _x(ratios["edge_on_per_edge_off"]), ""),
+        ("added by tracing, per event", _ns(r["added_ns_per_event"]["node"]),
+         f"node; edge variant: {_ns(r['added_ns_per_event']['edge'])}"),
+    ]
+    return rows
+
+
+def read_rows(r: dict[str, Any]) -> list[Row]:
+    c = r["cases"]
+    bt, ours, proc = c["babeltrace2 dummy"], c["read_trace"], c["read_trace (new process)"]
+    rows: list[Row] = [
+        ("read_trace / babeltrace2 dummy", _x(r["ratio"]), f"target >= {r['target_ratio']:.0f}x"),
+        ("  verdict", verdict(r["pass"]), ""),
+        ("read_trace (in process, columns touched)", f"{ours['events_per_s'] / 1e6:.2f} M ev/s",
+         f"best {ours['best_s']:.3f} s"),
+        ("babeltrace2 --output-format=dummy", f"{bt['events_per_s'] / 1e6:.2f} M ev/s", f"best {bt['best_s']:.3f} s"),
+        ("read_trace in a new process", f"{proc['events_per_s'] / 1e6:.2f} M ev/s",
+         f"best {proc['best_s']:.3f} s; ratio {_x(r['ratio_new_process'])}"),
+        ("trace", f"{r['events'] / 1e6:.0f}M events", f"{r['bytes'] / 1e6:.0f} MB, {r['trace']}"),
+    ]
+    small = r.get("bt2_python_100k", {})
+    if "ratio" in small:
+        bt2_speed = small["cases"]["bt2 python"]["events_per_s"]
+        ours_small = small["cases"]["read_trace"]["events_per_s"]
+        rows.append(("read_trace / bt2 Python (100k events)", _x(small["ratio"]),
+                     f"bt2 {bt2_speed / 1e6:.2f} M ev/s, ours {ours_small / 1e6:.2f} M ev/s"))
+    elif "skipped" in small:
+        rows.append(("bt2 Python (100k events)", "skipped", small["skipped"]))
+    return rows
+
+
+def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
+    """Run one benchmark; on failure record the error and carry on with the others."""
+    t0 = time.perf_counter()
+    try:
+        results[name] = fn()
+    except Exception as exc:  # a broken benchmark must not hide the others' results
+        traceback.print_exc()
+        results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return False
+    results[name]["duration_s"] = time.perf_counter() - t0
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=["recorder", "read"], help="run one benchmark")
+    parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
+    parser.add_argument("--rounds", type=int, default=0, help="alternating rounds (default: 7 recorder, 5 read)")
+    args = parser.parse_args(argv)
+
+    results: dict[str, Any] = {"versions": versions(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    ok = True
+    if args.only in (None, "recorder"):
+        ok &= _run_one("recorder_cost", lambda: recorder_cost.run(args.nodes, args.rounds or 7), results)
+    if args.only in (None, "read"):
+        ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
+    write_json(OUT_DIR / "results.json", results)
+
+    sections: list[tuple[str, list[Row]]] = []
+    for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
+                                ("read_speed", "Read speed (5M events)", read_rows)):
+        if key in results:
+            r = results[key]
+            rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)
+            sections.append((title, rows))
+    v = results["versions"]
+    sections.append(("Environment", [
+        ("python / numpy", f"{v['python']} / {v['numpy']}", f"{v['cpus']} CPUs"),
+        ("babeltrace2", v["babeltrace2"], f"bt2 Python {v['bt2_python']}"),
+        ("results", str(OUT_DIR / "results.json"), ""),
+    ]))
+    print_report(sections)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
