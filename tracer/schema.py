@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-SCHEMA_VERSION: Final = (1, 0)
+SCHEMA_VERSION: Final = (1, 1)
 TRACER_NAME: Final = "dfcompass"
 EVENT_PREFIX: Final = "dfc:"
 
@@ -196,6 +196,11 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("bytes_in_use", "u64", "bytes in use on the device after the free"),
         _TID,
     ), "Memory is freed on a device.", "memory"),
+    EventClass(19, "node_args", (
+        _f("node_id", "u32", "execution id of the dfc:node_begin it describes"),
+        _f("shapes", "sid", "input shapes, e.g. [[8, 3, 32, 32], [64, 3, 7, 7], []]"),
+        _f("dtypes", "sid", "input dtypes, e.g. float32,float32,"),
+    ), "Input shapes and dtypes of a node execution (recorded by sources that know them).", "dataflow"),
 )
 
 BY_NAME: Final[dict[str, EventClass]] = {c.name: c for c in CATALOGUE}

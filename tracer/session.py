@@ -106,6 +106,7 @@ class Session:
         self._local = threading.local()
         self._threads: list[_ThreadState] = []
         self._strings: dict[str, int] = {}
+        self._string_def_ts: list[int] = []  # sid -> timestamp of its dfc:string_def
         self._strings_lock = threading.Lock()
         self._devices_lock = threading.Lock()
         self._devices: dict[str, int] = {}
@@ -230,7 +231,9 @@ class Session:
                 sid = len(self._strings)
                 # The definition is timestamped before the dict entry exists, so every
                 # event that can see the id is later than its definition.
-                self._append(state, schema.STRING_DEF.id, (sid, text))
+                ts = self._now()
+                self._string_def_ts.append(ts)
+                self._append_at(state, schema.STRING_DEF.id, ts, (sid, text))
                 self._strings[text] = sid
         return sid
 
@@ -259,8 +262,28 @@ class Session:
         return next(self._tensor_ids) & _U32
 
     # ------------------------------------------------------------------ recording
+    def intern_at(self, text: str, ts: int) -> tuple[int, bool]:
+        """For batch sources: the id of `text`, and whether a definition must be written at `ts`.
+
+        True when the string is new, or when its live definition is later than `ts` (the batch
+        then writes its own definition, same id and value, so no use precedes a definition).
+        """
+        with self._strings_lock:
+            sid = self._strings.get(text)
+            if sid is None:
+                sid = self._strings[text] = len(self._strings)
+                self._string_def_ts.append(ts)
+                return sid, True
+            if self._string_def_ts[sid] > ts:
+                self._string_def_ts[sid] = ts
+                return sid, True
+            return sid, False
+
     def _append(self, state: _ThreadState, cid: int, values: tuple[Any, ...]) -> None:
-        record = (cid, self._now(), *values)
+        self._append_at(state, cid, self._now(), values)
+
+    def _append_at(self, state: _ThreadState, cid: int, ts: int, values: tuple[Any, ...]) -> None:
+        record = (cid, ts, *values)
         rows = state.rows[cid]
         rows += record
         if len(rows) >= state.caps[cid]:

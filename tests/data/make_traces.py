@@ -33,11 +33,13 @@ def all_classes(path: Path) -> None:
             # loader thread makes a batch on the CPU
             load = node
             b.add("node_begin", "101", t + 100, load, "read", "loader.read[0]", cpu, 101, step)
+            b.add("node_args", "101", t + 100, load, "[[1024]]", "int32")
             b.add("mem_alloc", "101", t + 150, cpu, 0x1000, 4096, 4096 * (step + 1), 101)
             b.add("node_end", "101", t + 900, load, cpu, 101)
             # main thread: copy to the GPU, then a kernel that consumes it
             copy, kern = node + 1, node + 2
             b.add("node_begin", "100", t + 1_000, copy, "aten::to", "input.to", gpu, 100, step)
+            b.add("node_args", "100", t + 1_000, copy, "[[1024], []]", "int32,")
             b.add("tensor_edge", "100", t + 1_000, load, copy, tensor, 4096, cpu, gpu)
             b.add("api_enter", "100", t + 1_010, 100, "cudaMemcpyAsync", corr)
             b.add("api_exit", "100", t + 1_050, 100, "cudaMemcpyAsync", corr)
@@ -45,6 +47,7 @@ def all_classes(path: Path) -> None:
             b.add("memcpy_end", "gpu0-q7", t + 1_400, gpu, 7, corr)
             b.add("node_end", "100", t + 1_060, copy, gpu, 100)
             b.add("node_begin", "100", t + 1_100, kern, "aten::relu", "model.relu (x.*+?)", gpu, 100, step)
+            b.add("node_args", "100", t + 1_100, kern, "[[1024]]", "int32")
             b.add("tensor_edge", "100", t + 1_100, copy, kern, tensor + 1, 4096, gpu, gpu)
             b.add("api_enter", "100", t + 1_110, 100, "cudaMemsetAsync", corr + 1)
             b.add("api_exit", "100", t + 1_120, 100, "cudaMemsetAsync", corr + 1)

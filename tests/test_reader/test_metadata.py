@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tracer import schema
+
 from tc_analyses.errors import TraceError
 from tc_analyses.reader.metadata import find_traces, read_metadata
 from tracer.tsdl import TraceMeta, render_metadata
@@ -47,14 +49,14 @@ def test_packetized_metadata_with_signature(tmp_path: Path) -> None:
     (tmp_path / "metadata").write_bytes(_packetize(_text()))
     meta = read_metadata(tmp_path)
     assert meta.text == _text()
-    assert meta.uuid == str(TRACE_UUID) and meta.is_dfcompass and len(meta.events) == 19
+    assert meta.uuid == str(TRACE_UUID) and meta.is_dfcompass and len(meta.events) == len(schema.CATALOGUE)
 
 
 def test_packetized_metadata_without_signature(tmp_path: Path) -> None:
     text = _text().replace("/* CTF 1.8 */\n", "", 1)
     (tmp_path / "metadata").write_bytes(_packetize(text))
     meta = read_metadata(tmp_path)
-    assert meta.uuid == str(TRACE_UUID) and len(meta.events) == 19
+    assert meta.uuid == str(TRACE_UUID) and len(meta.events) == len(schema.CATALOGUE)
 
 
 def test_bad_metadata_packet_header(tmp_path: Path) -> None:

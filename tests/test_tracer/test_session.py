@@ -196,6 +196,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
         s.emit("memset_end", gpu, 8, 6)
         s.emit("mem_alloc", gpu, 0xDEADBEEF, 512, 1024, 11)
         s.emit("mem_free", gpu, 0xDEADBEEF, 512, 512, 11)
+        s.emit("node_args", 77, s.intern("[[2, 3]]"), s.intern("float32"))
         s.step_begin(3)
         s.step_end()
 
@@ -214,6 +215,8 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     assert ints("mem_free") == [(gpu, 0xDEADBEEF, 512, 512, 11)]
     assert [r[0] for r in ints("step_begin")] == [3] and [r[0] for r in ints("step_end")] == [3]
     assert trace.table("api_exit").text("name").tolist() == ["cudaLaunchKernel"]
+    args = trace.table("node_args")
+    assert args["node_id"].tolist() == [77] and args.text("shapes").tolist() == ["[[2, 3]]"]
     assert {c.name for c in schema.CATALOGUE} - set(trace.tables) == {"dfc:node_begin", "dfc:node_end",
                                                                        "dfc:tensor_edge"}
 
