@@ -1,0 +1,435 @@
+"""PyTorch source: every aten op, exact tensor edges, memory and GPU activity, into a dfcompass trace.
+
+Mechanism, chosen by measurement (docs/pytorch.md, ``make bench``): torch.profiler's C++ collection
+with ``record_shapes`` and ``profile_memory``, turned into dfcompass events after each active window.
+
+* **Nodes** are the outermost ``aten::`` ops (an op called from Python, not from another op),
+  forward, backward and optimizer alike, with input shapes and dtypes.
+* **Edges are exact.** The profiler gives every tensor input a TensorID that follows its storage
+  (views share it). An op *writes* a tensor when the tensor's storage is allocated inside the op
+  and survives it, or when the op's schema marks that argument as written (in-place ops,
+  ``out=``). A consumer links to the last writer of each tensor it reads: views add no edge,
+  in-place ops become the new writer, and edges always point forward in time, so no cycles.
+  Backward ops link to the saved forward tensors they read, by the same rule.
+* **Module scope** comes from global ``nn.Module`` hooks that open a cheap C++ record function per
+  forward call; backward ops take the scope of their forward op (autograd sequence number).
+* **Memory**: every allocation and free with bytes in use per device.
+* **GPU** (when CUDA is available): runtime API calls, kernels, memcpy and memset on their
+  (device, stream), joined by correlation id.
+
+torch is imported lazily: the rest of ``tracer`` still needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import schema
+from tracer.session import Session, active_session
+
+MODULE_MARK = "dfc.module::"
+THREAD_MARK = "dfc.thread::"
+_STEP_MARK = "ProfilerStep#"
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise ImportError(f"dfcompass's PyTorch source needs torch ({exc}); install torch==2.13.0") from None
+    return torch
+
+
+class _ModuleScopes:
+    """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._record = torch._C._profiler._RecordFunctionFast
+        self._names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        self._local = threading.local()
+        self._handles: list[Any] = []
+
+    def install(self) -> None:
+        hooks = self._torch.nn.modules.module
+        self._handles = [hooks.register_module_forward_pre_hook(self._pre),
+                         hooks.register_module_forward_hook(self._post, always_call=True)]
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def path(self, module: Any) -> str:
+        name = self._names.get(module)
+        if name is None:  # a module seen for the first time is a root: name its whole tree
+            root = type(module).__name__
+            for sub_name, sub in module.named_modules():
+                self._names.setdefault(sub, f"{root}.{sub_name}" if sub_name else root)
+            name = self._names[module]
+        return name
+
+    def mark_thread(self) -> None:
+        """Tell the profile this thread's OS id (the profiler numbers threads its own way)."""
+        with self._record(THREAD_MARK + str(threading.get_native_id())):
+            pass
+
+    def _pre(self, module: Any, args: Any) -> None:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+            self.mark_thread()
+        scope = self._record(MODULE_MARK + self.path(module))
+        scope.__enter__()
+        stack.append(scope)
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        stack = getattr(self._local, "stack", None)
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+
+@dataclass
+class _Node:
+    start: int
+    end: int
+    ptid: int  # the profiler's thread number
+    op: str
+    overload: str
+    name: str
+    step: int
+    inputs: list[Any]
+    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes]
+    device: str = "cpu"
+
+
+class _Collector:
+    """Walks one profile's event tree into nodes, memory events, steps and thread names."""
+
+    def __init__(self, torch: Any) -> None:
+        profiler = torch._C._profiler
+        self.torch_op = profiler._EventType.TorchOp
+        self.allocation = profiler._EventType.Allocation
+        self.backward = profiler.RecordScope.BACKWARD_FUNCTION
+        self.user_scope = profiler.RecordScope.USER_SCOPE
+        self.nodes: list[_Node] = []
+        self.memory: list[tuple[int, int, str, int, int, int]] = []  # ts, ptid, device, ptr, bytes, total
+        self.steps: list[tuple[int, int, int, int]] = []  # begin, end, step, ptid
+        self.os_tids: dict[int, int] = {}
+        self.seq_scope: dict[int, str] = {}  # autograd sequence number -> forward scope
+
+    def walk(self, event: Any, scope: str, step: int, backward: str, node: _Node | None) -> None:
+        """`backward`: the scope label of the backward function being run, or "" in forward."""
+        tag = event.tag
+        if tag == self.torch_op:
+            name: str = event.name
+            extra = event.extra_fields
+            if node is None:
+                if name.startswith(MODULE_MARK):
+                    scope = name[len(MODULE_MARK):]
+                elif name.startswith(THREAD_MARK):
+                    self.os_tids[event.start_tid] = int(name[len(THREAD_MARK):])
+                    return
+                elif name.startswith(_STEP_MARK):
+                    step = int(name[len(_STEP_MARK):])
+                    self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
+                elif extra.scope == self.backward:
+                    forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
+                    backward = (forward or name) + " (backward)"
+                elif name.startswith("aten::"):
+                    node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
+                                 event.overload_name, backward or scope or name, step, list(extra.inputs))
+                    self.nodes.append(node)
+                elif extra.scope == self.user_scope and not name.startswith("##"):
+                    scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+            if not backward and scope and extra.sequence_number >= 0:
+                self.seq_scope.setdefault(extra.sequence_number, scope)
+        elif tag == self.allocation:
+            extra = event.extra_fields
+            device = str(extra.device)
+            self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, extra.alloc_size,
+                                extra.total_allocated))
+            if node is not None and extra.allocation_id is not None:
+                entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0])
+                entry[1] += extra.alloc_size
+                if extra.alloc_size > 0:
+                    node.device = device
+        for child in event.children:
+            self.walk(child, scope, step, backward, node)
+
+
+class _Writes:
+    """Which arguments an op writes, from its schema (cached)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._schemas = torch._C._jit_get_schemas_for_operator
+        self._cache: dict[tuple[str, str, int], tuple[int, ...]] = {}
+
+    def __call__(self, op: str, overload: str, arity: int) -> tuple[int, ...]:
+        key = (op, overload, arity)
+        found = self._cache.get(key)
+        if found is None:
+            try:
+                schemas = self._schemas(op)
+            except RuntimeError:
+                schemas = []
+            exact = [s for s in schemas if s.overload_name == overload]
+            candidates = exact or [s for s in schemas if len(s.arguments) == arity]
+            found = tuple(sorted({i for s in candidates for i, a in enumerate(s.arguments)
+                                  if a.alias_info is not None and a.alias_info.is_write}))
+            self._cache[key] = found
+        return found
+
+
+def _tensors(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [v for v in value if hasattr(v, "storage_data_ptr")]
+    return [value] if hasattr(value, "storage_data_ptr") else []
+
+
+class TorchRecorder:
+    """Record PyTorch execution into a dfcompass trace, like ``torch.profiler.profile``.
+
+    ``with TorchRecorder("out/trace", wait=1, warmup=1, active=3) as rec:`` then call
+    ``rec.step()`` after each step: steps in ``active`` windows are recorded (``repeat`` windows,
+    0 = until the end). With ``active=None`` everything between enter and exit is recorded.
+    Given a path, the recorder runs its own :class:`Session`; given a session (or with one
+    already active), it records into it.
+
+    Threads: by default the profiler covers the thread that starts the recorder and the threads
+    that inherit its state (autograd engine threads, ``at::launch``). ``all_threads=True`` adds
+    every other Python thread, but torch 2.13 then reports no allocations, so that mode records
+    ops without memory events and without tensor edges.
+    """
+
+    def __init__(self, trace: "str | Session | None" = None, *, wait: int = 0, warmup: int = 0,
+                 active: int | None = None, repeat: int = 0, record_memory: bool = True,
+                 record_modules: bool = True, cuda: bool | None = None, all_threads: bool = False) -> None:
+        self._torch = _import_torch()
+        self._own_session = isinstance(trace, str) or hasattr(trace, "__fspath__")
+        self._session_arg = trace
+        self._schedule = (wait, warmup, active, repeat) if active is not None else None
+        # torch 2.13 records allocations only without profile_all_threads, and edges need them.
+        self._all_threads = all_threads
+        self._record_memory = record_memory and not all_threads
+        self._scopes = _ModuleScopes(self._torch) if record_modules else None
+        self._cuda = self._torch.cuda.is_available() if cuda is None else cuda
+        self._writes = _Writes(self._torch)
+        self._itemsize: dict[Any, int] = {}
+        self._profiler: Any = None
+        self.session: Session | None = None
+        self.nodes_recorded = 0
+        self.edges_recorded = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "TorchRecorder":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> "TorchRecorder":
+        torch = self._torch
+        if self._own_session:
+            self.session = Session(self._session_arg).start()  # type: ignore[arg-type]
+        else:
+            self.session = self._session_arg or active_session()  # type: ignore[assignment]
+            if self.session is None:
+                raise RuntimeError("TorchRecorder needs a trace path or an active dfcompass session")
+        self.session.device("cpu")
+        if self._cuda:
+            for index in range(torch.cuda.device_count()):
+                self.session.device(f"cuda:{index}", torch.cuda.get_device_name(index))
+        profiler = torch.profiler
+        activities = [profiler.ProfilerActivity.CPU] + ([profiler.ProfilerActivity.CUDA] if self._cuda else [])
+        schedule = None
+        if self._schedule is not None:
+            wait, warmup, active, repeat = self._schedule
+            schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+        config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
+                                                        capture_overload_names=True)
+        self._profiler = profiler.profile(
+            activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
+            on_trace_ready=self._convert, experimental_config=config,
+        )
+        if self._scopes is not None:
+            self._scopes.install()
+        self._profiler.__enter__()
+        if self._scopes is not None:
+            self._scopes.mark_thread()
+        return self
+
+    def step(self) -> None:
+        """End one step (as ``torch.profiler.profile.step``)."""
+        self._profiler.step()
+        if self._scopes is not None:
+            self._scopes.mark_thread()
+
+    def stop(self) -> None:
+        if self._profiler is None:
+            return
+        profiler, self._profiler = self._profiler, None
+        try:
+            profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
+        finally:
+            if self._scopes is not None:
+                self._scopes.remove()
+            if self._own_session and self.session is not None:
+                self.session.stop()
+
+    # ------------------------------------------------------------------ conversion
+    def _convert(self, prof: Any) -> None:
+        session = self.session
+        if session is None or not session.active or session.trace is None:
+            return
+        results = prof.profiler.kineto_results
+        collector = _Collector(self._torch)
+        for root in results.experimental_event_tree():
+            collector.walk(root, "", schema.NO_STEP, "", None)
+        batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
+        self._write_nodes(batch, collector)
+        if self._record_memory:
+            self._write_memory(batch, collector)
+        for begin, end, step, ptid in collector.steps:
+            tid = collector.os_tids.get(ptid, ptid)
+            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
+            batch.add("step_end", f"torch-{tid}", end, step, tid)
+        if self._cuda:
+            self._write_gpu(batch, results.events(), collector)
+        batch.flush()
+
+    @staticmethod
+    def _clock_offset(session: Session) -> int:
+        # The profiler stamps events in ns since the Unix epoch; the trace clock is monotonic.
+        return session.clock.offset_to_wall_ns()
+
+    def _nbytes(self, meta: Any) -> int:
+        size = self._itemsize.get(meta.dtype)
+        if size is None:
+            size = self._itemsize[meta.dtype] = self._torch.empty((), dtype=meta.dtype).element_size()
+        count = 1
+        for dim in meta.sizes:
+            count *= dim
+        return count * size
+
+    def _write_nodes(self, batch: "_Batch", collector: _Collector) -> None:
+        session = batch.session
+        writer: dict[int, tuple[int, int]] = {}  # profiler TensorID -> (node id, device index)
+        tensor_ids: dict[int, int] = {}  # profiler TensorID -> trace tensor id
+        for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
+            tid = collector.os_tids.get(node.ptid, node.ptid)
+            key = f"torch-{tid}"
+            device_name = next((str(t.device) for v in node.inputs for t in _tensors(v)), node.device)
+            device = batch.device(device_name)
+            node_id = session.new_node_id()
+            batch.add("node_begin", key, node.start, node_id, node.op, node.name, device, tid, node.step)
+            shapes = [list(t.sizes) if t is not None else [] for t in (self._first_tensor(v) for v in node.inputs)]
+            dtypes = ",".join(str(t.dtype).removeprefix("torch.") if t is not None else ""
+                              for t in (self._first_tensor(v) for v in node.inputs))
+            batch.add("node_args", key, node.start, node_id, str(shapes), dtypes)
+            seen: set[int] = set()
+            for value in node.inputs:
+                for meta in _tensors(value):
+                    if meta.id is None or meta.id in seen:
+                        continue
+                    seen.add(meta.id)
+                    producer = writer.get(meta.id)
+                    if producer is not None:
+                        trace_tensor = tensor_ids.setdefault(meta.id, session.new_tensor_id())
+                        batch.add("tensor_edge", key, node.start, producer[0], node_id, trace_tensor,
+                                  self._nbytes(meta), producer[1], device)
+                        self.edges_recorded += 1
+            for tensor_id, net_bytes in node.allocations.values():
+                if net_bytes > 0 and tensor_id is not None:  # allocated here and still alive: an output
+                    writer[tensor_id] = (node_id, device)
+                    tensor_ids[tensor_id] = session.new_tensor_id()
+            for index in self._writes(node.op, node.overload, len(node.inputs)):
+                if index < len(node.inputs):
+                    for meta in _tensors(node.inputs[index]):
+                        if meta.id is not None:  # written in place: this op holds the new value
+                            writer[meta.id] = (node_id, device)
+                            tensor_ids[meta.id] = session.new_tensor_id()
+            batch.add("node_end", key, node.end, node_id, device, tid)
+            self.nodes_recorded += 1
+
+    @staticmethod
+    def _first_tensor(value: Any) -> Any:
+        tensors = _tensors(value)
+        return tensors[0] if tensors else None
+
+    def _write_memory(self, batch: "_Batch", collector: _Collector) -> None:
+        for ts, ptid, device_name, ptr, size, total in collector.memory:
+            tid = collector.os_tids.get(ptid, ptid)
+            device = batch.device(device_name)
+            kind = "mem_alloc" if size > 0 else "mem_free"
+            batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0), tid)
+
+    def _write_gpu(self, batch: "_Batch", events: Any, collector: _Collector) -> None:
+        """Runtime API calls and GPU activity from Kineto's event list (CUDA only)."""
+        cuda_type = self._torch.autograd.DeviceType.CUDA
+        for event in events:
+            name = event.name()
+            corr = event.correlation_id()
+            start, end = event.start_ns(), event.end_ns()
+            if event.device_type() == cuda_type:
+                device = batch.device(f"cuda:{event.device_index()}")
+                queue = event.device_resource_id() & 0xFFFFFFFF
+                key = f"torch-gpu{event.device_index()}-q{queue}"
+                lower = name.lower()
+                if lower.startswith("memcpy"):
+                    kind = next((k for k in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP") if k in name), "")
+                    batch.add("memcpy_begin", key, start, device, queue, corr, event.nbytes() if hasattr(event, "nbytes") else 0,
+                              kind, device, device)
+                    batch.add("memcpy_end", key, end, device, queue, corr)
+                elif lower.startswith("memset"):
+                    batch.add("memset_begin", key, start, device, queue, corr, 0)
+                    batch.add("memset_end", key, end, device, queue, corr)
+                else:
+                    batch.add("kernel_begin", key, start, device, queue, corr, name, 0, 0, 0, 0, 0, 0)
+                    batch.add("kernel_end", key, end, device, queue, corr)
+            elif corr and name.startswith("cuda"):
+                tid = collector.os_tids.get(event.start_thread_id(), event.start_thread_id())
+                batch.add("api_enter", f"torch-api-{tid}", start, tid, name, corr)
+                batch.add("api_exit", f"torch-api-{tid}", end, tid, name, corr)
+
+
+class _Batch:
+    """Events of one profile window, written sorted per stream into the session's trace."""
+
+    def __init__(self, session: Session, floor: int, offset: int) -> None:
+        self.session = session
+        self._floor = floor
+        self._offset = offset
+        self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        self._strings: list[tuple[int, int, str]] = []
+
+    def _ts(self, epoch_ns: int) -> int:
+        return max(epoch_ns - self._offset, self._floor)
+
+    def device(self, name: str) -> int:
+        return self.session.device(name)
+
+    def add(self, short_name: str, key: str, epoch_ns: int, *values: Any) -> None:
+        ts = self._ts(epoch_ns)
+        cls = schema.BY_SHORT[short_name]
+        row = tuple(self._sid(v, ts) if f.type == "sid" and isinstance(v, str) else v
+                    for f, v in zip(cls.fields, values))
+        self._rows.setdefault((short_name, key), []).append((ts, *row))
+
+    def _sid(self, text: str, ts: int) -> int:
+        define_at = max(ts - 1, self._floor)
+        sid, needs_definition = self.session.intern_at(text, define_at)
+        if needs_definition:
+            self._strings.append((define_at, sid, text))
+        return sid
+
+    def flush(self) -> None:
+        trace = self.session.trace
+        assert trace is not None
+        if self._strings:
+            trace.write_events(schema.STRING_DEF, "torch", self._strings)
+        for (short_name, key), rows in sorted(self._rows.items()):
+            trace.write_events(schema.BY_SHORT[short_name], key, rows)
