@@ -23,6 +23,7 @@ torch is imported lazily: the rest of ``tracer`` still needs only the standard l
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -251,10 +252,13 @@ class TorchRecorder:
             schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
                                                         capture_overload_names=True)
-        self._profiler = profiler.profile(
-            activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
-            on_trace_ready=self._convert, experimental_config=config,
-        )
+        with warnings.catch_warnings():
+            # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
+            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
+            self._profiler = profiler.profile(
+                activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
+                on_trace_ready=self._convert, experimental_config=config,
+            )
         if self._scopes is not None:
             self._scopes.install()
         self._profiler.__enter__()
