@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import click
 
-from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.errors import ConfigurationError, DfcompassError, TraceError
 from tc_analyses.export import reports
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,6 +116,29 @@ def repair(trace: Path, dry_run: bool) -> None:
         click.echo(f"{r.path}: {verb} {r.dropped_bytes} bytes at byte {r.kept_bytes} ({r.problem})")
 
 
+@main.command("import-kineto")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Trace directory to write.")
+@click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_handle_errors
+def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
+    """Convert a PyTorch profiler (Kineto) trace FILE (.json or .json.gz) into a dfcompass trace."""
+    from tracer.ctf import TraceExistsError
+    from tracer.importers import KinetoImportError
+    from tracer.importers import import_kineto as convert
+
+    try:
+        summary = convert(file, output, overwrite=overwrite)
+    except KinetoImportError as exc:
+        raise TraceError(exc.path, exc.problem) from None
+    except TraceExistsError:
+        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)") from None
+    except OSError as exc:  # a missing or unreadable FILE, an unwritable OUTPUT
+        raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
+    click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
+
+
 def _autostart_dir() -> Path:
     import tracer
 
@@ -130,6 +153,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
     if command[0].endswith(".py"):
         command = [sys.executable, *command]
+    elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
+        command = [sys.executable, *command[1:]]
     package_root = str(Path(tracer.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env[RECORD_ENV] = str(output.resolve())

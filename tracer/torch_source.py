@@ -252,13 +252,10 @@ class TorchRecorder:
             schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
                                                         capture_overload_names=True)
-        with warnings.catch_warnings():
-            # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
-            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
-            self._profiler = profiler.profile(
-                activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
-                on_trace_ready=self._convert, experimental_config=config,
-            )
+        self._profiler = profiler.profile(
+            activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
+            on_trace_ready=self._convert, experimental_config=config,
+        )
         if self._scopes is not None:
             self._scopes.install()
         self._profiler.__enter__()
@@ -268,7 +265,10 @@ class TorchRecorder:
 
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
-        self._profiler.step()
+        with warnings.catch_warnings():
+            # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
+            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
+            self._profiler.step()
         if self._scopes is not None:
             self._scopes.mark_thread()
 

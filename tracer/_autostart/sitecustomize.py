@@ -3,6 +3,10 @@
 ``dfcompass record`` puts this folder first on PYTHONPATH and names the output directory in
 DFCOMPASS_RECORD_DIR. The variable is removed at once, so only the first Python process
 records (its child processes run untraced). Any other sitecustomize on the path still runs.
+
+When the program imports torch, a :class:`tracer.torch_source.TorchRecorder` starts on the
+session as soon as torch has loaded, so PyTorch programs are traced with no code change
+(``DFCOMPASS_TORCH=0`` turns that off).
 """
 
 import importlib.machinery
@@ -14,11 +18,29 @@ _here = os.path.dirname(os.path.abspath(__file__))
 _output = os.environ.pop("DFCOMPASS_RECORD_DIR", None)
 _overwrite = os.environ.pop("DFCOMPASS_RECORD_OVERWRITE", "") == "1"
 
+_torch_wanted = os.environ.pop("DFCOMPASS_TORCH", "1") != "0"
+
+
+def _start_torch_recorder(_module: object) -> None:
+    try:
+        import atexit
+
+        from tracer.torch_source import TorchRecorder
+
+        recorder = TorchRecorder().start()
+        atexit.register(recorder.stop)  # atexit is LIFO: runs before the session's own stop
+    except Exception as exc:  # tracing must never stop the program from running
+        print(f"dfcompass: error: cannot record PyTorch: {exc}", file=sys.stderr)
+
+
 if _output:
     try:
         import tracer
+        from tracer.import_hooks import call_after_import
 
         tracer.start(_output, overwrite=_overwrite)
+        if _torch_wanted:
+            call_after_import("torch", _start_torch_recorder)
     except Exception as exc:  # tracing must never stop the program from running
         print(f"dfcompass: error: cannot record to {_output}: {exc}", file=sys.stderr)
 

@@ -1,0 +1,54 @@
+"""`dfcompass record -- python prog.py` traces a PyTorch program with no code change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from tc_analyses.reader import read_trace  # noqa: E402
+
+PROGRAM = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+x = torch.randn(4, 8)
+with torch.no_grad():
+    for _ in range(3):
+        model(x)
+"""
+
+
+def _record(tmp_path: Path, *env: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    out = tmp_path / "trace"
+    command = ["env", *env, sys.executable, "-m", "tc_analyses.cli", "record", "-o", str(out), "--", "python", str(script)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120), out
+
+
+def test_record_traces_torch_ops_and_edges_without_code_change(tmp_path: Path) -> None:
+    done, out = _record(tmp_path)
+    assert done.returncode == 0, done.stderr
+    trace = read_trace(out)
+    nodes = trace.table("node_begin")
+    ops, names = nodes.text("op").tolist(), nodes.text("name").tolist()
+    forward = [(op, name) for op, name in zip(ops, names) if name.startswith("Sequential")]
+    assert forward == [("aten::linear", "Sequential.0"), ("aten::relu", "Sequential.1"),
+                       ("aten::linear", "Sequential.2")] * 3
+    edges = trace.table("tensor_edge")
+    by_id = dict(zip(nodes["node_id"].tolist(), zip(ops, names)))
+    pairs = {(by_id[p], by_id[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())}
+    assert (("aten::linear", "Sequential.0"), ("aten::relu", "Sequential.1")) in pairs
+    assert (("aten::relu", "Sequential.1"), ("aten::linear", "Sequential.2")) in pairs
+    assert len(trace.table("mem_alloc")) > 0
+
+
+def test_dfcompass_torch_0_turns_the_torch_source_off(tmp_path: Path) -> None:
+    done, out = _record(tmp_path, "DFCOMPASS_TORCH=0")
+    assert done.returncode == 0, done.stderr
+    assert len(read_trace(out).table("node_begin")) == 0
