@@ -96,6 +96,13 @@ class TraceBuilder:
         self._rows.clear()
         self._trace.close()
 
+    def events_written(self) -> dict[str, int]:
+        """Events written per class name ("dfc:node_begin"...), complete once closed."""
+        counts: dict[str, int] = {}
+        for stream in self._trace.streams.values():
+            counts[stream.cls.name] = counts.get(stream.cls.name, 0) + stream.events_written
+        return counts
+
     def __enter__(self) -> "TraceBuilder":
         return self
 

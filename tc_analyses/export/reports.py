@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tc_analyses.analyses.trace_info import TraceInfo
+from tracer.importers import ImportSummary
 
 
 def to_json(result: Any) -> str:
@@ -15,6 +16,8 @@ def to_json(result: Any) -> str:
     data = dataclasses.asdict(result)
     if isinstance(result, TraceInfo):
         data["duration_ns"] = result.duration_ns
+    if isinstance(result, ImportSummary):
+        data["events"] = result.events
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
@@ -53,4 +56,39 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
                                             [(s.name, s.events, s.discarded) for s in shown])]
     if len(info.streams) > max_streams:
         lines.append(f"  ... {len(info.streams) - max_streams} more (use --format json for all)")
+    return "\n".join(lines) + "\n"
+
+
+def kineto_import_text(summary: ImportSummary) -> str:
+    """What `dfcompass import-kineto` wrote, what it skipped and how it set the clock."""
+    corr = summary.correlation
+    gpu_ops = corr["gpu_with_launch"] + corr["gpu_without_launch"]
+    devices = ", ".join(f"{name} ({model})" if model else name for name, model in summary.devices.items())
+    streams = "; ".join(f"{d}: {', '.join(map(str, s))}" for d, s in summary.gpu_streams.items()) or "none"
+    steps = summary.steps
+    fields = [
+        ("imported", f"{summary.source} -> {summary.output}"),
+        ("events", f"{summary.events} written from {summary.source_events} Kineto events"),
+        ("time span", f"{_utc(summary.first_ns)} .. {_utc(summary.last_ns)} "
+                      f"({(summary.last_ns - summary.first_ns) / 1e6:.3f} ms; clock from {summary.clock_origin})"),
+        ("devices", devices),
+        ("GPU streams", streams),
+        ("threads", str(summary.threads)),
+        ("steps", f"{len(steps)}" + (f" (ProfilerStep#{steps[0]}..#{steps[-1]})" if steps else "")),
+        ("launches", f"{corr['gpu_with_launch']} of {gpu_ops} GPU activities matched a runtime call "
+                     f"({corr['api_joined_by_flow']} calls and {corr['gpu_joined_by_flow']} activities joined "
+                     "through ac2g flows)"),
+    ]
+    lines = [f"{label + ':':<13}{value}" for label, value in fields] + [
+        "",
+        "events per class:",
+    ]
+    lines += ["  " + row for row in _table(("class", "events"), list(summary.events_per_class.items()))]
+    if summary.skipped:
+        lines += ["", "skipped (no dfcompass event class):"]
+        lines += ["  " + row for row in _table(("kineto category", "events"), list(summary.skipped.items()))]
+    for kind, mapping in summary.remapped_ids.items():
+        pairs = ", ".join(f"{raw} -> {new}" for raw, new in mapping.items())
+        lines.append(f"\nremapped {kind}s (not 32-bit unsigned in the file): {pairs}")
+    lines += ["", *(f"note: {note}" for note in summary.notes)]
     return "\n".join(lines) + "\n"

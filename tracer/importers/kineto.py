@@ -1,0 +1,115 @@
+"""Convert a Kineto (PyTorch profiler) Chrome-trace JSON file into a dfcompass trace.
+
+The mapping is documented in ``docs/import-kineto.md``. In short: ``cpu_op`` slices become
+nodes, ``ProfilerStep#N`` slices steps, ``cuda_runtime``/``cuda_driver`` slices API calls,
+``kernel``/``gpu_memcpy``/``gpu_memset`` slices GPU activities and ``[memory]`` instants
+allocations and frees. Anything else is counted as skipped, never dropped silently. The whole
+file is checked before the output directory is touched.
+
+>>> import_kineto(Path("trace.json.gz"), Path("out/trace"))  # doctest: +SKIP
+ImportSummary(...)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tracer import schema
+from tracer.builder import TraceBuilder
+from tracer.ctf import TraceExistsError
+from tracer.importers.kineto_convert import DEVICE_FIELDS, Converter
+from tracer.importers.kineto_source import KinetoImportError, as_int, load_document
+from tracer.importers.kineto_summary import ImportSummary, wall_clock_origin
+
+MARGIN_NS = 1_000  # the first event lands here, leaving room for definitions stamped before it
+
+
+def _device_order(name: str) -> tuple[int, str, int]:
+    kind, _, ordinal = name.partition(":")
+    return (kind != "cpu", kind, int(ordinal) if ordinal.isdigit() else 0)
+
+
+def _models(doc: dict[str, Any]) -> dict[str, str]:
+    """GPU models from Kineto's deviceProperties: {"cuda:0": "NVIDIA A100-..."}."""
+    props = doc.get("deviceProperties")
+    models = {}
+    for entry in props if isinstance(props, list) else []:
+        ordinal = as_int(entry.get("id")) if isinstance(entry, dict) else None
+        if ordinal is not None and isinstance(entry.get("name"), str):
+            models[f"cuda:{ordinal}"] = entry["name"]
+    return models
+
+
+def _env(doc: dict[str, Any], src: Path) -> dict[str, str | int]:
+    env: dict[str, str | int] = {"import_format": "kineto", "import_file": src.name[:200]}
+    info = doc.get("distributedInfo")
+    rank = as_int(info.get("rank")) if isinstance(info, dict) else None
+    if rank is not None:
+        env["kineto_rank"] = rank
+    return env
+
+
+def _rebase(first: int, base: int) -> tuple[int, int]:
+    """(clock offset, shift) with trace time = Kineto ns - shift, the first event at MARGIN_NS.
+
+    offset + trace time is then base + Kineto ns, the wall time, unless that would be negative
+    (only for odd hand-made files): babeltrace2 wants unsigned times and a non-negative offset.
+    """
+    first_wall = base + first
+    if first_wall < 0:
+        return 0, first - MARGIN_NS
+    offset = max(first_wall - MARGIN_NS, 0)
+    return offset, offset - base
+
+
+def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                  overwrite: bool = False) -> ImportSummary:
+    """Convert the Kineto file `src` (.json or .json.gz) into a dfcompass trace directory `out`.
+
+    Raises :class:`KinetoImportError` for a file that is not a usable Kineto trace,
+    :class:`~tracer.ctf.TraceExistsError` when `out` holds a trace and not `overwrite`, and
+    OSError when a file cannot be read or written. Nothing is written unless the file converts.
+    """
+    src, out = Path(src), Path(out)
+    if (out / "metadata").exists() and not overwrite:
+        raise TraceExistsError(f"{out}: already holds a trace (use --overwrite to replace it)")
+    doc, events = load_document(src)
+    conv = Converter(src, doc, events)
+    conv.convert()
+    if not conv.rows:
+        raise KinetoImportError(src, f"nothing to import: none of the {len(events)} events is a cpu_op, runtime "
+                                "call, GPU activity or [memory] event")
+    conv.describe_threads()
+    stamps = [row[2] for row in conv.rows]
+    first, last = min(stamps), max(stamps)
+    origin, base = wall_clock_origin(doc, first)
+    offset, shift = _rebase(first, base)
+    models = _models(doc)
+    devices = sorted(conv.first_use, key=_device_order)  # cpu first, then GPUs by ordinal
+    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(doc, src), overwrite=overwrite)
+    index = {name: builder.device(name, conv.first_use[name] - shift, models.get(name, "")) for name in devices}
+    for short, key, ts, values in conv.rows:
+        positions = DEVICE_FIELDS[short]
+        if positions:
+            values = tuple(index[v] if i in positions else v for i, v in enumerate(values))
+        builder.add(short, key, ts - shift, *values)
+    builder.close()
+    with_launch = sum(1 for c in conv.gpu_ids if c is not None and c in conv.api_ids)
+    return ImportSummary(
+        source=str(src), output=str(out), source_events=len(events),
+        events_per_class=dict(sorted(builder.events_written().items(), key=lambda kv: schema.BY_NAME[kv[0]].id)),
+        skipped=dict(sorted(conv.skipped.items())),
+        devices={name: models.get(name, "") for name in devices},
+        gpu_streams={d: sorted(conv.gpu_streams[d]) for d in devices if d in conv.gpu_streams},
+        threads=len(conv.first_thread),
+        steps=sorted({row[3][0] for row in conv.rows if row[0] == "step_begin"}),
+        remapped_ids={k: m.remapped for k, m in (("tid", conv.tids), ("pid", conv.pids), ("stream", conv.streams))
+                      if m.remapped},
+        correlation={"gpu_with_launch": with_launch, "gpu_without_launch": len(conv.gpu_ids) - with_launch,
+                     "api_joined_by_flow": conv.joined["api"], "gpu_joined_by_flow": conv.joined["gpu"],
+                     "ac2g_flow_events": conv.ac2g},
+        clock_origin=origin, clock_offset_ns=offset,
+        first_ns=offset + first - shift, last_ns=offset + last - shift,
+    )

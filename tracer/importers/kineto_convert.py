@@ -1,0 +1,334 @@
+"""The conversion proper: Kineto events to rows of dfcompass events (see docs/import-kineto.md).
+
+Rows keep Kineto's time (ns) and device *names*; :func:`tracer.importers.kineto.import_kineto`
+rebases the time and turns names into device indices when it writes them.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any
+
+from tracer import schema
+from tracer.importers.kineto_source import (
+    U32_MAX,
+    U64_MAX,
+    IdMap,
+    KinetoImportError,
+    as_int,
+    copy_kind,
+    describe,
+    unsigned,
+    us_to_ns,
+)
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")
+_API_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_FLOW_PHASES = frozenset({"s", "t", "f"})
+_CPU_KINDS = frozenset({"node", "step", "api", "memory"})
+# c10::DeviceType values that [memory] events carry in "Device Type".
+_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
+DEVICE_FIELDS = {
+    c.short: tuple(i for i, f in enumerate(c.fields) if f.name in ("device", "src_device", "dst_device"))
+    for c in schema.CATALOGUE
+}
+
+
+def _kind(event: dict[str, Any]) -> str | None:
+    """What an event becomes: node, step, api, kernel, memcpy, memset, memory; None if skipped."""
+    ph, cat = event.get("ph"), event.get("cat")
+    if ph == "X":
+        if cat == "cpu_op":
+            return "node"
+        if cat in _API_CATS:
+            return "api"
+        if cat == "user_annotation" and _STEP.match(str(event.get("name", ""))):
+            return "step"
+        return _GPU_KINDS.get(str(cat))
+    if ph in ("i", "I") and event.get("name") == "[memory]":
+        return "memory"
+    return None
+
+
+def _step_number(event: dict[str, Any]) -> int | None:
+    """N for a slice named ProfilerStep#N (the profiler's step marker), else None."""
+    match = _STEP.match(str(event.get("name", "")))
+    return int(match.group(1)) if match else None
+
+
+def _dims(value: Any) -> list[int]:
+    """A kernel's [x, y, z] grid or block size; zeros when the file does not give it."""
+    if isinstance(value, list) and len(value) == 3:
+        return [unsigned(v, U32_MAX) for v in value]
+    return [0, 0, 0]
+
+
+def _skip_key(event: dict[str, Any]) -> str:
+    cat, ph = event.get("cat"), event.get("ph")
+    if cat:
+        return str(cat)
+    return "instant" if ph in ("i", "I") else f"ph={ph}"
+
+
+class Converter:
+    """Two passes over traceEvents: scan (metadata, flows, steps, ids), then convert to rows."""
+
+    def __init__(self, path: Path, doc: dict[str, Any], events: list[Any]) -> None:
+        self.path, self.doc, self.events = path, doc, events
+        self.process_names: dict[Any, str] = {}
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.flows: dict[tuple[Any, Any, int], int] = {}  # (pid, tid, ts ns) -> ac2g flow id
+        self.steps: dict[Any, list[tuple[int, int, int]]] = {}  # pid -> sorted (begin, end, step)
+        self.rows: list[tuple[str, str, int, tuple[Any, ...]]] = []  # (class, stream key, ts, fields)
+        self.skipped: dict[str, int] = {}
+        self.first_use: dict[str, int] = {}  # device name -> first ts
+        self.first_pid: dict[int, int] = {}
+        self.first_thread: dict[tuple[int, int], int] = {}
+        self.raw_pid: dict[int, Any] = {}  # mapped id -> id as in the file, to find metadata names
+        self.raw_thread: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self.gpu_streams: dict[str, set[int]] = {}
+        self.api_ids: set[int] = set()
+        self.gpu_ids: list[int | None] = []
+        self.joined = {"api": 0, "gpu": 0}
+        self.ac2g = 0
+        self.node_id = 0
+        self.tids = self.pids = self.streams = IdMap(())
+
+    # ------------------------------------------------------------------ checked access
+    def fail(self, index: int, event: dict[str, Any], problem: str) -> KinetoImportError:
+        return KinetoImportError(self.path, f"{describe(index, event)}: {problem}")
+
+    def time(self, index: int, event: dict[str, Any]) -> tuple[int, int]:
+        """(ts, end) in ns; end == ts for instants."""
+        if "ts" not in event:
+            raise self.fail(index, event, "missing 'ts'")
+        ts = us_to_ns(event["ts"])
+        if ts is None:
+            raise self.fail(index, event, f"'ts' is not a number: {event['ts']!r}")
+        if event.get("ph") != "X":
+            return ts, ts
+        if "dur" not in event:
+            raise self.fail(index, event, "missing 'dur'")
+        dur = us_to_ns(event["dur"])
+        if dur is None or dur < 0:
+            raise self.fail(index, event, f"'dur' is not a duration: {event['dur']!r}")
+        return ts, ts + dur
+
+    def raw_id(self, index: int, event: dict[str, Any], key: str) -> Any:
+        """A pid or tid as the file has it (int, string or missing); IdMap makes it a u32."""
+        value = event.get(key)
+        if isinstance(value, (bool, list, dict)):
+            raise self.fail(index, event, f"'{key}' is not an id: {value!r}")
+        return value
+
+    def args(self, event: dict[str, Any]) -> dict[str, Any]:
+        args = event.get("args")
+        return args if isinstance(args, dict) else {}
+
+    def stream_of(self, index: int, event: dict[str, Any]) -> Any:
+        raw = self.args(event).get("stream", event.get("tid"))
+        match = _STREAM_NAME.match(raw) if isinstance(raw, str) else None
+        if match:  # older Kineto writes GPU tids as "stream 7"
+            return int(match.group(1))
+        if raw is None or isinstance(raw, (bool, list, dict)):
+            raise self.fail(index, event, "no 'args.stream' (or tid) to name the GPU stream")
+        return raw
+
+    def gpu_device(self, index: int, event: dict[str, Any]) -> str:
+        device = as_int(self.args(event).get("device", event.get("pid")))
+        if device is None or not 0 <= device <= 0xFFFF:
+            raise self.fail(index, event, "no 'args.device' (or integer pid) to name the GPU")
+        return f"cuda:{device}"
+
+    # ------------------------------------------------------------------ pass 1
+    def scan(self) -> tuple[IdMap, IdMap, IdMap]:
+        tids, pids, streams = set(), set(), set()
+        for index, event in enumerate(self.events):
+            if not isinstance(event, dict):
+                raise KinetoImportError(self.path, f"traceEvents[{index}] is a JSON {type(event).__name__}, "
+                                        "not an object")
+            ph = event.get("ph")
+            if ph == "M":
+                self.metadata(event)
+            elif ph in _FLOW_PHASES and event.get("cat") == "ac2g":
+                # Kineto's flow id is the correlation id; the flow point sits at its slice's ts.
+                flow_id, ts = as_int(event.get("id")), us_to_ns(event.get("ts"))
+                if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX:
+                    key = (self.raw_id(index, event, "pid"), self.raw_id(index, event, "tid"), ts)
+                    self.flows.setdefault(key, flow_id)
+            kind = _kind(event)
+            if kind in _CPU_KINDS:
+                tids.add(self.raw_id(index, event, "tid"))
+                pids.add(self.raw_id(index, event, "pid"))
+            elif kind is not None:
+                streams.add(self.stream_of(index, event))
+            step = _step_number(event) if kind in ("node", "step") else None
+            if step is not None:
+                begin, end = self.time(index, event)
+                if step >= schema.NO_STEP:
+                    raise self.fail(index, event, "step number does not fit 32 bits")
+                self.steps.setdefault(event.get("pid"), []).append((begin, end, step))
+        for intervals in self.steps.values():
+            intervals.sort()
+        return IdMap(tids), IdMap(pids), IdMap(streams)
+
+    def metadata(self, event: dict[str, Any]) -> None:
+        name = self.args(event).get("name")
+        if not isinstance(name, str):
+            return
+        if event.get("name") == "process_name":
+            self.process_names[event.get("pid")] = name
+        elif event.get("name") == "thread_name":  # Kineto may rename a thread: the last name wins
+            self.thread_names[(event.get("pid"), event.get("tid"))] = name
+
+    # ------------------------------------------------------------------ pass 2
+    def convert(self) -> None:
+        self.tids, self.pids, self.streams = self.scan()
+        nodes = []
+        for index, event in enumerate(self.events):
+            kind = _kind(event)
+            if kind is None:
+                if event.get("ph") == "M":
+                    continue
+                if event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
+                    self.ac2g += 1
+                    continue
+                key = _skip_key(event)
+                self.skipped[key] = self.skipped.get(key, 0) + 1
+            elif kind == "node":
+                nodes.append((*self.time(index, event), index))
+            elif kind == "step":
+                self.step(index, event)
+            elif kind == "api":
+                self.api(index, event)
+            elif kind == "memory":
+                self.memory(index, event)
+            else:
+                self.gpu(kind, index, event)
+        nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
+        for begin, end, index in nodes:
+            self.node(begin, end, index, self.events[index])
+
+    def cpu_ids(self, event: dict[str, Any], ts: int) -> tuple[int, int]:
+        pid, tid = self.pids[event.get("pid")], self.tids[event.get("tid")]
+        if ts < self.first_pid.get(pid, ts + 1):
+            self.first_pid[pid] = ts
+        if ts < self.first_thread.get((pid, tid), ts + 1):
+            self.first_thread[(pid, tid)] = ts
+        self.raw_pid[pid] = event.get("pid")
+        self.raw_thread[(pid, tid)] = (event.get("pid"), event.get("tid"))
+        return pid, tid
+
+    def add(self, short: str, key: str, ts: int, *values: Any) -> None:
+        for position in DEVICE_FIELDS[short]:
+            name = values[position]
+            if ts < self.first_use.get(name, ts + 1):
+                self.first_use[name] = ts
+        self.rows.append((short, key, ts, values))
+
+    def step_of(self, raw_pid: Any, ts: int) -> int:
+        intervals = self.steps.get(raw_pid)
+        if intervals:
+            at = bisect_right(intervals, (ts, 1 << 64, 1 << 32)) - 1
+            if at >= 0 and intervals[at][0] <= ts < max(intervals[at][1], intervals[at][0] + 1):
+                return intervals[at][2]
+        return schema.NO_STEP
+
+    def node(self, begin: int, end: int, index: int, event: dict[str, Any]) -> None:
+        _, tid = self.cpu_ids(event, begin)
+        op = str(event.get("name", ""))
+        scope = self.args(event).get("Module Hierarchy")
+        name = scope if isinstance(scope, str) and scope else op
+        node_id = self.node_id & 0xFFFFFFFF
+        self.node_id += 1
+        key = str(tid)
+        self.add("node_begin", key, begin, node_id, op, name, "cpu", tid, self.step_of(event.get("pid"), begin))
+        self.add("node_end", key, end, node_id, "cpu", tid)
+        if _step_number(event) is not None:
+            self.step(index, event)
+
+    def step(self, index: int, event: dict[str, Any]) -> None:
+        begin, end = self.time(index, event)
+        _, tid = self.cpu_ids(event, begin)
+        step = _step_number(event)
+        self.add("step_begin", str(tid), begin, step, tid)
+        self.add("step_end", str(tid), end, step, tid)
+
+    def correlation(self, event: dict[str, Any], ts: int, side: str) -> int | None:
+        """args.correlation, else the id of the ac2g flow point on this slice (counted as a join)."""
+        value = as_int(self.args(event).get("correlation"))
+        if value is not None and 0 <= value <= U64_MAX:
+            return value
+        flow = self.flows.get((event.get("pid"), event.get("tid"), ts))
+        if flow is not None:
+            self.joined[side] += 1
+        return flow
+
+    def api(self, index: int, event: dict[str, Any]) -> None:
+        begin, end = self.time(index, event)
+        _, tid = self.cpu_ids(event, begin)
+        corr = self.correlation(event, begin, "api")
+        if corr is not None:
+            self.api_ids.add(corr)
+        name, key = str(event.get("name", "")), str(tid)
+        self.add("api_enter", key, begin, tid, name, corr or 0)
+        self.add("api_exit", key, end, tid, name, corr or 0)
+
+    def gpu(self, kind: str, index: int, event: dict[str, Any]) -> None:
+        begin, end = self.time(index, event)
+        device, args = self.gpu_device(index, event), self.args(event)
+        stream = self.streams[self.stream_of(index, event)]
+        self.gpu_streams.setdefault(device, set()).add(stream)
+        corr = self.correlation(event, begin, "gpu")
+        self.gpu_ids.append(corr)
+        key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
+        if kind == "kernel":
+            dims = _dims(args.get("grid")) + _dims(args.get("block"))
+            self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)
+        elif kind == "memcpy":
+            direction = copy_kind(name)
+            src, dst = self.copy_ends(direction, device, args)
+            self.add("memcpy_begin", key, begin, device, stream, cid, unsigned(args.get("bytes"), U64_MAX),
+                     direction, src, dst)
+        else:
+            self.add("memset_begin", key, begin, device, stream, cid, unsigned(args.get("bytes"), U64_MAX))
+        self.add(f"{kind}_end", key, end, device, stream, cid)
+
+    @staticmethod
+    def copy_ends(direction: str, device: str, args: dict[str, Any]) -> tuple[str, str]:
+        """Source and destination device names of a copy: H is the host ("cpu"), D this GPU."""
+        if direction == "PtoP":
+            src, dst = as_int(args.get("fromDevice")), as_int(args.get("toDevice"))
+            return (f"cuda:{src}" if src is not None and src >= 0 else device,
+                    f"cuda:{dst}" if dst is not None and dst >= 0 else device)
+        ends = {"H": "cpu", "D": device}
+        return ends.get(direction[:1], device), ends.get(direction[-1:], device)
+
+    def memory(self, index: int, event: dict[str, Any]) -> None:
+        ts, _ = self.time(index, event)
+        args = self.args(event)
+        delta = as_int(args.get("Bytes"))
+        if delta is None:
+            raise self.fail(index, event, "[memory] event without an integer 'args.Bytes'")
+        if delta == 0:
+            self.skipped["[memory] of 0 bytes"] = self.skipped.get("[memory] of 0 bytes", 0) + 1
+            return
+        _, tid = self.cpu_ids(event, ts)
+        dtype, ordinal = as_int(args.get("Device Type")), as_int(args.get("Device Id"))
+        kind = _DEVICE_TYPES.get(dtype, f"device_type{dtype}") if dtype is not None else "cpu"
+        device = kind if kind == "cpu" or ordinal is None or ordinal < 0 else f"{kind}:{ordinal}"
+        addr = (as_int(args.get("Addr")) or 0) & U64_MAX  # a signed print of an address still names it
+        in_use = unsigned(args.get("Total Allocated"), U64_MAX)
+        short = "mem_alloc" if delta > 0 else "mem_free"
+        self.add(short, str(tid), ts, device, addr, min(abs(delta), U64_MAX), in_use, tid)
+
+    def describe_threads(self) -> None:
+        for pid, ts in self.first_pid.items():
+            self.add("process_info", "process", ts, pid, self.process_names.get(self.raw_pid[pid], ""), "")
+        for (pid, tid), ts in self.first_thread.items():
+            name = self.thread_names.get(self.raw_thread[(pid, tid)], "")
+            self.add("thread_info", str(tid), ts, pid, tid, name)
