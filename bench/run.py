@@ -1,6 +1,6 @@
-"""dfcompass benchmarks (``make bench``): recorder cost and read speed, as side-by-side ratios.
+"""dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench mo
 
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
+import torch_overhead  # noqa: E402
 from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
 
 
@@ -79,6 +80,35 @@ def read_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def torch_rows(r: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for name, m in r["models"].items():
+        c, s, loop = m["cases"], m["slowdown"], m["loop_slowdown"]
+        t = m["trace"]
+        rows += [
+            (f"{name}: ours / profiler slowdown", _x(m["ratio_ours_per_profiler"]),
+             f"target <= {r['target_ratio']:.1f}x; loop only {_x(m['loop_ratio_ours_per_profiler'])}"),
+            ("  verdict", verdict(m["pass"]), ""),
+            ("  untraced", f"{c['untraced']['ms_per_step']:.2f} ms/step", f"{m['steps']} steps, batch {r['batch']}, 1 thread"),
+            ("  torch.profiler slowdown", _x(s["profiler"]),
+             f"loop only {_x(loop['profiler'])}; stop {c['profiler']['stop_s_of_best'] * 1e3:,.0f} ms"),
+            ("  TorchRecorder slowdown", _x(s["ours"]),
+             f"loop only {_x(loop['ours'])}; stop + conversion {c['ours']['stop_s_of_best'] * 1e3:,.0f} ms"),
+            ("  torch.profiler + export_chrome_trace", _x(s["profiler+export"]),
+             f"context; ours / it {_x(m['ratio_ours_per_profiler_export'])}; "
+             f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),
+            ("  our trace", f"{m['bytes_per_event']:.1f} B/event",
+             f"{t['events_per_step']:.0f} events/step, {t['nodes_per_step']:.0f} ops/step, "
+             f"{t['tensor_edges']:,} tensor edges, {t['stream_bytes'] / 1e6:.2f} MB"),
+        ]
+    rows += [
+        ("bytes per event, all our traces", f"{r['bytes_per_event']:.2f} B",
+         f"target <= {r['target_bytes_per_event']:.0f} B; stream files, metadata excluded"),
+        ("  verdict", verdict(r["pass_bytes"]), ""),
+    ]
+    return rows
+
+
 def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
     """Run one benchmark; on failure record the error and carry on with the others."""
     t0 = time.perf_counter()
@@ -94,9 +124,10 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
-    parser.add_argument("--rounds", type=int, default=0, help="alternating rounds (default: 7 recorder, 5 read)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
     args = parser.parse_args(argv)
 
     results: dict[str, Any] = {"versions": versions(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -105,11 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("recorder_cost", lambda: recorder_cost.run(args.nodes, args.rounds or 7), results)
     if args.only in (None, "read"):
         ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
+    if args.only in (None, "torch"):
+        ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
-                                ("read_speed", "Read speed (5M events)", read_rows)):
+                                ("read_speed", "Read speed (5M events)", read_rows),
+                                ("torch_overhead", "PyTorch recording overhead", torch_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)
@@ -118,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     sections.append(("Environment", [
         ("python / numpy", f"{v['python']} / {v['numpy']}", f"{v['cpus']} CPUs"),
         ("babeltrace2", v["babeltrace2"], f"bt2 Python {v['bt2_python']}"),
+        *([("torch", results["torch_overhead"]["torch"], "")] if "torch" in results.get("torch_overhead", {}) else []),
         ("results", str(OUT_DIR / "results.json"), ""),
     ]))
     print_report(sections)

@@ -191,14 +191,41 @@ def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
 @main.command()
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
               help="Folder for everything the demo writes.")
-@click.option("--steps", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--workload", type=click.Choice(["torch", "pipeline"]), default="torch", show_default=True,
+              help="torch: a small ResNet and transformer (tracer/workloads/torch_models.py); "
+                   "pipeline: the threaded numpy pipeline (tracer/workloads/pipeline.py).")
+@click.option("--steps", type=click.IntRange(1, 10_000), default=None,
+              help="torch: training steps per model (default 3, after 2 inference steps each); "
+                   "pipeline: steps (default 20).")
 @_handle_errors
-def demo(output: Path, steps: int) -> None:
-    """Record the embedded default workload and summarise its trace."""
+def demo(output: Path, workload: str, steps: int | None) -> None:
+    """Record an embedded workload (PyTorch by default) into OUTPUT/trace and summarise its trace.
+
+    The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
+    exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
+    """
+    import importlib.util
+
     from tc_analyses.analyses import trace_info
 
     trace = output / "trace"
-    code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps)], True)
+    if workload == "pipeline":
+        code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
+                            True)
+    else:
+        if importlib.util.find_spec("torch") is None:
+            raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
+                                     "or run: dfcompass demo --workload pipeline")
+        import tracer
+
+        env = dict(os.environ)
+        env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
+        package_root = str(Path(tracer.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite"]
+        if steps is not None:
+            command += ["--steps-train", str(steps)]
+        code = subprocess.run(command, env=env).returncode
     if code != 0:
         raise DfcompassError(f"the demo workload failed with exit code {code}")
     result = trace_info.run(trace)

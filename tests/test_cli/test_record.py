@@ -111,7 +111,7 @@ def test_only_the_first_python_process_records(tmp_path: Path, cli: Callable[...
 
 def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
     out = tmp_path / "demo"
-    result = cli("demo", "-o", out, "--steps", "4")
+    result = cli("demo", "-o", out, "--workload", "pipeline", "--steps", "4")
     assert result.exit_code == 0, result.stderr
     assert (out / "trace" / "metadata").is_file()
     info = json.loads((out / "info.json").read_text())
@@ -126,7 +126,8 @@ def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
 
 
 def test_demo_with_default_steps(tmp_path: Path, dfcompass_exe: list[str]) -> None:
-    done = subprocess.run([*dfcompass_exe, "demo", "-o", str(tmp_path / "tmp")], capture_output=True, text=True,
+    done = subprocess.run([*dfcompass_exe, "demo", "-o", str(tmp_path / "tmp"), "--workload", "pipeline"],
+                          capture_output=True, text=True,
                           env=subprocess_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "tmp" / "trace").is_dir()

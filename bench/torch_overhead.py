@@ -1,0 +1,236 @@
+"""PyTorch recording overhead: our TorchRecorder against torch.profiler, both against no tracing.
+
+Two models, eval mode under ``torch.no_grad()``, ``torch.set_num_threads(1)``, batch 8
+(tracer/workloads/torch_models.py):
+
+* ``resnet18``: :func:`resnet18_like` on 3x32x32 images: few, heavy ops (conv-dominated);
+* ``tiny_mlp``: :func:`tiny_mlp`, 20 ``Linear(16, 16)`` + ReLU: many tiny ops, so the per-op
+  cost of recording dominates.
+
+Cases, alternated round by round in one process, best of k each (:func:`_common.alternate`):
+
+* ``untraced``: the steps alone;
+* ``profiler``: ``torch.profiler.profile(activities=[CPU], record_shapes=True)``, exporting
+  nothing;
+* ``profiler+export``: the same, then ``export_chrome_trace`` to a temporary file: the profiler
+  writing its own trace, for context (not a target);
+* ``ours``: ``tracer.torch_source.TorchRecorder(tmpdir)``, which also records memory, module
+  scopes and exact tensor edges, and writes a CTF trace.
+
+A traced run is timed from just before the recorder/profiler starts to just after it stops, so
+each one's stop-time processing is inside: torch's own post-processing of the collected events
+for both, plus, for ours, the conversion to dfcompass events and the trace write (the profiler
+defers its Python-side event parsing until someone asks for results; exporting nothing, it is
+never paid). The loop alone is reported too. Headline: the ratio of slowdowns, (t_ours /
+t_untraced) / (t_prof / t_untraced), target <= 1.2; and on-disk bytes per recorded event of our
+trace (stream files, packet headers included, metadata excluded), target <= 32.
+
+Every traced run is checked: our trace is read back (nodes > 0, tensor edges > 0, nothing
+discarded, as many nodes as the recorder says it wrote), and the profiler must have collected
+events, so the benchmark cannot time a recorder that silently recorded nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from _common import Sample, Timings, alternate, log
+from tc_analyses.reader.fast import read_trace
+
+TARGET_RATIO = 1.2
+TARGET_BYTES_PER_EVENT = 32.0
+BATCH = 8
+# Steps timed per case: the tiny MLP's step takes ~0.2 ms, so it gets more of them.
+STEPS = {"resnet18": 20, "tiny_mlp": 200}
+WARMUP_STEPS = 3
+CASES = ("untraced", "profiler", "profiler+export", "ours")
+
+
+class _Model:
+    """One model with its input, warmed up; `steps(n)` runs n inference steps."""
+
+    def __init__(self, name: str) -> None:
+        import torch
+
+        from tracer.workloads import torch_models
+
+        torch.manual_seed(0)
+        if name == "resnet18":
+            self.module = torch_models.resnet18_like().eval()
+            self.input = torch.randn(BATCH, *torch_models.IMAGE)
+        else:
+            self.module = torch_models.tiny_mlp().eval()
+            self.input = torch.randn(BATCH, 16)
+        self.name = name
+        self.no_grad = torch.no_grad
+        self.steps(WARMUP_STEPS)
+
+    def steps(self, n: int) -> None:
+        module, x = self.module, self.input
+        with self.no_grad():
+            for _ in range(n):
+                module(x)
+
+
+def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
+    from torch.profiler import ProfilerActivity, profile
+
+    from tracer.torch_source import TorchRecorder
+
+    counter = iter(range(1_000_000))
+    checked = {"profiler": False}
+
+    def untraced() -> Sample:
+        model.steps(1)
+        t0 = time.perf_counter_ns()
+        model.steps(n)
+        seconds = (time.perf_counter_ns() - t0) / 1e9
+        return Sample(seconds, {"loop_s": seconds})
+
+    def profiler() -> Sample:
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        model.steps(1)
+        t0 = time.perf_counter_ns()
+        prof.__enter__()
+        t1 = time.perf_counter_ns()
+        model.steps(n)
+        t2 = time.perf_counter_ns()
+        prof.__exit__(None, None, None)
+        t3 = time.perf_counter_ns()
+        if not checked["profiler"]:  # once: the profiler collected this model's ops
+            ops = sum(1 for e in prof.profiler.kineto_results.events() if e.name().startswith("aten::"))
+            if ops < n:
+                raise RuntimeError(f"{model.name}: torch.profiler collected {ops} aten ops in {n} steps")
+            checked["profiler"] = True
+        return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9})
+
+    def profiler_export() -> Sample:
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        path = root / f"{model.name}-{next(counter)}.json"
+        model.steps(1)
+        t0 = time.perf_counter_ns()
+        prof.__enter__()
+        t1 = time.perf_counter_ns()
+        model.steps(n)
+        t2 = time.perf_counter_ns()
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(str(path))
+        t3 = time.perf_counter_ns()
+        size = path.stat().st_size
+        path.unlink()
+        return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9, "json_bytes": size})
+
+    def ours() -> Sample:
+        path = root / f"{model.name}-{next(counter)}"
+        recorder = TorchRecorder(str(path))
+        model.steps(1)
+        t0 = time.perf_counter_ns()
+        recorder.start()
+        t1 = time.perf_counter_ns()
+        model.steps(n)
+        t2 = time.perf_counter_ns()
+        recorder.stop()
+        t3 = time.perf_counter_ns()
+        stats = _check_trace(path, recorder, n)
+        shutil.rmtree(path, ignore_errors=True)
+        return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9, **stats})
+
+    return {"untraced": untraced, "profiler": profiler, "profiler+export": profiler_export, "ours": ours}[kind]
+
+
+def _check_trace(path: Path, recorder: Any, steps: int) -> dict[str, Any]:
+    """Read our trace back; raise unless it holds nodes and tensor edges, none lost."""
+    trace = read_trace(path)
+    nodes = len(trace.table("node_begin"))
+    edges = len(trace.table("tensor_edge"))
+    events = sum(s.events for s in trace.streams)
+    if nodes == 0 or edges == 0 or nodes != recorder.nodes_recorded or edges != recorder.edges_recorded:
+        raise RuntimeError(f"{path}: {nodes} nodes and {edges} tensor edges read back, the recorder says "
+                           f"{recorder.nodes_recorded} and {recorder.edges_recorded}")
+    if trace.discarded:
+        raise RuntimeError(f"{path}: {trace.discarded} events discarded")
+    if len(trace.table("node_end")) != nodes:
+        raise RuntimeError(f"{path}: node_begin and node_end counts differ")
+    stream_bytes = sum(p.stat().st_size for p in path.iterdir() if p.is_file() and p.name != "metadata")
+    per_class = {name.removeprefix("dfc:"): len(table) for name, table in trace.tables.items()}
+    return {"nodes": nodes, "tensor_edges": edges, "events": events, "stream_bytes": stream_bytes,
+            "metadata_bytes": (path / "metadata").stat().st_size, "events_per_class": per_class,
+            "nodes_per_step": nodes / steps, "events_per_step": events / steps}
+
+
+def summarize(model: str, steps: int, timings: dict[str, Timings]) -> dict[str, Any]:
+    best = {name: t.best for name, t in timings.items()}
+    total = {name: s.seconds for name, s in best.items()}
+    loop = {name: min(s.extra["loop_s"] for s in t.samples) for name, t in timings.items()}
+    slowdown = {name: total[name] / total["untraced"] for name in CASES[1:]}
+    loop_slowdown = {name: loop[name] / loop["untraced"] for name in CASES[1:]}
+    ratio = slowdown["ours"] / slowdown["profiler"]
+    trace = {k: v for k, v in best["ours"].extra.items() if k not in ("loop_s", "stop_s")}
+    cases: dict[str, Any] = {}
+    for name, t in timings.items():
+        cases[name] = {"best_s": total[name], "best_loop_s": loop[name], "all_s": t.all_seconds,
+                       "ms_per_step": total[name] * 1e3 / steps}
+        if "stop_s" in best[name].extra:
+            cases[name]["stop_s_of_best"] = best[name].extra["stop_s"]
+    cases["profiler+export"]["json_bytes"] = best["profiler+export"].extra["json_bytes"]
+    return {
+        "model": model,
+        "steps": steps,
+        "cases": cases,
+        "slowdown": slowdown,
+        "loop_slowdown": loop_slowdown,
+        "ratio_ours_per_profiler": ratio,
+        "loop_ratio_ours_per_profiler": loop_slowdown["ours"] / loop_slowdown["profiler"],
+        "ratio_ours_per_profiler_export": slowdown["ours"] / slowdown["profiler+export"],
+        "trace": trace,
+        "bytes_per_event": trace["stream_bytes"] / trace["events"],
+        "pass": ratio <= TARGET_RATIO,
+    }
+
+
+def run(rounds: int = 5, steps: dict[str, int] | None = None) -> dict[str, Any]:
+    import torch
+
+    steps = {**STEPS, **(steps or {})}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    root = Path(tempfile.mkdtemp(prefix="dfc-bench-torch-"))
+    models: dict[str, Any] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # profiler notices, not results
+            for name, n in steps.items():
+                log(f"torch overhead: {name}, {n} steps per case, {rounds} alternating rounds of {len(CASES)} cases")
+                model = _Model(name)
+                cases = {kind: _case(model, n, kind, root) for kind in CASES}
+                models[name] = summarize(name, n, alternate(cases, rounds, log))
+    finally:
+        torch.set_num_threads(threads)
+        shutil.rmtree(root, ignore_errors=True)
+    events = sum(m["trace"]["events"] for m in models.values())
+    stream_bytes = sum(m["trace"]["stream_bytes"] for m in models.values())
+    bytes_per_event = stream_bytes / events
+    return {
+        "torch": torch.__version__,
+        "batch": BATCH,
+        "threads": 1,
+        "models": models,
+        "target_ratio": TARGET_RATIO,
+        "target_bytes_per_event": TARGET_BYTES_PER_EVENT,
+        "bytes_per_event": bytes_per_event,
+        "pass_ratio": all(m["pass"] for m in models.values()),
+        "pass_bytes": bytes_per_event <= TARGET_BYTES_PER_EVENT,
+        "pass": all(m["pass"] for m in models.values()) and bytes_per_event <= TARGET_BYTES_PER_EVENT,
+    }
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 3), indent=2))
