@@ -187,14 +187,12 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("addr", "u64", "address of the block"),
         _f("bytes", "u64", "bytes allocated"),
         _f("bytes_in_use", "u64", "bytes in use on the device after the allocation"),
-        _TID,
-    ), "Memory is allocated on a device.", "memory"),
+    ), "Memory is allocated on a device (the stream file names the thread).", "memory"),
     EventClass(18, "mem_free", (
         _DEVICE,
         _f("addr", "u64", "address of the block"),
         _f("bytes", "u64", "bytes freed"),
         _f("bytes_in_use", "u64", "bytes in use on the device after the free"),
-        _TID,
     ), "Memory is freed on a device.", "memory"),
     EventClass(19, "node_args", (
         _f("node_id", "u32", "execution id of the dfc:node_begin it describes"),

@@ -51,6 +51,7 @@ class _ModuleScopes:
         self._torch = torch
         self._record = torch._C._profiler._RecordFunctionFast
         self._names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        self._roots: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._local = threading.local()
         self._handles: list[Any] = []
 
@@ -64,14 +65,24 @@ class _ModuleScopes:
             handle.remove()
         self._handles = []
 
-    def path(self, module: Any) -> str:
+    def path(self, module: Any, outermost: bool = False) -> str:
+        """The module's dotted path under the outermost module that contains it when called."""
+        if outermost and module not in self._roots:
+            # Called from no other module: it names its whole tree, even submodules that ran
+            # on their own earlier and were named as roots then.
+            self._roots.add(module)
+            self._name_tree(module, overwrite=True)
         name = self._names.get(module)
-        if name is None:  # a module seen for the first time is a root: name its whole tree
-            root = type(module).__name__
-            for sub_name, sub in module.named_modules():
-                self._names.setdefault(sub, f"{root}.{sub_name}" if sub_name else root)
+        if name is None:  # created after its root was named, or called under a foreign root
+            self._name_tree(module, overwrite=False)
             name = self._names[module]
         return name
+
+    def _name_tree(self, root: Any, overwrite: bool) -> None:
+        label = type(root).__name__
+        for sub_name, sub in root.named_modules():
+            if overwrite or sub not in self._names:
+                self._names[sub] = f"{label}.{sub_name}" if sub_name else label
 
     def mark_thread(self) -> None:
         """Tell the profile this thread's OS id (the profiler numbers threads its own way)."""
@@ -83,7 +94,7 @@ class _ModuleScopes:
         if stack is None:
             stack = self._local.stack = []
             self.mark_thread()
-        scope = self._record(MODULE_MARK + self.path(module))
+        scope = self._record(MODULE_MARK + self.path(module, outermost=not stack))
         scope.__enter__()
         stack.append(scope)
 
@@ -208,10 +219,12 @@ class TorchRecorder:
 
     def __init__(self, trace: "str | Session | None" = None, *, wait: int = 0, warmup: int = 0,
                  active: int | None = None, repeat: int = 0, record_memory: bool = True,
-                 record_modules: bool = True, cuda: bool | None = None, all_threads: bool = False) -> None:
+                 record_modules: bool = True, cuda: bool | None = None, all_threads: bool = False,
+                 **session_options: Any) -> None:
         self._torch = _import_torch()
         self._own_session = isinstance(trace, str) or hasattr(trace, "__fspath__")
         self._session_arg = trace
+        self._session_options = session_options  # for the Session made from a path (overwrite=...)
         self._schedule = (wait, warmup, active, repeat) if active is not None else None
         # torch 2.13 records allocations only without profile_all_threads, and edges need them.
         self._all_threads = all_threads
@@ -220,6 +233,7 @@ class TorchRecorder:
         self._cuda = self._torch.cuda.is_available() if cuda is None else cuda
         self._writes = _Writes(self._torch)
         self._itemsize: dict[Any, int] = {}
+        self._args_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
         self._profiler: Any = None
         self.session: Session | None = None
         self.nodes_recorded = 0
@@ -235,7 +249,7 @@ class TorchRecorder:
     def start(self) -> "TorchRecorder":
         torch = self._torch
         if self._own_session:
-            self.session = Session(self._session_arg).start()  # type: ignore[arg-type]
+            self.session = Session(self._session_arg, **self._session_options).start()  # type: ignore[arg-type]
         else:
             self.session = self._session_arg or active_session()  # type: ignore[assignment]
             if self.session is None:
@@ -249,7 +263,9 @@ class TorchRecorder:
         schedule = None
         if self._schedule is not None:
             wait, warmup, active, repeat = self._schedule
-            schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+            with warnings.catch_warnings():  # torch advises a warmup; with wait=warmup=0 we accept the cost
+                warnings.filterwarnings("ignore", message=".*warmup.*")
+                schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
                                                         capture_overload_names=True)
         self._profiler = profiler.profile(
@@ -326,17 +342,15 @@ class TorchRecorder:
         for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
             tid = collector.os_tids.get(node.ptid, node.ptid)
             key = f"torch-{tid}"
-            device_name = next((str(t.device) for v in node.inputs for t in _tensors(v)), node.device)
+            tensors = [_tensors(v) for v in node.inputs]
+            device_name = next((str(t[0].device) for t in tensors if t), node.device)
             device = batch.device(device_name)
             node_id = session.new_node_id()
             batch.add("node_begin", key, node.start, node_id, node.op, node.name, device, tid, node.step)
-            shapes = [list(t.sizes) if t is not None else [] for t in (self._first_tensor(v) for v in node.inputs)]
-            dtypes = ",".join(str(t.dtype).removeprefix("torch.") if t is not None else ""
-                              for t in (self._first_tensor(v) for v in node.inputs))
-            batch.add("node_args", key, node.start, node_id, str(shapes), dtypes)
+            batch.add("node_args", key, node.start, node_id, *self._args_text(tensors))
             seen: set[int] = set()
-            for value in node.inputs:
-                for meta in _tensors(value):
+            for metas in tensors:
+                for meta in metas:
                     if meta.id is None or meta.id in seen:
                         continue
                     seen.add(meta.id)
@@ -359,17 +373,23 @@ class TorchRecorder:
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
 
-    @staticmethod
-    def _first_tensor(value: Any) -> Any:
-        tensors = _tensors(value)
-        return tensors[0] if tensors else None
+    def _args_text(self, tensors: list[list[Any]]) -> tuple[str, str]:
+        """(shapes, dtypes) text of a node's inputs; cached, as steps repeat the same shapes."""
+        firsts = [t[0] if t else None for t in tensors]
+        key = tuple((tuple(t.sizes), t.dtype) if t is not None else None for t in firsts)
+        found = self._args_cache.get(key)
+        if found is None:
+            shapes = str([list(k[0]) if k is not None else [] for k in key])
+            dtypes = ",".join(str(k[1]).removeprefix("torch.") if k is not None else "" for k in key)
+            found = self._args_cache[key] = (shapes, dtypes)
+        return found
 
     def _write_memory(self, batch: "_Batch", collector: _Collector) -> None:
         for ts, ptid, device_name, ptr, size, total in collector.memory:
             tid = collector.os_tids.get(ptid, ptid)
             device = batch.device(device_name)
             kind = "mem_alloc" if size > 0 else "mem_free"
-            batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0), tid)
+            batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0))
 
     def _write_gpu(self, batch: "_Batch", events: Any, collector: _Collector) -> None:
         """Runtime API calls and GPU activity from Kineto's event list (CUDA only)."""

@@ -34,7 +34,7 @@ def all_classes(path: Path) -> None:
             load = node
             b.add("node_begin", "101", t + 100, load, "read", "loader.read[0]", cpu, 101, step)
             b.add("node_args", "101", t + 100, load, "[[1024]]", "int32")
-            b.add("mem_alloc", "101", t + 150, cpu, 0x1000, 4096, 4096 * (step + 1), 101)
+            b.add("mem_alloc", "101", t + 150, cpu, 0x1000, 4096, 4096 * (step + 1))
             b.add("node_end", "101", t + 900, load, cpu, 101)
             # main thread: copy to the GPU, then a kernel that consumes it
             copy, kern = node + 1, node + 2
@@ -58,7 +58,7 @@ def all_classes(path: Path) -> None:
             b.add("kernel_begin", "gpu0-q7", t + 1_600, gpu, 7, corr + 2, "relu_kernel<float>", 16, 1, 1, 256, 1, 1)
             b.add("kernel_end", "gpu0-q7", t + 2_600, gpu, 7, corr + 2)
             b.add("node_end", "100", t + 1_170, kern, gpu, 100)
-            b.add("mem_free", "101", t + 2_700, cpu, 0x1000, 4096, 4096 * step, 101)
+            b.add("mem_free", "101", t + 2_700, cpu, 0x1000, 4096, 4096 * step)
             b.add("step_end", "100", t + 3_000, step, 100)
             node, tensor, corr, t = node + 3, tensor + 2, corr + 3, t + 10_000
 

@@ -27,7 +27,7 @@ def rich_trace(make_trace: Any) -> Path:
         for i in range(3):
             s.emit("kernel_begin", gpu, 1, i, s.intern("k"), 1, 1, 1, 32, 1, 1)
             s.emit("kernel_end", gpu, 1, i)
-            s.emit("mem_alloc", gpu, 4096 * i, 4096, 4096 * (i + 1), 0)
+            s.emit("mem_alloc", gpu, 4096 * i, 4096, 4096 * (i + 1))
 
         def work(k: int) -> None:
             x = None

@@ -248,8 +248,8 @@ def test_memory_events(kineto: Callable[..., Any]) -> None:
     ])
     names = devices(trace)
     alloc = trace.table("mem_alloc")
-    assert [(names[d], *r) for d, *r in rows(alloc, "device", "addr", "bytes", "bytes_in_use", "tid")] == [
-        ("cpu", 0x1000, 512, 512, TID), ("cuda:0", 0x7F00, 2048, 2048, TID), ("cuda:0", 2**64 - 16, 8, 8, TID)]
+    assert [(names[d], *r) for d, *r in rows(alloc, "device", "addr", "bytes", "bytes_in_use")] == [
+        ("cpu", 0x1000, 512, 512), ("cuda:0", 0x7F00, 2048, 2048), ("cuda:0", 2**64 - 16, 8, 8)]
     free = trace.table("mem_free")
     assert [(names[d], *r) for d, *r in rows(free, "device", "addr", "bytes", "bytes_in_use")] == [
         ("cuda:0", 0x7F00, 2048, 0)]

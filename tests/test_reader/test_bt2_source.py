@@ -54,8 +54,8 @@ def _record_everything(session: Session) -> None:
         s.emit("memcpy_end", gpu, 7, 100 + i)
         s.emit("memset_begin", gpu, 7, 200 + i, 2**63)
         s.emit("memset_end", gpu, 7, 200 + i)
-        s.emit("mem_alloc", gpu, 2**64 - 1, 512, 1024, 1)
-        s.emit("mem_free", gpu, 2**64 - 1, 512, 512, 1)
+        s.emit("mem_alloc", gpu, 2**64 - 1, 512, 1024)
+        s.emit("mem_free", gpu, 2**64 - 1, 512, 512)
         s.emit("node_args", i, s.intern(HOSTILE[i % len(HOSTILE)]), s.intern("float32,int64"))
 
     def work(k: int) -> None:

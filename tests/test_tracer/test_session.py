@@ -194,8 +194,8 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
         s.emit("memcpy_end", gpu, 7, 5)
         s.emit("memset_begin", gpu, 8, 6, 2**40)
         s.emit("memset_end", gpu, 8, 6)
-        s.emit("mem_alloc", gpu, 0xDEADBEEF, 512, 1024, 11)
-        s.emit("mem_free", gpu, 0xDEADBEEF, 512, 512, 11)
+        s.emit("mem_alloc", gpu, 0xDEADBEEF, 512, 1024)
+        s.emit("mem_free", gpu, 0xDEADBEEF, 512, 512)
         s.emit("node_args", 77, s.intern("[[2, 3]]"), s.intern("float32"))
         s.step_begin(3)
         s.step_end()
@@ -211,8 +211,8 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     assert ints("kernel_end") == [(gpu, 7, 2**64 - 1)]
     assert [r[:4] + r[5:] for r in ints("memcpy_begin")] == [(gpu, 7, 5, 4096, 0, gpu)]
     assert ints("memset_begin") == [(gpu, 8, 6, 2**40)]
-    assert ints("mem_alloc") == [(gpu, 0xDEADBEEF, 512, 1024, 11)]
-    assert ints("mem_free") == [(gpu, 0xDEADBEEF, 512, 512, 11)]
+    assert ints("mem_alloc") == [(gpu, 0xDEADBEEF, 512, 1024)]
+    assert ints("mem_free") == [(gpu, 0xDEADBEEF, 512, 512)]
     assert [r[0] for r in ints("step_begin")] == [3] and [r[0] for r in ints("step_end")] == [3]
     assert trace.table("api_exit").text("name").tolist() == ["cudaLaunchKernel"]
     args = trace.table("node_args")

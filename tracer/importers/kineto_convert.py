@@ -324,7 +324,7 @@ class Converter:
         addr = (as_int(args.get("Addr")) or 0) & U64_MAX  # a signed print of an address still names it
         in_use = unsigned(args.get("Total Allocated"), U64_MAX)
         short = "mem_alloc" if delta > 0 else "mem_free"
-        self.add(short, str(tid), ts, device, addr, min(abs(delta), U64_MAX), in_use, tid)
+        self.add(short, str(tid), ts, device, addr, min(abs(delta), U64_MAX), in_use)
 
     def describe_threads(self) -> None:
         for pid, ts in self.first_pid.items():

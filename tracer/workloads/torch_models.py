@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import warnings
 from typing import Any, Callable, Sequence
 
 import torch
@@ -218,20 +217,15 @@ def record(out: str, steps_infer: int = 2, steps_train: int = 3, batch: int = 8,
 
     The models are built before recording starts, so the trace holds the steps only.
     """
-    from tracer.session import Session
     from tracer.torch_source import TorchRecorder
 
     torch.set_num_threads(threads)
     workload = Workload(batch, seed)
     steps = 2 * steps_infer + 2 * steps_train
     # One window over all steps, converted when the last one ends: every step is recorded and
-    # carries its number. (torch warns that a schedule without warmup may skew timings.)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
-        with Session(out, overwrite=overwrite) as session:
-            recorder = TorchRecorder(session, wait=0, warmup=0, active=steps or None, repeat=1)
-            with recorder:
-                results = workload.steps(steps_infer, steps_train, on_step=recorder.step)
+    # carries its number.
+    with TorchRecorder(out, wait=0, warmup=0, active=steps or None, repeat=1, overwrite=overwrite) as recorder:
+        results = workload.steps(steps_infer, steps_train, on_step=recorder.step)
     print(f"torch_models: {recorder.nodes_recorded} ops and {recorder.edges_recorded} tensor edges "
           f"recorded into {out}")
     return results
