@@ -139,6 +139,33 @@ def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
     click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
 
 
+@main.command("build-analyses")
+@click.argument("trace", required=False, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Folder for xml/, plugin/ and README.md.")
+@click.option("--validate", is_flag=True, help="Check every file against Trace Compass's XSD and dfcompass's lint.")
+@click.option("--xsd", type=click.Path(path_type=Path), help="xmlDefinition.xsd, or a Trace Compass install to find it in.")
+@_handle_errors
+def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None) -> None:
+    """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue."""
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import trace_facts
+
+    facts = trace_facts(trace) if trace is not None else None
+    written = write_output(output, facts)
+    for key, path in written.items():
+        click.echo(f"wrote {path}")
+    if validate:
+        from tc_analyses.export.tracecompass.validate import check_files
+
+        problems = check_files(sorted(p for k, p in written.items() if k.startswith("xml/")), xsd)
+        for problem in problems:
+            click.echo(f"dfcompass: {problem}", err=True)
+        if problems:
+            raise DfcompassError(f"{len(problems)} problem(s) in the generated analyses")
+        click.echo(f"validated {sum(k.startswith('xml/') for k in written)} files against the XSD and the lint")
+
+
 def _autostart_dir() -> Path:
     import tracer
 

@@ -1,0 +1,18 @@
+"""What a dfcompass trace holds, for tailoring the generated analyses to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tc_analyses.export.tracecompass.model import TraceFacts
+from tc_analyses.reader import read_trace
+
+
+def trace_facts(path: str | Path) -> TraceFacts:
+    """Event classes present and devices described in the trace at `path`."""
+    trace = read_trace(path)
+    classes = frozenset(table.cls.short for table in trace.tables.values() if len(table))
+    devices = trace.table("device_info")
+    rows = zip(devices["device"].tolist(), devices.text("name").tolist(), devices.text("kind").tolist())
+    unique = {index: (index, name or f"device {index}", kind or "") for index, name, kind in rows}
+    return TraceFacts(Path(path).resolve().name, classes, tuple(unique[i] for i in sorted(unique)))

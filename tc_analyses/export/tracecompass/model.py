@@ -1,0 +1,190 @@
+"""View-models of the generated Trace Compass analyses, built from the event catalogue.
+
+Templates only loop and print: every id, label, event name and field name they use comes from
+here, and event and field names come from ``tracer.schema``, so a renamed field breaks the build
+(jinja2's StrictUndefined), not Trace Compass at load time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import schema
+
+GENERATOR_VERSION = 1
+GENERIC_CTF = "org.eclipse.linuxtools.tmf.ui.type.ctf"
+EXPERIMENT = "org.eclipse.linuxtools.tmf.core.experiment.generic"
+ID_PREFIX = "org.dfcompass"
+
+# Runtime calls that put work on a GPU queue: they count in the queue depth until it starts.
+LAUNCH_APIS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemsetAsync", "cudaMemcpy", "cudaMemset",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync",
+)
+
+
+def events() -> dict[str, dict[str, Any]]:
+    """short name -> {"name": "dfc:...", "f": {field: field}}: the catalogue as templates see it."""
+    return {c.short: {"name": c.name, "f": {f.name: f.name for f in c.fields}} for c in schema.CATALOGUE}
+
+
+@dataclass(frozen=True)
+class DeviceVM:
+    """One device row or series: `path` is the view-path segment (an index, or `*` for all)."""
+
+    path: str
+    title: str = ""  # appended to view labels, e.g. ": cuda:0"
+    suffix: str = ""  # appended to view ids, e.g. ".dev1"
+
+
+ALL_DEVICES = (DeviceVM("*"),)
+
+
+@dataclass(frozen=True)
+class Meta:
+    generator: int
+    schema: str
+    version: int
+    trace_types: tuple[str, ...]
+    source: str = ""  # the trace the analyses were tailored to
+
+
+@dataclass(frozen=True)
+class Activity:
+    begin: str
+    end: str
+    device: str
+    queue: str
+    correlation: str
+    label: str = ""  # a constant label, or
+    label_field: str = ""  # a sid field whose text labels the state
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One output file: a state provider with its views (or, for latency, several patterns)."""
+
+    name: str  # file stem
+    template: str
+    id: str
+    label: str
+    view_label: str
+    classes: frozenset[str]  # event classes (short names) that make it worth emitting
+    devices: tuple[DeviceVM, ...] = ALL_DEVICES
+    activities: tuple[Activity, ...] = ()
+    launch_events: tuple[str, ...] = ()
+    launch_apis: tuple[str, ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
+    patterns: tuple["Pattern", ...] = ()
+
+
+@dataclass(frozen=True)
+class StartFilter:
+    field: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    id: str
+    fsm: str
+    label: str
+    prefix: str
+    doc: str
+    start: str
+    ends: tuple[str, ...]
+    key: str
+    label_field: str
+    start_filter: StartFilter | None = None
+    classes: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What a trace holds, for tailoring: event classes present and devices."""
+
+    name: str
+    classes: frozenset[str]
+    devices: tuple[tuple[int, str, str], ...]  # (index, name, kind)
+
+
+def _device_vms(facts: TraceFacts | None, gpu_only: bool) -> tuple[DeviceVM, ...]:
+    if facts is None:
+        return ALL_DEVICES
+    chosen = [(i, name) for i, name, kind in facts.devices if not gpu_only or kind != "cpu"]
+    return tuple(DeviceVM(str(i), f": {name}", f".dev{i}") for i, name in sorted(chosen))
+
+
+def _ident(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
+    """The analyses to generate: all of them, or those a trace's events and devices call for."""
+    c = {cls.short: cls for cls in schema.CATALOGUE}
+    major, minor = schema.SCHEMA_VERSION
+    meta = Meta(GENERATOR_VERSION, f"{major}.{minor}", GENERATOR_VERSION * 1000 + major * 100 + minor,
+                (GENERIC_CTF,), facts.name if facts else "")
+    suffix = f" ({facts.name})" if facts else ""
+    activities = (
+        Activity(c["kernel_begin"].name, c["kernel_end"].name, "device", "queue", "correlation_id", label_field="name"),
+        Activity(c["memcpy_begin"].name, c["memcpy_end"].name, "device", "queue", "correlation_id", label="memcpy"),
+        Activity(c["memset_begin"].name, c["memset_end"].name, "device", "queue", "correlation_id", label="memset"),
+    )
+    gpu_classes = frozenset({"kernel_begin", "memcpy_begin", "memset_begin"})
+    patterns = (
+        Pattern(f"{ID_PREFIX}.latency.node", "node", "dfcompass: node duration" + suffix, "Node duration",
+                "Node duration: dfc:node_begin to the dfc:node_end of the same node_id, named by op.",
+                c["node_begin"].name, (c["node_end"].name,), "node_id", "op", classes=frozenset({"node_begin"})),
+        Pattern(f"{ID_PREFIX}.latency.kernel", "kernel", "dfcompass: kernel duration" + suffix, "Kernel duration",
+                "Kernel duration: dfc:kernel_begin to dfc:kernel_end of the same correlation id, named by kernel.",
+                c["kernel_begin"].name, (c["kernel_end"].name,), "correlation_id", "name",
+                classes=frozenset({"kernel_begin"})),
+        Pattern(f"{ID_PREFIX}.latency.launch", "launch", "dfcompass: launch to start" + suffix, "Launch to start",
+                "Launch-to-start delay: a launch API call (dfc:api_enter) to the start of the GPU activity "
+                "with the same correlation id, named by the API.",
+                c["api_enter"].name, (c["kernel_begin"].name, c["memcpy_begin"].name, c["memset_begin"].name),
+                "correlation_id", "name", StartFilter("name", LAUNCH_APIS),
+                classes=frozenset({"api_enter"}) | gpu_classes),
+        Pattern(f"{ID_PREFIX}.latency.transfer", "transfer", "dfcompass: transfer duration" + suffix,
+                "Transfer duration",
+                "Transfer duration: dfc:memcpy_begin to dfc:memcpy_end of the same correlation id, named by kind.",
+                c["memcpy_begin"].name, (c["memcpy_end"].name,), "correlation_id", "copy_kind",
+                classes=frozenset({"memcpy_begin"})),
+    )
+    analyses = [
+        Analysis("dataflow", "dataflow.xml.j2", f"{ID_PREFIX}.dataflow", "dfcompass: dataflow nodes" + suffix,
+                 "Dataflow nodes by device and thread" + suffix, frozenset({"node_begin"}),
+                 devices=_device_vms(facts, gpu_only=False)),
+        Analysis("gpu", "gpu.xml.j2", f"{ID_PREFIX}.gpu", "dfcompass: GPU queues" + suffix,
+                 "GPU queues" + suffix, gpu_classes, devices=_device_vms(facts, gpu_only=True),
+                 activities=activities, launch_events=(c["api_exit"].name,), launch_apis=LAUNCH_APIS),
+        Analysis("api", "api.xml.j2", f"{ID_PREFIX}.api", "dfcompass: runtime API calls" + suffix,
+                 "Runtime API calls by thread" + suffix, frozenset({"api_enter"})),
+        Analysis("memory", "memory.xml.j2", f"{ID_PREFIX}.memory", "dfcompass: memory" + suffix,
+                 "Memory in use" + suffix, frozenset({"mem_alloc", "mem_free"}),
+                 devices=_device_vms(facts, gpu_only=False),
+                 events=tuple(events()[name] for name in ("mem_alloc", "mem_free"))),
+        Analysis("latency", "latency.xml.j2", f"{ID_PREFIX}.latency", "dfcompass: latency patterns" + suffix,
+                 "", frozenset(), patterns=patterns),
+    ]
+    if facts is None:
+        return meta, analyses
+    kept = []
+    for analysis in analyses:
+        if analysis.patterns:
+            wanted = tuple(p for p in analysis.patterns if p.classes <= facts.classes)
+            if wanted:
+                kept.append(_with_patterns(analysis, wanted))
+        elif analysis.classes & facts.classes and (analysis.devices or not analysis.classes & gpu_classes):
+            kept.append(analysis)
+    return meta, kept
+
+
+def _with_patterns(analysis: Analysis, patterns: tuple[Pattern, ...]) -> Analysis:
+    from dataclasses import replace
+
+    return replace(analysis, patterns=patterns)
