@@ -92,24 +92,8 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
         seconds = (time.perf_counter_ns() - t0) / 1e9
         return Sample(seconds, {"loop_s": seconds})
 
-    def profiler() -> Sample:
-        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
-        model.steps(1)
-        t0 = time.perf_counter_ns()
-        prof.__enter__()
-        t1 = time.perf_counter_ns()
-        model.steps(n)
-        t2 = time.perf_counter_ns()
-        prof.__exit__(None, None, None)
-        t3 = time.perf_counter_ns()
-        if not checked["profiler"]:  # once: the profiler collected this model's ops
-            ops = sum(1 for e in prof.profiler.kineto_results.events() if e.name().startswith("aten::"))
-            if ops < n:
-                raise RuntimeError(f"{model.name}: torch.profiler collected {ops} aten ops in {n} steps")
-            checked["profiler"] = True
-        return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9})
-
-    def profiler_export() -> Sample:
+    def profiled(export: bool) -> Sample:
+        """torch.profiler(record_shapes=True), optionally exporting its Chrome trace at the end."""
         prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
         path = root / f"{model.name}-{next(counter)}.json"
         model.steps(1)
@@ -119,11 +103,25 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
         model.steps(n)
         t2 = time.perf_counter_ns()
         prof.__exit__(None, None, None)
-        prof.export_chrome_trace(str(path))
+        if export:
+            prof.export_chrome_trace(str(path))
         t3 = time.perf_counter_ns()
-        size = path.stat().st_size
-        path.unlink()
-        return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9, "json_bytes": size})
+        extra: dict[str, float] = {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9}
+        if export:
+            extra["json_bytes"] = path.stat().st_size
+            path.unlink()
+        elif not checked["profiler"]:  # once: the profiler collected this model's ops
+            ops = sum(1 for e in prof.profiler.kineto_results.events() if e.name().startswith("aten::"))
+            if ops < n:
+                raise RuntimeError(f"{model.name}: torch.profiler collected {ops} aten ops in {n} steps")
+            checked["profiler"] = True
+        return Sample((t3 - t0) / 1e9, extra)
+
+    def profiler() -> Sample:
+        return profiled(export=False)
+
+    def profiler_export() -> Sample:
+        return profiled(export=True)
 
     def ours() -> Sample:
         path = root / f"{model.name}-{next(counter)}"
