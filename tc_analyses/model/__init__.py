@@ -1,0 +1,1 @@
+"""Models built from traces: Trace Compass-style state systems (and, later, the computation graph)."""

@@ -1,0 +1,75 @@
+"""The generated Trace Compass analyses, run by the headless engine on the committed all-classes
+trace, give the intervals the trace was built to produce (tests/data/make_traces.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tc_analyses.export.tracecompass import render_xml
+from tc_analyses.model.events import iter_events
+from tc_analyses.model.state_system import StateSystem
+from tc_analyses.model.xml_provider import load_providers
+from tc_analyses.reader import read_trace
+
+TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+STEP = 10_000  # make_traces.all_classes: step k starts at 10_000 * (k + 1)
+
+
+@pytest.fixture(scope="module")
+def systems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StateSystem]:
+    out = tmp_path_factory.mktemp("xml")
+    trace = read_trace(TRACE)
+    result = {}
+    for name, data in render_xml().items():
+        (out / name).write_bytes(data)
+        for provider in load_providers(out / name):
+            result[provider.id] = provider.run(iter_events(trace))
+    return result
+
+
+def states(ss: StateSystem, path: str) -> list[tuple[int, int, object]]:
+    return [(i.start, i.end, i.value.value) for i in ss.intervals(tuple(path.split("/"))) if i.value is not None]
+
+
+def test_dataflow_nodes_by_device_and_thread(systems: dict[str, StateSystem]) -> None:
+    ss = systems["org.dfcompass.dataflow"]
+    gpu_nodes = [(s, e, v) for k in range(3) for s, e, v in (
+        (STEP * (k + 1) + 1_000, STEP * (k + 1) + 1_059, "aten::to"),
+        (STEP * (k + 1) + 1_100, STEP * (k + 1) + 1_169, "aten::relu"))]
+    assert states(ss, "Devices/1/Threads/100/Node/1") == gpu_nodes
+    assert states(ss, "Devices/0/Threads/101/Node/1") == [(STEP * (k + 1) + 100, STEP * (k + 1) + 899, "read")
+                                                          for k in range(3)]
+    assert states(ss, "Steps") == [(STEP * (k + 1), STEP * (k + 1) + 2_999, str(k)) for k in range(3)]
+    assert states(ss, "Devices/1/name")[0][2] == "cuda:0"
+    # names keep the trace's escaped ASCII, as Trace Compass shows them
+    assert states(ss, "Devices/0/Threads/101/name")[0][2] == "loader <&\"'> \\u2603"
+
+
+def test_gpu_queue_runs_each_activity_then_idles(systems: dict[str, StateSystem]) -> None:
+    ss = systems["org.dfcompass.gpu"]
+    base = STEP
+    assert states(ss, "GPU/1/Queues/7")[:6] == [
+        (base + 1_100, base + 1_399, "memcpy"), (base + 1_400, base + 1_449, "idle"),
+        (base + 1_450, base + 1_499, "memset"), (base + 1_500, base + 1_599, "idle"),
+        (base + 1_600, base + 2_599, "relu_kernel<float>"), (base + 2_600, 2 * base + 1_099, "idle")]
+    assert states(ss, "GPU/1/busy")[:2] == [(base + 1_100, base + 1_399, 1), (base + 1_400, base + 1_449, 0)]
+    # queue depth: memcpy launched at +1050 (api_exit) waits until +1100; the kernel launched at
+    # +1160 waits behind the memset until +1600
+    assert states(ss, "Launches/pending")[:5] == [
+        (base + 1_050, base + 1_099, 1), (base + 1_100, base + 1_119, 0), (base + 1_120, base + 1_159, 1),
+        (base + 1_160, base + 1_449, 2), (base + 1_450, base + 1_599, 1)]
+
+
+def test_api_calls_as_a_stack_per_thread(systems: dict[str, StateSystem]) -> None:
+    ss = systems["org.dfcompass.api"]
+    assert states(ss, "Threads/100/API/1")[:3] == [
+        (STEP + 1_010, STEP + 1_049, "cudaMemcpyAsync"), (STEP + 1_110, STEP + 1_119, "cudaMemsetAsync"),
+        (STEP + 1_130, STEP + 1_159, "cudaLaunchKernel")]
+
+
+def test_memory_in_use_per_device(systems: dict[str, StateSystem]) -> None:
+    ss = systems["org.dfcompass.memory"]
+    assert states(ss, "Memory/0/bytes_in_use")[:3] == [
+        (STEP + 150, STEP + 2_699, 4096), (STEP + 2_700, 2 * STEP + 149, 0), (2 * STEP + 150, 2 * STEP + 2_699, 8192)]
