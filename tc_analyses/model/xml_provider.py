@@ -94,8 +94,8 @@ class _Scope:
     mappings: dict[str, list[tuple[Any, Any]]]
 
 
-class StateProvider:
-    """A compiled ``stateProvider``: ``run(events)`` builds its state system."""
+class Compiler:
+    """Compiles the shared language of providers and patterns (paths, values, conditions, changes)."""
 
     def __init__(self, element: Any) -> None:
         self.element = element
@@ -106,43 +106,7 @@ class StateProvider:
             {g.get("id"): [(e.findall("stateValue")[0], e.findall("stateValue")[1]) for e in g.iterfind("entry")]
              for g in element.iterfind("mappingGroup")},
         )
-        self._handlers: list[tuple[re.Pattern[str], list[ChangeFn]]] = []
-        for handler in element.iterfind("eventHandler"):
-            pattern = re.compile(re.escape(handler.get("eventName")).replace(r"\*", ".*"))
-            self._handlers.append((pattern, [self._change(c) for c in handler.iterfind("stateChange")]))
-        self._matches: dict[str, list[list[ChangeFn]]] = {}
 
-    # ------------------------------------------------------------------ running
-    def run(self, events: Iterable[Event]) -> StateSystem:
-        ss: StateSystem | None = None
-        future: list[tuple[int, int, Callable[[StateSystem], None]]] = []
-        last = 0
-        order = 0
-        for event in events:
-            name, ts, _ = event
-            if ss is None:
-                ss = StateSystem(ts)
-            while future and future[0][0] <= ts:  # queued futureTime changes land before this event
-                future.pop(0)[2](ss)
-            last = ts
-            handlers = self._matches.get(name)
-            if handlers is None:
-                handlers = self._matches[name] = [changes for p, changes in self._handlers if p.fullmatch(name)]
-            for changes in handlers:
-                for change in changes:
-                    queued: list = []
-                    change(event, ss, queued)
-                    for when, apply in queued:
-                        order += 1
-                        future.append((when, order, apply))
-                        future.sort(key=lambda item: (item[0], item[1]))
-        if ss is None:
-            raise DfcompassError(f"analysis {self.id}: the trace has no events")
-        for when, _, apply in future:  # leftovers apply after the last event
-            apply(ss)
-            last = max(last, when)
-        ss.close(last)
-        return ss
 
     # ------------------------------------------------------------------ compiling
     def _change(self, element: Any) -> ChangeFn:
@@ -222,6 +186,8 @@ class StateProvider:
         kind, raw = element.get("type"), element.get("value")
         if kind == "constant":
             text = self._defined(raw, element)
+            if text == "#CurrentScenario":  # patterns: the path of the scenario being run
+                return lambda e, ss, prefix: list(getattr(ss, "scenario_path", ()))
             return lambda e, ss, prefix: [text]
         if kind == "eventField":
             return lambda e, ss, prefix: None if (v := _typed(field_value(e, raw))) is None else [str(v)]
@@ -337,6 +303,49 @@ class StateProvider:
         second = self._value(values[0])
         return lambda e, ss: _compare(first(e, ss), second(e, ss), operator)
 
+
+class StateProvider(Compiler):
+    """A compiled ``stateProvider``: ``run(events)`` builds its state system."""
+
+    def __init__(self, element: Any) -> None:
+        super().__init__(element)
+        self._handlers: list[tuple[re.Pattern[str], list[ChangeFn]]] = []
+        for handler in element.iterfind("eventHandler"):
+            pattern = re.compile(re.escape(handler.get("eventName")).replace(r"\*", ".*"))
+            self._handlers.append((pattern, [self._change(c) for c in handler.iterfind("stateChange")]))
+        self._matches: dict[str, list[list[ChangeFn]]] = {}
+
+    # ------------------------------------------------------------------ running
+    def run(self, events: Iterable[Event]) -> StateSystem:
+        ss: StateSystem | None = None
+        future: list[tuple[int, int, Callable[[StateSystem], None]]] = []
+        last = 0
+        order = 0
+        for event in events:
+            name, ts, _ = event
+            if ss is None:
+                ss = StateSystem(ts)
+            while future and future[0][0] <= ts:  # queued futureTime changes land before this event
+                future.pop(0)[2](ss)
+            last = ts
+            handlers = self._matches.get(name)
+            if handlers is None:
+                handlers = self._matches[name] = [changes for p, changes in self._handlers if p.fullmatch(name)]
+            for changes in handlers:
+                for change in changes:
+                    queued: list = []
+                    change(event, ss, queued)
+                    for when, apply in queued:
+                        order += 1
+                        future.append((when, order, apply))
+                        future.sort(key=lambda item: (item[0], item[1]))
+        if ss is None:
+            raise DfcompassError(f"analysis {self.id}: the trace has no events")
+        for when, _, apply in future:  # leftovers apply after the last event
+            apply(ss)
+            last = max(last, when)
+        ss.close(last)
+        return ss
 
 def _compare(a: Value | None, b: Value | None, operator: str) -> bool:
     """DataDrivenCondition: numbers numerically when the first is an integer; else as text."""

@@ -73,3 +73,38 @@ def test_memory_in_use_per_device(systems: dict[str, StateSystem]) -> None:
     ss = systems["org.dfcompass.memory"]
     assert states(ss, "Memory/0/bytes_in_use")[:3] == [
         (STEP + 150, STEP + 2_699, 4096), (STEP + 2_700, 2 * STEP + 149, 0), (2 * STEP + 150, 2 * STEP + 2_699, 8192)]
+
+
+@pytest.fixture(scope="module")
+def segments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    from tc_analyses.model.xml_pattern import load_patterns
+
+    out = tmp_path_factory.mktemp("latency") / "latency.xml"
+    out.write_bytes(render_xml()["latency.xml"])
+    trace = read_trace(TRACE)
+    return {p.id: p.run(iter_events(trace))[0] for p in load_patterns(out)}
+
+
+def summary(segs: list) -> list[tuple[int, int, str, dict]]:
+    return [(s.start, s.duration, s.name, s.content) for s in segs]
+
+
+def test_node_duration_pattern(segments: dict[str, list]) -> None:
+    segs = segments["org.dfcompass.latency.node"]
+    assert len(segs) == 9
+    assert summary(segs)[:3] == [(STEP + 100, 800, "read", {"node_id": 0}), (STEP + 1_000, 60, "aten::to", {"node_id": 1}),
+                                 (STEP + 1_100, 70, "aten::relu", {"node_id": 2})]
+
+
+def test_kernel_and_transfer_durations(segments: dict[str, list]) -> None:
+    assert summary(segments["org.dfcompass.latency.kernel"]) == [
+        (STEP * (k + 1) + 1_600, 1_000, "relu_kernel<float>", {"correlation_id": 3 * k + 2}) for k in range(3)]
+    assert summary(segments["org.dfcompass.latency.transfer"]) == [
+        (STEP * (k + 1) + 1_100, 300, "HtoD", {"correlation_id": 3 * k}) for k in range(3)]
+
+
+def test_launch_to_start_joins_by_correlation_id(segments: dict[str, list]) -> None:
+    assert summary(segments["org.dfcompass.latency.launch"])[:3] == [
+        (STEP + 1_010, 90, "cudaMemcpyAsync", {"correlation_id": 0}),
+        (STEP + 1_110, 340, "cudaMemsetAsync", {"correlation_id": 1}),
+        (STEP + 1_130, 470, "cudaLaunchKernel", {"correlation_id": 2})]
