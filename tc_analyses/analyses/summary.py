@@ -1,0 +1,125 @@
+"""The `dfcompass analyze` summary, read off the generated analyses' state systems and segments.
+
+* busy % per device (GPU: any queue running; CPU devices: any thread running a node) and per
+  GPU queue, over the trace's time span;
+* top nodes by total time (from the node-duration pattern's segments), with counts;
+* memory peak per device (``Memory/<device>/bytes_in_use``);
+* lost events (``events_discarded`` of the trace).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tc_analyses.analyses.states import BuiltAnalyses
+from tc_analyses.model.state_system import Interval, StateSystem
+
+DATAFLOW, GPU, MEMORY, NODE_LATENCY = "org.dfcompass.dataflow", "org.dfcompass.gpu", "org.dfcompass.memory", \
+    "org.dfcompass.latency.node"
+
+
+@dataclass(frozen=True)
+class Busy:
+    device: str
+    queue: str  # "" for the whole device
+    busy_ns: int
+    span_ns: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.busy_ns / self.span_ns if self.span_ns else 0.0
+
+
+@dataclass(frozen=True)
+class NodeTime:
+    op: str
+    count: int
+    total_ns: int
+    max_ns: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    trace: str
+    span_ns: int
+    events: int
+    lost_events: int
+    busy: list[Busy] = field(default_factory=list)
+    top_nodes: list[NodeTime] = field(default_factory=list)
+    memory_peak: dict[str, int] = field(default_factory=dict)
+    analyses: list[str] = field(default_factory=list)
+
+
+def _names(ss: StateSystem, root: str) -> dict[str, str]:
+    names = {}
+    for path, intervals in ss.items():
+        if len(path) == 3 and path[0] == root and path[2] == "name":
+            values = [str(i.value) for i in intervals if i.value is not None]
+            names[path[1]] = values[-1] if values else path[1]
+    return names
+
+
+def _time(intervals: list[Interval], busy: "callable") -> int:  # type: ignore[valid-type]
+    return sum(i.end - i.start + 1 for i in intervals if i.value is not None and busy(i.value.value))
+
+
+def _union_time(interval_lists: list[list[Interval]]) -> int:
+    spans = sorted((i.start, i.end) for intervals in interval_lists for i in intervals
+                   if i.value is not None and int(i.value.value) > 0)
+    total, current_start, current_end = 0, None, None
+    for start, end in spans:
+        if current_end is None or start > current_end + 1:
+            if current_end is not None:
+                total += current_end - current_start + 1  # type: ignore[operator]
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start + 1  # type: ignore[operator]
+    return total
+
+
+def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
+    trace = built.trace
+    firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
+    lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
+    span = (max(lasts) - min(firsts) + 1) if firsts else 0
+    busy: list[Busy] = []
+    gpu = built.systems.get(GPU)
+    if gpu is not None:
+        names = _names(gpu, "GPU")
+        for path, intervals in gpu.items():
+            if len(path) == 3 and path[0] == "GPU" and path[2] == "busy":
+                busy.append(Busy(names.get(path[1], path[1]), "", _time(intervals, lambda v: v == 1), span))
+            if len(path) == 4 and path[0] == "GPU" and path[2] == "Queues":
+                running = _time(intervals, lambda v: v != "idle")
+                busy.append(Busy(names.get(path[1], path[1]), path[3], running, span))
+    dataflow = built.systems.get(DATAFLOW)
+    if dataflow is not None:
+        names = _names(dataflow, "Devices")
+        depth_by_device: dict[str, list[list[Interval]]] = defaultdict(list)
+        for path, intervals in dataflow.items():  # Devices/<d>/Threads/<t>/Node holds the stack depth
+            if len(path) == 5 and path[0] == "Devices" and path[2] == "Threads" and path[4] == "Node":
+                depth_by_device[path[1]].append(intervals)
+        for device, lists in sorted(depth_by_device.items()):
+            if names.get(device, "").startswith(("cuda", "gpu", "hip")) and gpu is not None:
+                continue  # a GPU's busy time is its queues', not its host threads'
+            busy.append(Busy(names.get(device, device), "", _union_time(lists), span))
+    per_op: dict[str, list[int]] = defaultdict(list)
+    for segment in built.segments.get(NODE_LATENCY, []):
+        per_op[segment.name].append(segment.duration)
+    top_nodes = sorted((NodeTime(op, len(d), sum(d), max(d)) for op, d in per_op.items()),
+                       key=lambda n: (-n.total_ns, n.op))[:top]
+    peaks: dict[str, int] = {}
+    memory = built.systems.get(MEMORY)
+    if memory is not None:
+        names = _names(memory, "Memory")
+        for path, intervals in memory.items():
+            if len(path) == 3 and path[0] == "Memory" and path[2] == "bytes_in_use":
+                values = [int(i.value.value) for i in intervals if i.value is not None]
+                if values:
+                    peaks[names.get(path[1], path[1])] = max(values)
+    events = sum(len(t) for t in trace.tables.values())
+    return Summary(str(trace.path), span, events, trace.discarded, sorted(busy, key=lambda b: (b.device, b.queue)),
+                   top_nodes, dict(sorted(peaks.items())), sorted(built.systems))
