@@ -144,21 +144,23 @@ def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Folder for xml/, plugin/ and README.md.")
 @click.option("--validate", is_flag=True, help="Check every file against Trace Compass's XSD and dfcompass's lint.")
-@click.option("--xsd", type=click.Path(path_type=Path), help="xmlDefinition.xsd, or a Trace Compass install to find it in.")
+@click.option("--xsd", type=click.Path(path_type=Path),
+              help="Trace Compass's xmlDefinition.xsd, its folder, or a Trace Compass installation to find it in "
+                   "(default: $DFCOMPASS_TRACECOMPASS_XSD).")
 @_handle_errors
 def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None) -> None:
     """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue."""
     from tc_analyses.export.tracecompass import write_output
     from tc_analyses.export.tracecompass.facts import trace_facts
+    from tc_analyses.export.tracecompass.validate import check_files, find_xsd
 
+    schema = find_xsd(xsd) if validate else None  # a missing schema is reported before anything is written
     facts = trace_facts(trace) if trace is not None else None
     written = write_output(output, facts)
     for key, path in written.items():
         click.echo(f"wrote {path}")
-    if validate:
-        from tc_analyses.export.tracecompass.validate import check_files
-
-        problems = check_files(sorted(p for k, p in written.items() if k.startswith("xml/")), xsd)
+    if schema is not None:
+        problems = check_files(sorted(p for k, p in written.items() if k.startswith("xml/")), schema)
         for problem in problems:
             click.echo(f"dfcompass: {problem}", err=True)
         if problems:

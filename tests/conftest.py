@@ -17,6 +17,11 @@ from tests.helpers import REPO_ROOT, SHARED_DIR, CountingClock, dfcompass_cmd
 from tracer.session import Session, active_session
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="Rewrite the golden files under tests/golden/ instead of comparing with them.")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes a few seconds (real traces)")
 
@@ -38,11 +43,26 @@ def dfcompass_exe() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    """True under ``pytest --update-golden``: golden tests rewrite their files instead of comparing."""
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared next to the repository; the test is skipped when it is not there."""
     if not (SHARED_DIR / "traces").is_dir():
         pytest.skip("../shared/traces not present")
     return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def tc_xsd() -> Path:
+    """Trace Compass's schema, ../shared/tracecompass/xsd/xmlDefinition.xsd; skipped when absent."""
+    xsd = SHARED_DIR / "tracecompass" / "xsd" / "xmlDefinition.xsd"
+    if not xsd.is_file():
+        pytest.skip("../shared/tracecompass not present")
+    return xsd
 
 
 @pytest.fixture(autouse=True)

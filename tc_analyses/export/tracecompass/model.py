@@ -50,6 +50,7 @@ class Meta:
     version: int
     trace_types: tuple[str, ...]
     source: str = ""  # the trace the analyses were tailored to
+    source_comment: str = ""  # the same, safe inside an XML comment (no "--")
 
 
 @dataclass(frozen=True)
@@ -111,11 +112,28 @@ class TraceFacts:
     devices: tuple[tuple[int, str, str], ...]  # (index, name, kind)
 
 
+# Characters XML 1.0 cannot hold (lone surrogates come from undecodable file names).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Trace-given text (trace and device names) made printable in XML: one line, no illegal characters."""
+    return _NOT_XML.sub("\ufffd", re.sub(r"[\t\n\r]", " ", text))
+
+
+def comment_text(text: str) -> str:
+    """xml_text that may also sit inside <!-- -->: no "--", no trailing "-"."""
+    text = xml_text(text)
+    while "--" in text:
+        text = text.replace("--", "-\u2010")  # a hyphen that is not '-'
+    return text + " " if text.endswith("-") else text
+
+
 def _device_vms(facts: TraceFacts | None, gpu_only: bool) -> tuple[DeviceVM, ...]:
     if facts is None:
         return ALL_DEVICES
     chosen = [(i, name) for i, name, kind in facts.devices if not gpu_only or kind != "cpu"]
-    return tuple(DeviceVM(str(i), f": {name}", f".dev{i}") for i, name in sorted(chosen))
+    return tuple(DeviceVM(str(i), f": {xml_text(name)}", f".dev{i}") for i, name in sorted(chosen))
 
 
 def _ident(text: str) -> str:
@@ -126,9 +144,10 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
     """The analyses to generate: all of them, or those a trace's events and devices call for."""
     c = {cls.short: cls for cls in schema.CATALOGUE}
     major, minor = schema.SCHEMA_VERSION
+    source = xml_text(facts.name) if facts else ""
     meta = Meta(GENERATOR_VERSION, f"{major}.{minor}", GENERATOR_VERSION * 1000 + major * 100 + minor,
-                (GENERIC_CTF,), facts.name if facts else "")
-    suffix = f" ({facts.name})" if facts else ""
+                (GENERIC_CTF,), source, comment_text(source))
+    suffix = f" ({source})" if facts else ""
     activities = (
         Activity(c["kernel_begin"].name, c["kernel_end"].name, "device", "queue", "correlation_id", label_field="name"),
         Activity(c["memcpy_begin"].name, c["memcpy_end"].name, "device", "queue", "correlation_id", label="memcpy"),
