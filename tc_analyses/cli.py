@@ -168,6 +168,66 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         click.echo(f"validated {sum(k.startswith('xml/') for k in written)} files against the XSD and the lint")
 
 
+def _built(trace: Path, xml: tuple[Path, ...]) -> "Any":
+    """Run the given XML analyses (default: the generated ones for this trace) headless."""
+    import tempfile
+
+    from tc_analyses.analyses import states
+    from tc_analyses.export.tracecompass.facts import trace_facts
+    from tc_analyses.export.tracecompass.render import render_xml
+
+    with tempfile.TemporaryDirectory(prefix="dfcompass-xml-") as tmp:
+        files = list(xml)
+        if not files:
+            for name, data in render_xml(trace_facts(trace)).items():
+                (Path(tmp) / name).write_bytes(data)
+                files.append(Path(tmp) / name)
+        with _progress("analysing events", None) as advance:
+            return states.build(trace, files, advance)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Trace Compass XML analysis to run (repeatable); default: the generated analyses.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
+@_handle_errors
+def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int) -> None:
+    """Build the analyses' state systems headless and summarise: busy %, top nodes, memory peaks, lost events."""
+    from tc_analyses.analyses.summary import summarize
+
+    result = summarize(_built(trace, xml), top)
+    click.echo(reports.to_json(result) if fmt == "json" else reports.summary_text(result), nl=False)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--xml", "xml", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Trace Compass XML analysis to run (repeatable).")
+@click.option("--path", "path_glob", default="*", show_default=True, help="Only attributes whose path matches (glob, '/' separated).")
+@click.option("--at", type=int, help="Only the state at this time (ns, trace clock).")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="Write path,start,end,value to this CSV file.")
+@_handle_errors
+def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None) -> None:
+    """Dump or query the intervals of XML analyses' state systems on TRACE."""
+    import csv
+
+    from tc_analyses.analyses.states import rows
+
+    found = rows(_built(trace, xml), path_glob, at)
+    if csv_out is not None:
+        with open(csv_out, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(["path", "start", "end", "value"])
+            for row in found:
+                writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value])
+        click.echo(f"wrote {len(found)} intervals to {csv_out}")
+        return
+    for row in found:
+        click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
+
+
 def _autostart_dir() -> Path:
     import tracer
 

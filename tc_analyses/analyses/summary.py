@@ -25,10 +25,10 @@ class Busy:
     queue: str  # "" for the whole device
     busy_ns: int
     span_ns: int
+    percent: float = field(init=False)
 
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.busy_ns / self.span_ns if self.span_ns else 0.0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "percent", round(100.0 * self.busy_ns / self.span_ns, 3) if self.span_ns else 0.0)
 
 
 @dataclass(frozen=True)

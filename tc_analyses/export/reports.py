@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.trace_info import TraceInfo
 from tracer.importers import ImportSummary
 
@@ -91,4 +92,34 @@ def kineto_import_text(summary: ImportSummary) -> str:
         pairs = ", ".join(f"{raw} -> {new}" for raw, new in mapping.items())
         lines.append(f"\nremapped {kind}s (not 32-bit unsigned in the file): {pairs}")
     lines += ["", *(f"note: {note}" for note in summary.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def summary_text(summary: Summary) -> str:
+    """`dfcompass analyze` as text."""
+    lines = [f"trace:       {summary.trace}",
+             f"time span:   {summary.span_ns / 1e6:.3f} ms, {summary.events} events",
+             f"lost events: {summary.lost_events}" + ("  ** results may miss work **" if summary.lost_events else ""),
+             f"analyses:    {', '.join(summary.analyses)}", "", "busy (share of the time span):"]
+    if summary.busy:
+        lines += ["  " + row for row in _table(("device", "queue", "busy %", "busy ms"), [
+            (b.device, b.queue or "(all)", f"{b.percent:.1f}", f"{b.busy_ns / 1e6:.3f}") for b in summary.busy])]
+    else:
+        lines.append("  (no device activity in this trace)")
+    lines += ["", "top nodes by total time:"]
+    if summary.top_nodes:
+        lines += ["  " + row for row in _table(("op", "count", "total ms", "max ms"), [
+            (n.op, n.count, f"{n.total_ns / 1e6:.3f}", f"{n.max_ns / 1e6:.3f}") for n in summary.top_nodes])]
+    else:
+        lines.append("  (no dataflow nodes in this trace)")
+    lines += ["", "memory peak per device:"]
+    lines += [f"  {device}: {_bytes(peak)}" for device, peak in summary.memory_peak.items()] or ["  (no memory events)"]
     return "\n".join(lines) + "\n"

@@ -41,7 +41,8 @@ def test_dataflow_nodes_by_device_and_thread(systems: dict[str, StateSystem]) ->
     assert states(ss, "Devices/1/Threads/100/Node/1") == gpu_nodes
     assert states(ss, "Devices/0/Threads/101/Node/1") == [(STEP * (k + 1) + 100, STEP * (k + 1) + 899, "read")
                                                           for k in range(3)]
-    assert states(ss, "Steps") == [(STEP * (k + 1), STEP * (k + 1) + 2_999, str(k)) for k in range(3)]
+    assert states(ss, "Steps/100") == [(STEP * (k + 1), STEP * (k + 1) + 2_999, str(k)) for k in range(3)]
+    assert states(ss, "Steps/100/name")[0][2] == "MainThread"
     assert states(ss, "Devices/1/name")[0][2] == "cuda:0"
     # names keep the trace's escaped ASCII, as Trace Compass shows them
     assert states(ss, "Devices/0/Threads/101/name")[0][2] == "loader <&\"'> \\u2603"
@@ -55,11 +56,12 @@ def test_gpu_queue_runs_each_activity_then_idles(systems: dict[str, StateSystem]
         (base + 1_450, base + 1_499, "memset"), (base + 1_500, base + 1_599, "idle"),
         (base + 1_600, base + 2_599, "relu_kernel<float>"), (base + 2_600, 2 * base + 1_099, "idle")]
     assert states(ss, "GPU/1/busy")[:2] == [(base + 1_100, base + 1_399, 1), (base + 1_400, base + 1_449, 0)]
-    # queue depth: memcpy launched at +1050 (api_exit) waits until +1100; the kernel launched at
-    # +1160 waits behind the memset until +1600
+    # queue depth, counted from each launch call's start: the memcpy launched at +1010 starts at
+    # +1100; the memset launched at +1110 and the kernel at +1130 wait until +1450 and +1600
     assert states(ss, "Launches/pending")[:5] == [
-        (base + 1_050, base + 1_099, 1), (base + 1_100, base + 1_119, 0), (base + 1_120, base + 1_159, 1),
-        (base + 1_160, base + 1_449, 2), (base + 1_450, base + 1_599, 1)]
+        (base + 1_010, base + 1_099, 1), (base + 1_100, base + 1_109, 0), (base + 1_110, base + 1_129, 1),
+        (base + 1_130, base + 1_449, 2), (base + 1_450, base + 1_599, 1)]
+    assert states(ss, "Launches/pending")[-1][2] == 0  # every launch started: no drift
 
 
 def test_api_calls_as_a_stack_per_thread(systems: dict[str, StateSystem]) -> None:

@@ -15,4 +15,5 @@ def trace_facts(path: str | Path) -> TraceFacts:
     devices = trace.table("device_info")
     rows = zip(devices["device"].tolist(), devices.text("name").tolist(), devices.text("kind").tolist())
     unique = {index: (index, name or f"device {index}", kind or "") for index, name, kind in rows}
-    return TraceFacts(Path(path).resolve().name, classes, tuple(unique[i] for i in sorted(unique)))
+    memory = frozenset(int(d) for name in ("mem_alloc", "mem_free") for d in set(trace.table(name)["device"].tolist()))
+    return TraceFacts(Path(path).resolve().name, classes, tuple(unique[i] for i in sorted(unique)), memory)

@@ -76,7 +76,7 @@ class Analysis:
     classes: frozenset[str]  # event classes (short names) that make it worth emitting
     devices: tuple[DeviceVM, ...] = ALL_DEVICES
     activities: tuple[Activity, ...] = ()
-    launch_events: tuple[str, ...] = ()
+    launch_events: tuple[dict[str, Any], ...] = ()  # API events that launch GPU work
     launch_apis: tuple[str, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
     patterns: tuple["Pattern", ...] = ()
@@ -100,7 +100,8 @@ class Pattern:
     key: str
     label_field: str
     start_filter: StartFilter | None = None
-    classes: frozenset[str] = field(default_factory=frozenset)
+    classes: frozenset[str] = field(default_factory=frozenset)  # all needed in the trace
+    any_of: frozenset[str] = field(default_factory=frozenset)  # and at least one of these, if given
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class TraceFacts:
     name: str
     classes: frozenset[str]
     devices: tuple[tuple[int, str, str], ...]  # (index, name, kind)
+    memory_devices: frozenset[int] = frozenset()  # devices with allocations or frees
 
 
 # Characters XML 1.0 cannot hold (lone surrogates come from undecodable file names).
@@ -129,10 +131,15 @@ def comment_text(text: str) -> str:
     return text + " " if text.endswith("-") else text
 
 
-def _device_vms(facts: TraceFacts | None, gpu_only: bool) -> tuple[DeviceVM, ...]:
+def _device_vms(facts: TraceFacts | None, gpu_only: bool = False, only: frozenset[int] | None = None
+                ) -> tuple[DeviceVM, ...]:
+    """One entry per described device (all, GPUs only, or those in `only`); `*` when none is described."""
     if facts is None:
         return ALL_DEVICES
-    chosen = [(i, name) for i, name, kind in facts.devices if not gpu_only or kind != "cpu"]
+    chosen = [(i, name) for i, name, kind in facts.devices
+              if (not gpu_only or kind != "cpu") and (only is None or i in only)]
+    if not chosen:  # a trace without dfc:device_info (or none of that kind): match every device
+        return ALL_DEVICES
     return tuple(DeviceVM(str(i), f": {xml_text(name)}", f".dev{i}") for i, name in sorted(chosen))
 
 
@@ -167,7 +174,7 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
                 "with the same correlation id, named by the API.",
                 c["api_enter"].name, (c["kernel_begin"].name, c["memcpy_begin"].name, c["memset_begin"].name),
                 "correlation_id", "name", StartFilter("name", LAUNCH_APIS),
-                classes=frozenset({"api_enter"}) | gpu_classes),
+                classes=frozenset({"api_enter"}), any_of=gpu_classes),
         Pattern(f"{ID_PREFIX}.latency.transfer", "transfer", "dfcompass: transfer duration" + suffix,
                 "Transfer duration",
                 "Transfer duration: dfc:memcpy_begin to dfc:memcpy_end of the same correlation id, named by kind.",
@@ -180,12 +187,12 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
                  devices=_device_vms(facts, gpu_only=False)),
         Analysis("gpu", "gpu.xml.j2", f"{ID_PREFIX}.gpu", "dfcompass: GPU queues" + suffix,
                  "GPU queues" + suffix, gpu_classes, devices=_device_vms(facts, gpu_only=True),
-                 activities=activities, launch_events=(c["api_exit"].name,), launch_apis=LAUNCH_APIS),
+                 activities=activities, launch_events=(events()["api_enter"],), launch_apis=LAUNCH_APIS),
         Analysis("api", "api.xml.j2", f"{ID_PREFIX}.api", "dfcompass: runtime API calls" + suffix,
                  "Runtime API calls by thread" + suffix, frozenset({"api_enter"})),
         Analysis("memory", "memory.xml.j2", f"{ID_PREFIX}.memory", "dfcompass: memory" + suffix,
                  "Memory in use" + suffix, frozenset({"mem_alloc", "mem_free"}),
-                 devices=_device_vms(facts, gpu_only=False),
+                 devices=_device_vms(facts, only=facts.memory_devices if facts else None),
                  events=tuple(events()[name] for name in ("mem_alloc", "mem_free"))),
         Analysis("latency", "latency.xml.j2", f"{ID_PREFIX}.latency", "dfcompass: latency patterns" + suffix,
                  "", frozenset(), patterns=patterns),
@@ -195,10 +202,11 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
     kept = []
     for analysis in analyses:
         if analysis.patterns:
-            wanted = tuple(p for p in analysis.patterns if p.classes <= facts.classes)
+            wanted = tuple(p for p in analysis.patterns
+                           if p.classes <= facts.classes and (not p.any_of or p.any_of & facts.classes))
             if wanted:
                 kept.append(_with_patterns(analysis, wanted))
-        elif analysis.classes & facts.classes and (analysis.devices or not analysis.classes & gpu_classes):
+        elif analysis.classes & facts.classes:
             kept.append(analysis)
     return meta, kept
 
