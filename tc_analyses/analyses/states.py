@@ -14,33 +14,70 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from tc_analyses.errors import DfcompassError
-from tc_analyses.model.events import iter_events
+from tc_analyses.model.events import iter_ctf_events, iter_events
 from tc_analyses.model.state_system import Interval, StateSystem
 from tc_analyses.model.xml_pattern import Segment, load_patterns
-from tc_analyses.model.xml_provider import load_providers
-from tc_analyses.reader.fast import DfcTrace, read_trace
+from tc_analyses.model.xml_provider import Event, load_providers
+from tc_analyses.reader.fast import read_trace
 
 
 @dataclass
 class BuiltAnalyses:
-    trace: DfcTrace
+    path: str
+    first_ts: int | None = None  # first and last event timestamps, trace clock
+    last_ts: int | None = None
+    events: int = 0
+    lost: int = 0  # events the tracer reported lost
+    classes: tuple[str, ...] = ()  # event names seen
     systems: dict[str, StateSystem] = field(default_factory=dict)  # analysis id -> state system
     segments: dict[str, list[Segment]] = field(default_factory=dict)  # pattern id -> segments
+
+    @property
+    def span_ns(self) -> int:
+        return 0 if self.first_ts is None or self.last_ts is None else self.last_ts - self.first_ts + 1
+
+
+def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
+    """A function giving a fresh time-ordered event stream (one pass per analysis)."""
+    if read_metadata_safe(trace_path):
+        trace = read_trace(trace_path)
+        built.lost = trace.discarded
+        built.classes = tuple(sorted(name for name, table in trace.tables.items() if len(table)))
+        built.events = sum(len(t) for t in trace.tables.values())
+        firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
+        lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
+        built.first_ts, built.last_ts = (min(firsts), max(lasts)) if firsts else (None, None)
+        return lambda: iter_events(trace)
+    events = list(iter_ctf_events(trace_path))  # babeltrace2 is slow: read once, replay per analysis
+    built.events = sum(1 for e in events if e[0] != "Lost event")
+    built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
+    built.classes = tuple(sorted({e[0] for e in events}))
+    if events:
+        built.first_ts, built.last_ts = events[0][1], events[-1][1]
+    return lambda: iter(events)
+
+
+def read_metadata_safe(trace_path: str | Path) -> bool:
+    """Whether `trace_path` is a dfcompass trace (the fast reader's kind)."""
+    from tc_analyses.reader.metadata import find_traces, read_metadata
+
+    traces = find_traces(trace_path)
+    return len(traces) == 1 and traces[0] == Path(trace_path) and read_metadata(trace_path).is_dfcompass
 
 
 def build(trace_path: str | Path, xml_files: list[Path],
           progress: Callable[[int], None] | None = None) -> BuiltAnalyses:
-    """Run every state provider and pattern of `xml_files` on the trace."""
-    trace = read_trace(trace_path)
-    built = BuiltAnalyses(trace)
+    """Run every state provider and pattern of `xml_files` on the trace (any CTF trace)."""
+    built = BuiltAnalyses(str(trace_path))
+    events = _event_source(trace_path, built)
     providers = [p for f in xml_files for p in load_providers(f)]
     patterns = [p for f in xml_files for p in load_patterns(f)]
     if not providers and not patterns:
         raise DfcompassError(f"{', '.join(map(str, xml_files))}: no stateProvider or pattern to run")
     for provider in providers:
-        built.systems[provider.id] = provider.run(_counted(iter_events(trace), progress))
+        built.systems[provider.id] = provider.run(_counted(events(), progress))
     for pattern in patterns:
-        segments, system = pattern.run(_counted(iter_events(trace), progress))
+        segments, system = pattern.run(_counted(events(), progress))
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built, trace_path)
@@ -62,8 +99,9 @@ def _check_matches(built: BuiltAnalyses, trace_path: str | Path) -> None:
     useful = [p for p, ss in built.systems.items() if any(
         any(i.value is not None for i in intervals) for _, intervals in ss.items())]
     if not useful and not any(built.segments.values()):
+        shown = ", ".join(built.classes[:12]) + (" ..." if len(built.classes) > 12 else "")
         raise DfcompassError(f"{trace_path}: none of the analyses found events they handle in this trace "
-                             f"(its classes: {', '.join(sorted(built.trace.tables)) or 'none'})")
+                             f"(its events: {shown or 'none'})")
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,7 @@ def _union_time(interval_lists: list[list[Interval]]) -> int:
 
 
 def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
-    trace = built.trace
-    firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
-    lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
-    span = (max(lasts) - min(firsts) + 1) if firsts else 0
+    span = built.span_ns
     busy: list[Busy] = []
     gpu = built.systems.get(GPU)
     if gpu is not None:
@@ -120,6 +117,5 @@ def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
                 values = [int(i.value.value) for i in intervals if i.value is not None]
                 if values:
                     peaks[names.get(path[1], path[1])] = max(values)
-    events = sum(len(t) for t in trace.tables.values())
-    return Summary(str(trace.path), span, events, trace.discarded, sorted(busy, key=lambda b: (b.device, b.queue)),
+    return Summary(built.path, span, built.events, built.lost, sorted(busy, key=lambda b: (b.device, b.queue)),
                    top_nodes, dict(sorted(peaks.items())), sorted(built.systems))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from pathlib import Path
 from typing import Any, Iterator
 
 from tc_analyses.reader.fast import DfcTrace
@@ -23,3 +24,27 @@ def iter_events(trace: DfcTrace) -> Iterator[tuple[str, int, dict[str, Any]]]:
 def _rows(name: str, class_id: int, fields: tuple[str, ...], rows: list[Any]) -> Iterator[tuple[int, int, str, dict[str, Any]]]:
     for row in rows:
         yield row[1], class_id, name, dict(zip(fields, row[2:]))
+
+
+def iter_ctf_events(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """Any CTF trace's events through babeltrace2, as Trace Compass's XML analyses see them.
+
+    Payload fields by name; context fields as ``context._<name>`` (Trace Compass keeps the
+    TSDL underscore that babeltrace2 strips, and LTTng context fields all have one); ``cpu``
+    from the packet context when the payload has no such field. Lost events become events
+    named ``Lost event``, as Trace Compass synthesizes them.
+    """
+    from tc_analyses.reader.bt2_source import Discarded, iter_trace
+
+    last = 0
+    for item in iter_trace(path):
+        if isinstance(item, Discarded):
+            yield "Lost event", last, {"count": item.count}
+            continue
+        fields = dict(item.fields)
+        for key, value in item.context.items():
+            fields[f"context._{key}"] = value
+        if item.cpu is not None:
+            fields.setdefault("cpu", item.cpu)
+        last = item.timestamp
+        yield item.name, item.timestamp, fields

@@ -43,6 +43,7 @@ class Event:
     stream: str  # stream name (the stream file path for CTF traces)
     fields: Mapping[str, Any]  # payload fields as plain Python values
     context: Mapping[str, Any]  # common and specific context fields, merged
+    cpu: int | None = None  # the packet context's cpu_id (Trace Compass's CPU aspect)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +110,17 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
             if kind is event_type:
                 event = msg.event
                 clock = msg.default_clock_snapshot
+                cpu = None
                 if with_fields:
                     context = _struct(event.common_context_field)
                     context.update(_struct(event.specific_context_field))
                     fields = _struct(event.payload_field)
+                    packet_context = event.packet.context_field if event.packet is not None else None
+                    if packet_context is not None and "cpu_id" in packet_context:
+                        cpu = int(packet_context["cpu_id"])
                 else:
                     context, fields = {}, {}
-                yield Event(event.name, clock.value, clock.ns_from_origin, event.stream.name or "", fields, context)
+                yield Event(event.name, clock.value, clock.ns_from_origin, event.stream.name or "", fields, context, cpu)
             elif kind is discarded_type:
                 begin = msg.beginning_default_clock_snapshot if msg.stream.cls.discarded_events_have_default_clock_snapshots else None
                 yield Discarded(msg.stream.name or "", msg.count, begin.ns_from_origin if begin is not None else None)
