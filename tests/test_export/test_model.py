@@ -26,7 +26,7 @@ def test_comment_text_can_sit_in_a_comment(text: str) -> None:
 
 def test_everything_without_a_trace() -> None:
     meta, analyses = build(None)
-    assert [a.name for a in analyses] == ["dataflow", "gpu", "api", "memory", "latency"]
+    assert [a.name for a in analyses] == ["dataflow", "gpu", "api", "memory", "experiment", "latency"]
     assert all(d.path == "*" for a in analyses for d in a.devices)
     assert meta.source == "" and meta.version == 1101
 
@@ -34,7 +34,7 @@ def test_everything_without_a_trace() -> None:
 def test_a_trace_without_gpu_work_gets_no_gpu_analyses() -> None:
     facts = TraceFacts("t", frozenset({"node_begin", "node_end", "mem_alloc", "device_info"}), ((0, "cpu", "cpu"),))
     meta, analyses = build(facts)
-    assert [a.name for a in analyses] == ["dataflow", "memory", "latency"]
+    assert [a.name for a in analyses] == ["dataflow", "memory", "experiment", "latency"]
     assert [p.fsm for p in analyses[-1].patterns] == ["node"]
     assert [(d.path, d.title) for d in analyses[0].devices] == [("0", ": cpu")]
     assert meta.source == "t"

@@ -36,8 +36,8 @@ def test_a_rebuild_for_another_trace_leaves_no_stale_files(tmp_path: Path) -> No
     build(out)
     cpu_only = _cpu_only_trace(tmp_path / "cpu")
     files = build(out, cpu_only)
-    assert sorted(n for n in files if n.startswith("xml/")) == ["xml/dataflow.xml", "xml/latency.xml",
-                                                                  "xml/memory.xml"]
+    assert sorted(n for n in files if n.startswith("xml/")) == ["xml/dataflow.xml", "xml/experiment.xml",
+                                                                  "xml/latency.xml", "xml/memory.xml"]
     assert len([n for n in files if n.startswith("plugin/")]) == 1
 
 
@@ -115,7 +115,7 @@ def test_hostile_names_give_valid_analyses(tmp_path: Path, request: pytest.Fixtu
     out = tmp_path / "out"
     build(out, trace)
     paths = sorted((out / "xml").glob("*.xml"))
-    assert [p.name for p in paths] == ["api.xml", "dataflow.xml", "gpu.xml", "latency.xml", "memory.xml"]
+    assert [p.name for p in paths] == ["api.xml", "dataflow.xml", "experiment.xml", "gpu.xml", "latency.xml", "memory.xml"]
     schema = _schema_or_none(request)
     for path in paths:
         root = etree.parse(str(path)).getroot()

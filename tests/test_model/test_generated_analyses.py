@@ -110,3 +110,21 @@ def test_launch_to_start_joins_by_correlation_id(segments: dict[str, list]) -> N
         (STEP + 1_010, 90, "cudaMemcpyAsync", {"correlation_id": 0}),
         (STEP + 1_110, 340, "cudaMemsetAsync", {"correlation_id": 1}),
         (STEP + 1_130, 470, "cudaLaunchKernel", {"correlation_id": 2})]
+
+
+def test_experiment_analysis_puts_nodes_beside_os_scheduling(tmp_path: Path) -> None:
+    """Our trace merged with an LTTng kernel trace (as a Trace Compass experiment does)."""
+    out = tmp_path / "experiment.xml"
+    out.write_bytes(render_xml()["experiment.xml"])
+    provider = load_providers(out)[0]
+    events = [("dfc:string_def", 1, {"sid": 0, "value": "worker"}), ("dfc:string_def", 1, {"sid": 1, "value": "matmul"}),
+              ("dfc:thread_info", 2, {"pid": 1, "tid": 42, "name": 0}),
+              ("dfc:node_begin", 10, {"node_id": 0, "op": 1, "name": 1, "device": 0, "tid": 42, "step": 0}),
+              ("sched_switch", 15, {"prev_tid": 42, "next_tid": 7, "cpu": 3}),  # the kernel trace's events
+              ("sched_switch", 20, {"prev_tid": 7, "next_tid": 42, "cpu": 1}),
+              ("dfc:node_end", 30, {"node_id": 0, "device": 0, "tid": 42})]
+    ss = provider.run(iter(events))
+    assert states(ss, "Threads/42/node") == [(10, 29, "matmul")]
+    assert states(ss, "Threads/42/cpu") == [(15, 19, "off CPU"), (20, 30, "1")]
+    assert states(ss, "Threads/42/name") == [(10, 30, "worker")]
+    assert ("Threads", "7", "cpu") not in set(ss.paths())  # a thread our trace does not know gets no row

@@ -17,6 +17,7 @@ GENERATOR_VERSION = 1
 GENERIC_CTF = "org.eclipse.linuxtools.tmf.ui.type.ctf"
 EXPERIMENT = "org.eclipse.linuxtools.tmf.core.experiment.generic"
 ID_PREFIX = "org.dfcompass"
+LTTNG_SCHED_SWITCH = "sched_switch"  # LTTng kernel: prev_tid, next_tid, CPU from the stream
 
 # Runtime calls that put work on a GPU queue: they count in the queue depth until it starts.
 LAUNCH_APIS = (
@@ -80,6 +81,8 @@ class Analysis:
     launch_apis: tuple[str, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
     patterns: tuple["Pattern", ...] = ()
+    trace_types: tuple[str, ...] = ()  # overrides Meta.trace_types (experiment analyses)
+    sched_switch: str = ""  # the LTTng kernel event an experiment analysis reads
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,10 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
                  "Memory in use" + suffix, frozenset({"mem_alloc", "mem_free"}),
                  devices=_device_vms(facts, only=facts.memory_devices if facts else None),
                  events=tuple(events()[name] for name in ("mem_alloc", "mem_free"))),
+        Analysis("experiment", "experiment.xml.j2", f"{ID_PREFIX}.experiment",
+                 "dfcompass: dataflow threads on CPUs (with an LTTng kernel trace)" + suffix,
+                 "Dataflow threads on and off CPU" + suffix, frozenset({"node_begin"}),
+                 trace_types=(EXPERIMENT,), sched_switch=LTTNG_SCHED_SWITCH),
         Analysis("latency", "latency.xml.j2", f"{ID_PREFIX}.latency", "dfcompass: latency patterns" + suffix,
                  "", frozenset(), patterns=patterns),
     ]
