@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
+import engine_speed  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
 import torch_overhead  # noqa: E402
@@ -109,6 +110,20 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def engine_rows(r: dict[str, Any]) -> list[Row]:
+    c = r["cases"]
+    bt, ours = c["babeltrace2 dummy"], c["engine"]
+    return [
+        ("engine / babeltrace2 dummy", _x(r["ratio"]), f"target >= {r['target_ratio']:.1f}x"),
+        ("  verdict", verdict(r["pass"]), ""),
+        ("engine: all generated analyses", f"{ours['events_per_s'] / 1e3:.0f} k ev/s",
+         f"best {ours['best_s']:.2f} s; {r['per_event_us']:.1f} us/event for {ours['analyses']} state systems; "
+         f"{ours['intervals']:,} intervals, {ours['segments']:,} segments"),
+        ("babeltrace2 --output-format=dummy", f"{bt['events_per_s'] / 1e6:.2f} M ev/s", f"best {bt['best_s']:.3f} s"),
+        ("trace", f"{r['events']:,} events", ", ".join(r["analyses"])),
+    ]
+
+
 def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
     """Run one benchmark; on failure record the error and carry on with the others."""
     t0 = time.perf_counter()
@@ -124,7 +139,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -138,12 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
     if args.only in (None, "torch"):
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
+    if args.only in (None, "engine"):
+        ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
                                 ("read_speed", "Read speed (5M events)", read_rows),
-                                ("torch_overhead", "PyTorch recording overhead", torch_rows)):
+                                ("torch_overhead", "PyTorch recording overhead", torch_rows),
+                                ("engine_speed", "Headless analyses speed", engine_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)
