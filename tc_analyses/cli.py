@@ -288,7 +288,8 @@ def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
                    "pipeline: steps (default 20).")
 @_handle_errors
 def demo(output: Path, workload: str, steps: int | None) -> None:
-    """Record an embedded workload (PyTorch by default) into OUTPUT/trace and summarise its trace.
+    """Record an embedded workload (PyTorch by default) into OUTPUT/trace, generate its Trace Compass
+    analyses into OUTPUT/analyses and print the trace's info and headless summary.
 
     The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
     exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
@@ -320,6 +321,19 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     result = trace_info.run(trace)
     click.echo(reports.info_text(result), nl=False)
     (output / "info.json").write_text(reports.to_json(result))
+    # The rest of the pipeline: Trace Compass analyses for this trace, and their headless summary.
+    from tc_analyses.analyses.summary import summarize
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import trace_facts
+
+    written = write_output(output / "analyses", trace_facts(trace))
+    xml_files = sorted(path for key, path in written.items() if key.startswith("xml/"))
+    summary = summarize(_built(trace, tuple(xml_files)))
+    text = reports.summary_text(summary)
+    (output / "summary.txt").write_text(text)
+    (output / "summary.json").write_text(reports.to_json(summary))
+    click.echo(f"\nTrace Compass analyses: {output / 'analyses'} (see its README.md to install them)\n")
+    click.echo(text, nl=False)
     click.echo(f"\ndemo output: {output.resolve()}")
 
 

@@ -138,6 +138,14 @@ def test_demo_records_the_torch_workload(tmp_path: Path, cli: Callable[..., Any]
     assert "events:" in result.stdout and "dfc:tensor_edge" in result.stdout
     assert str(out.resolve()) in result.stdout.splitlines()[-1]
     check_packets(out / "trace")
+    # the rest of the pipeline: analyses tailored to the trace, and their headless summary
+    assert sorted(p.name for p in (out / "analyses" / "xml").iterdir()) == [
+        "dataflow.xml", "experiment.xml", "latency.xml", "memory.xml"]
+    assert len(list((out / "analyses" / "plugin").glob("*.jar"))) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    ops = [n["op"] for n in summary["top_nodes"]]
+    assert "aten::conv2d" in ops and summary["memory_peak"]["cpu"] > 0
+    assert "top nodes by total time:" in result.stdout
     # again into the same folder: the demo replaces its trace
     again = cli("demo", "-o", out, "--steps", "1")
     assert again.exit_code == 0, again.stderr
