@@ -168,6 +168,21 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         click.echo(f"validated {sum(k.startswith('xml/') for k in written)} files against the XSD and the lint")
 
 
+def _check_user_xml(xml: tuple[Path, ...], xsd: Path | None) -> None:
+    """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""
+    import os as _os
+
+    from tc_analyses.export.tracecompass.validate import ENV, find_xsd, load_schema, validate_xsd
+
+    if not xml or (xsd is None and not _os.environ.get(ENV, "").strip()):
+        return  # no schema at hand: the engine still names the element and line of what it refuses
+    schema = load_schema(find_xsd(xsd))
+    problems = [problem for path in xml for problem in validate_xsd(path, schema)]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigurationError(f"{problems[0]}{more}")
+
+
 def _built(trace: Path, xml: tuple[Path, ...]) -> "Any":
     """Run the given XML analyses (default: the generated ones for this trace) headless."""
     import tempfile
@@ -192,11 +207,13 @@ def _built(trace: Path, xml: tuple[Path, ...]) -> "Any":
               help="Trace Compass XML analysis to run (repeatable); default: the generated analyses.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
+@click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
 @_handle_errors
-def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int) -> None:
+def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None) -> None:
     """Build the analyses' state systems headless and summarise: busy %, top nodes, memory peaks, lost events."""
     from tc_analyses.analyses.summary import summarize
 
+    _check_user_xml(xml, xsd)
     result = summarize(_built(trace, xml), top)
     click.echo(reports.to_json(result) if fmt == "json" else reports.summary_text(result), nl=False)
 
@@ -208,11 +225,14 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int) -> None:
 @click.option("--path", "path_glob", default="*", show_default=True, help="Only attributes whose path matches (glob, '/' separated).")
 @click.option("--at", type=int, help="Only the state at this time (ns, trace clock).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="Write path,start,end,value to this CSV file.")
+@click.option("--xsd", type=click.Path(path_type=Path), help="Check the XML files against Trace Compass's XSD first.")
 @_handle_errors
-def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None) -> None:
+def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
+           xsd: Path | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
     import csv
 
+    _check_user_xml(xml, xsd)
     from tc_analyses.analyses.states import rows
 
     found = rows(_built(trace, xml), path_glob, at)

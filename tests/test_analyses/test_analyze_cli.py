@@ -68,3 +68,13 @@ def test_bad_xml_and_mismatched_trace_give_one_line_errors(cli: Any, tmp_path: P
                      '</stateChange></eventHandler></stateProvider></tmfxml>')
     result = cli("analyze", str(TRACE), "--xml", str(other))
     assert result.exit_code == 1 and "none of the analyses found events they handle" in result.stderr
+
+
+def test_schema_invalid_xml_names_file_and_line(cli: Any, tmp_path: Path, tc_xsd: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<tmfxml>\n<stateProvider id="x">\n<eventHandler eventName="e"><stateChange>'
+                   '<stateAttribute type="constant" value="a"/><stateValue type="null"/></stateChange>'
+                   '</eventHandler></stateProvider></tmfxml>')  # the required version is missing
+    result = cli("states", str(TRACE), "--xml", str(bad), "--xsd", str(tc_xsd))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and f"{bad}:2:" in result.stderr and "version" in result.stderr
