@@ -19,7 +19,8 @@ from tracer.session import Session, active_session
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", default=False,
-                     help="Rewrite the golden files under tests/golden/ instead of comparing with them.")
+                     help="Rewrite the golden files (tests/golden/, tests/cases/*/expected.csv and segments.csv) "
+                          "instead of comparing with them.")
 
 
 def pytest_configure(config: pytest.Config) -> None:

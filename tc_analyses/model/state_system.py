@@ -4,7 +4,8 @@ Rules (../shared/docs/tracecompass-xml.md §6): intervals are inclusive ``[start
 a change at t ends the ongoing interval at t-1; assigning the value already held creates
 nothing; several changes at the same t keep the last; a new attribute is null from the start
 of the state system; the first non-null value locks the attribute's type and a value of
-another type fails the analysis; at the end every ongoing interval closes at the last event.
+another type fails the analysis; at the end every ongoing interval closes at the last event, or
+later when a change queued for the future (futureTime) ended an interval beyond it.
 """
 
 from __future__ import annotations
@@ -50,19 +51,30 @@ class Attribute:
 class StateSystem:
     def __init__(self, start: int) -> None:
         self.start = start
-        self.end = start
+        self.end = start  # the end of the latest interval ended so far (Trace Compass's backend end time)
         self._attributes: dict[tuple[str, ...], Attribute] = {}
+        self._children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
 
     def attribute(self, path: tuple[str, ...]) -> Attribute:
         """The attribute at `path`, created (with its parents) when missing, as Trace Compass does."""
         found = self._attributes.get(path)
         if found is None:
-            for depth in range(1, len(path)):
-                parent = path[:depth]
-                if parent not in self._attributes:
-                    self._attributes[parent] = Attribute(parent, self.start)
-            found = self._attributes[path] = Attribute(path, self.start)
+            for depth in range(1, len(path) + 1):
+                node = path[:depth]
+                if node not in self._attributes:
+                    self._attributes[node] = Attribute(node, self.start)
+                    self._children.setdefault(node[:-1], []).append(node)
+            found = self._attributes[path]
         return found
+
+    def subtree(self, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """`path` and every attribute below it (the ones that exist)."""
+        out, todo = [], [path] if path in self._attributes else []
+        while todo:
+            node = todo.pop()
+            out.append(node)
+            todo.extend(self._children.get(node, ()))
+        return out
 
     def ongoing(self, path: tuple[str, ...]) -> Value | None:
         return self.attribute(path).value
@@ -80,8 +92,8 @@ class StateSystem:
         if t > attr.start:
             attr.intervals.append(Interval(attr.start, t - 1, attr.value))
             attr.start = t
+            self.end = max(self.end, t - 1)
         attr.value = value  # same timestamp: the last change wins
-        self.end = max(self.end, t)
 
     def update_ongoing(self, path: tuple[str, ...], value: Value | None) -> None:
         """Overwrite the ongoing interval's value from its start (``update="true"``)."""
@@ -93,10 +105,16 @@ class StateSystem:
         attr.value = value
 
     def close(self, t: int) -> None:
-        """End every ongoing interval at `t` (the last event's timestamp)."""
+        """End every ongoing interval at `t` (the last event's timestamp), as closeHistory does.
+
+        When a future change (futureTime after the last event) ended an interval later than `t`,
+        the history ends there instead, and a state that only starts after that end (the value the
+        latest future change set) is never stored: Trace Compass's TransientState skips it.
+        """
         self.end = max(self.end, t)
         for attr in self._attributes.values():
-            attr.intervals.append(Interval(attr.start, max(self.end, attr.start), attr.value))
+            if attr.start <= self.end:
+                attr.intervals.append(Interval(attr.start, self.end, attr.value))
             attr.start = self.end + 1
 
     def paths(self) -> list[tuple[str, ...]]:

@@ -5,25 +5,34 @@ Follows Trace Compass's data-driven FSM runtime:
 * On the first event, the FSMs named in ``patternHandler@initial`` (all of them when none is
   named) get a *pending* scenario. Afterwards, before each event, every FSM with
   ``multiple="true"`` that has scenarios but no pending one gets a new pending scenario.
+* The initial state is, by precedence, an ``<initialState>`` pseudo-state (its transitions,
+  with events, tests and actions, leave the pending state), the ``fsm@initial`` attribute, the
+  target of the ``<initial>`` element (only its target counts: Trace Compass ignores its event,
+  cond and action), or the first ``<state>``.
 * For each event and FSM: if no ``precondition`` matches, the FSM ignores the event. Otherwise
   the active scenarios see it first, in creation order; in a ``consuming`` FSM (the default) the
   first one that takes a transition consumes it. Then the pending scenario sees it, unless the
   event was consumed.
-* A scenario takes the first transition of its state whose event pattern and tests match,
-  running its actions (state changes, segments). Its start time is the timestamp of its first
-  transition; a transition into a final state ends it (MATCHED).
-* A segment spans the scenario's start to the current event unless ``segTime`` says otherwise,
-  and carries the scenario's stored fields plus its ``segContent``.
+* A scenario takes the first transition of its state whose event pattern and tests match:
+  the state's ``onexit`` actions, the stored fields saved (``saveStoredFields``), the
+  transition's actions, the stored fields cleared (``clearStoredFields``), the target's
+  ``onentry`` actions. Then a pending scenario starts (``startTime`` = now), and a target that is
+  a ``<final>`` or has no transitions ends it (MATCHED): its attributes are recycled (set to null)
+  and its slot ``<n>`` goes back to the pool (reused first in, first out).
+* A segment spans the scenario's ``startTime`` to the current event unless ``segTime`` says
+  otherwise, and carries its ``segContent`` plus the scenario's non-null stored fields (by alias).
 
 Scenario attributes live in the pattern's state system under ``scenarios/<fsm>/<n>``
-(``status``: 0 pending, 1 in progress, 2 matched, 3 abandoned; ``state``; ``startTime``), and
-``#CurrentScenario`` in a path names that node. Not supported: ``timerange`` / ``elapsedTime``
-tests and ``fsmScheduleAction`` (refused with the element's line).
+(``status``: 0 pending, 1 in progress, 2 matched; ``state`` and ``state/<id>/startTime``;
+``startTime``; ``storedFields/<alias>``), and ``#CurrentScenario`` in a path names that node.
+Not supported: ``timerange`` / ``elapsedTime`` tests and ``fsmScheduleAction`` (refused with the
+element's line).
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -32,7 +41,8 @@ from lxml import etree
 
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.model.state_system import StateSystem, Value
-from tc_analyses.model.xml_provider import Compiler, Event, XmlAnalysisError, _typed, field_value
+from tc_analyses.model.xml_provider import (Compiler, Event, XmlAnalysisError, _force, _null_subtree, _typed,
+                                             content_field, event_regex)
 
 PENDING, IN_PROGRESS, MATCHED, ABANDONED = 0, 1, 2, 3
 
@@ -71,8 +81,6 @@ class _Scenario:
     index: int
     state: str
     status: int = PENDING
-    start: int | None = None
-    stored: dict[str, Any] = field(default_factory=dict)
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -85,16 +93,23 @@ class _Fsm:
     initial: str
     states: dict[str, list[_Transition]]
     finals: set[str]
+    onentry: dict[str, list[str]]
+    onexit: dict[str, list[str]]
     preconditions: list[tuple[re.Pattern[str] | None, list[Callable[[Event, StateSystem], bool]]]]
     multiple: bool
     consuming: bool
     active: list[_Scenario] = field(default_factory=list)
     pending: _Scenario | None = None
     created: int = 0
+    slots: int = 0  # scenario slots made so far
+    free: deque = field(default_factory=deque)  # recycled slots, reused first in, first out
+
+    def is_final(self, state: str) -> bool:
+        return state in self.finals or not self.states.get(state)  # a state without transitions is final
 
 
-def _event_pattern(text: str | None) -> re.Pattern[str] | None:
-    return None if text in (None, "") else re.compile(re.escape(text).replace(r"\*", ".*"))
+def _event_pattern(element: Any, text: str | None) -> re.Pattern[str] | None:
+    return None if text in (None, "") else event_regex(element, text)
 
 
 class Pattern(Compiler):
@@ -113,6 +128,7 @@ class Pattern(Compiler):
         names = (handler.get("initial") or "").split(":")
         self._initial = [f for f in self._fsms if f.id in names] or self._fsms
         self.segments: list[Segment] = []
+        self._queued: list = []  # futureTime changes made by the current event's actions
 
     # ------------------------------------------------------------------ compiling
     def _test(self, element: Any) -> Callable[[Event, StateSystem], bool]:
@@ -136,14 +152,24 @@ class Pattern(Compiler):
 
     def _fsm(self, element: Any) -> _Fsm:
         states: dict[str, list[_Transition]] = {}
-        for state in element.iter("state"):
+        onentry: dict[str, list[str]] = {}
+        onexit: dict[str, list[str]] = {}
+        for state in element.findall("state"):
             states[state.get("id")] = [self._transition(t) for t in state.findall("transition")]
-        finals = {f.get("id") for f in element.iter("final")}
+            for kind, actions in (("onentry", onentry), ("onexit", onexit)):
+                found = state.find(kind)
+                if found is not None:
+                    actions[state.get("id")] = self._action_ids(found)
+        finals = {f.get("id") for f in element.findall("final")}
+        # TmfXmlFsmStateCu.compileFsm: <initialState> first, then @initial, then <initial>'s target
         initial = element.get("initial")
-        pseudo = element.find("initial")
-        if pseudo is not None:  # an <initial> pseudo-state: its transitions leave the pending state
-            states["#initial"] = [self._transition(t) for t in pseudo.findall("transition")]
-            initial = "#initial"
+        pseudo = element.find("initialState")
+        target = element.find("initial/transition")
+        if pseudo is not None:  # a pseudo-state whose transitions leave the pending state
+            states["initialState"] = [self._transition(t) for t in pseudo.findall("transition")]
+            initial = "initialState"
+        elif initial is None and target is not None:  # only the target counts; event, cond, action are ignored
+            initial = target.get("target")
         if initial is None:
             first = element.find("state")
             initial = first.get("id") if first is not None else None
@@ -153,37 +179,42 @@ class Pattern(Compiler):
             for t in transitions:
                 if t.target not in states and t.target not in finals:
                     raise XmlAnalysisError(element, f"transition to unknown state {t.target!r}")
-        preconditions = [(_event_pattern(p.get("event")), self._tests_of(p, p.get("cond")))
+        preconditions = [(_event_pattern(p, p.get("event")), self._tests_of(p, p.get("cond")))
                          for p in element.findall("precondition")]
-        return _Fsm(element.get("id"), initial, states, finals, preconditions,
+        return _Fsm(element.get("id"), initial, states, finals, onentry, onexit, preconditions,
                     element.get("multiple", "true") == "true", element.get("consuming", "true") == "true")
 
-    def _transition(self, element: Any) -> _Transition:
+    def _action_ids(self, element: Any) -> list[str]:
         actions = [a for a in (element.get("action") or "").split(":") if a]
         for action in actions:
             if action not in self._action_elements:
                 raise XmlAnalysisError(element, f"unknown action {action!r}")
-        return _Transition(_event_pattern(element.get("event")), self._tests_of(element, element.get("cond")),
-                           element.get("target"), actions, element.get("saveStoredFields") == "true",
+        return actions
+
+    def _transition(self, element: Any) -> _Transition:
+        return _Transition(_event_pattern(element, element.get("event")),
+                           self._tests_of(element, element.get("cond")), element.get("target"),
+                           self._action_ids(element), element.get("saveStoredFields") == "true",
                            element.get("clearStoredFields") == "true")
 
     def _action(self, action_id: str) -> Callable[[Event, PatternStateSystem, _Scenario], None]:
         found = self._actions.get(action_id)
-        if found is not None:
-            return found
-        element = self._action_elements[action_id]
+        if found is None:
+            found = self._actions[action_id] = self._action_body(self._action_elements[action_id])
+        return found
+
+    def _action_body(self, element: Any) -> Callable[[Event, PatternStateSystem, _Scenario], None]:
         steps: list[Callable[[Event, PatternStateSystem, _Scenario], None]] = []
         for child in element:
             if not isinstance(child.tag, str):
                 continue
             if child.tag == "stateChange":
                 change = self._change(child)
-                steps.append(lambda e, ss, sc, change=change: change(e, ss, []))
+                steps.append(lambda e, ss, sc, change=change: change(e, ss, self._queued))
             elif child.tag == "segment":
                 steps.append(self._segment_action(child))
-            elif child.tag == "action":
-                nested = child.get("id") or ""
-                steps.append(lambda e, ss, sc, nested=nested: self._action(nested)(e, ss, sc))
+            elif child.tag == "action":  # a nested action is compiled in place (compileNamedAction)
+                steps.append(self._action_body(child))
             else:
                 raise XmlAnalysisError(child, f"<{child.tag}> is not supported by the headless engine")
 
@@ -191,7 +222,6 @@ class Pattern(Compiler):
             for step in steps:
                 step(event, ss, scenario)
 
-        self._actions[action_id] = run
         return run
 
     def _segment_action(self, element: Any) -> Callable[[Event, PatternStateSystem, _Scenario], None]:
@@ -213,22 +243,37 @@ class Pattern(Compiler):
                            self._value(value_element) if value_element is not None else None, constant))
 
         def emit(event: Event, ss: PatternStateSystem, scenario: _Scenario) -> None:
+            # DataDrivenActionSegment: the default start is the start of the ongoing interval of
+            # the scenario's startTime attribute (the scenario's first transition once it ran).
             now = event[1]
-            label = fixed_name if name is None else str(name(event, ss) or "")
-            start = scenario.start if scenario.start is not None else now
+            if fixed_name or name is None:  # a non-empty segName attribute wins over <segName>
+                label = fixed_name or ""
+            else:
+                got_name = name(event, ss)
+                label = "null" if got_name is None else str(got_name)  # String.valueOf
+            start = ss.attribute(scenario.path + ("startTime",)).start
             stop = now
-            if begin is not None and (b := begin(event, ss)) is not None:
-                start = int(b.value)
-            if end is not None and (e := end(event, ss)) is not None:
-                stop = int(e.value)
-            elif duration is not None and (d := duration(event, ss)) is not None:
-                stop = start + int(d.value)
-            content = {self._stored.get(k, k): v for k, v in scenario.stored.items()}
+            if begin is not None and _is_number(b := begin(event, ss)):
+                start = int(b.value)  # type: ignore[union-attr]
+            if end is not None:
+                if _is_number(e := end(event, ss)) and int(e.value) >= start:  # type: ignore[union-attr]
+                    stop = int(e.value)  # type: ignore[union-attr]
+            elif duration is not None and _is_number(d := duration(event, ss)):
+                if start + int(d.value) >= start:  # type: ignore[union-attr]
+                    stop = start + int(d.value)  # type: ignore[union-attr]
+            content: dict[str, Any] = {}
             for field_name, kind, value, constant in fields:
                 got = value(event, ss) if value is not None else (Value("string", constant) if constant else None)
-                content[field_name] = None if got is None or kind == "null" else (
-                    str(got) if kind == "string" else int(got.value) if kind in ("int", "long") else got.value)
-            self.segments.append(Segment(start, stop, label or "", content))
+                if kind == "null" or got is None:  # segment content has no null values
+                    continue
+                if kind is not None and kind != got.kind:
+                    got = _force(got, kind, element)
+                content[field_name] = got.value  # type: ignore[union-attr]
+            for alias in self._stored.values():  # stored fields, as the pre-2019 segment builder added them
+                stored = ss.ongoing(scenario.path + ("storedFields", alias))
+                if stored is not None:
+                    content[alias] = stored.value
+            self.segments.append(Segment(start, stop, label, content))
 
         return emit
 
@@ -236,13 +281,20 @@ class Pattern(Compiler):
     def run(self, events: Iterable[Event]) -> tuple[list[Segment], PatternStateSystem]:
         ss: PatternStateSystem | None = None
         self.segments = []
+        self._queued = []
+        future: list[tuple[int, int, Callable[[StateSystem], None]]] = []
+        order = 0
         for fsm in self._fsms:
-            fsm.active, fsm.pending, fsm.created = [], None, 0
+            fsm.active, fsm.pending, fsm.created, fsm.slots, fsm.free = [], None, 0, 0, deque()
         last = 0
         for event in events:
             ts = event[1]
+            first = ss is None
             if ss is None:
                 ss = PatternStateSystem(ts)
+            while future and future[0][0] <= ts:  # queued futureTime changes land before this event
+                future.pop(0)[2](ss)
+            if first:
                 for fsm in self._initial:
                     self._new_scenario(fsm, ss, ts)
             else:
@@ -252,18 +304,36 @@ class Pattern(Compiler):
             last = ts
             for fsm in self._fsms:
                 self._handle(fsm, event, ss)
+            for when, apply in self._queued:
+                order += 1
+                future.append((when, order, apply))
+            future.sort(key=lambda item: (item[0], item[1]))
+            self._queued = []
         if ss is None:
             raise DfcompassError(f"pattern {self.id}: the trace has no events")
+        for _, _, apply in future:  # leftovers apply after the last event
+            apply(ss)
         ss.close(last)
         return self.segments, ss
 
     def _new_scenario(self, fsm: _Fsm, ss: PatternStateSystem, ts: int) -> None:
-        busy = {s.index for s in fsm.active}
-        index = next(i for i in range(len(busy) + 1) if i not in busy)  # scenario slots are reused
+        if fsm.free:  # TmfAttributePool (FIFO): a recycled slot first, else a new one
+            index = fsm.free.popleft()
+        else:
+            index, fsm.slots = fsm.slots, fsm.slots + 1
         fsm.pending = _Scenario(fsm, index, fsm.initial)
         fsm.created += 1
-        ss.modify(fsm.pending.path + ("status",), Value("int", PENDING), ts)
-        ss.modify(fsm.pending.path + ("state",), Value("string", fsm.initial), ts)
+        self._update(fsm.pending, ss, ts)
+
+    @staticmethod
+    def _update(scenario: _Scenario, ss: PatternStateSystem, ts: int) -> None:
+        """DataDrivenScenarioHistoryBuilder.update: state/<id>/startTime on a change of state, state, status."""
+        state_path = scenario.path + ("state",)
+        previous = ss.ongoing(state_path)
+        if previous is None or str(previous) != scenario.state:
+            ss.modify(state_path + (scenario.state, "startTime"), Value("long", ts), ts)
+        ss.modify(state_path, Value("string", scenario.state), ts)
+        ss.modify(scenario.path + ("status",), Value("int", scenario.status), ts)
 
     def _handle(self, fsm: _Fsm, event: Event, ss: PatternStateSystem) -> None:
         name = event[0]
@@ -289,30 +359,42 @@ class Pattern(Compiler):
 
     def _step(self, scenario: _Scenario, event: Event, ss: PatternStateSystem) -> bool:
         ts = event[1]
-        for transition in scenario.fsm.states.get(scenario.state, []):
+        fsm = scenario.fsm
+        for transition in fsm.states.get(scenario.state, []):
             if transition.event is not None and not transition.event.fullmatch(event[0]):
                 continue
             ss.scenario_path = scenario.path
             if not all(test(event, ss) for test in transition.tests):
                 continue
-            if scenario.status == PENDING:  # the scenario starts with its first transition
-                scenario.status = IN_PROGRESS
-                scenario.start = ts
-                ss.modify(scenario.path + ("startTime",), Value("long", ts), ts)
-            if transition.save:
-                for field_id in self._stored:
-                    scenario.stored[field_id] = field_value(event, field_id)
+            for action in fsm.onexit.get(scenario.state, []):
+                self._action(action)(event, ss, scenario)
+            if transition.save:  # fields missing from the event keep their stored value
+                for field_id, alias in self._stored.items():
+                    found = _typed(content_field(event[2], field_id))
+                    if found is not None:
+                        ss.modify(scenario.path + ("storedFields", alias), found, ts)
             for action in transition.actions:
                 self._action(action)(event, ss, scenario)
             if transition.clear:
-                scenario.stored.clear()
-            scenario.state = transition.target
-            if transition.target in scenario.fsm.finals:
+                for alias in self._stored.values():
+                    ss.modify(scenario.path + ("storedFields", alias), None, ts)
+            for action in fsm.onentry.get(transition.target, []):
+                self._action(action)(event, ss, scenario)
+            if scenario.status == PENDING:  # the scenario starts with its first transition
+                scenario.status = IN_PROGRESS
+                ss.modify(scenario.path + ("startTime",), Value("long", ts), ts)
+            if fsm.is_final(transition.target):  # matched: the slot is recycled (its subtree nulled)
                 scenario.status = MATCHED
-            ss.modify(scenario.path + ("status",), Value("int", scenario.status), ts)
-            ss.modify(scenario.path + ("state",), Value("string", scenario.state), ts)
+                _null_subtree(ss, scenario.path, ts)
+                fsm.free.append(scenario.index)
+            scenario.state = transition.target
+            self._update(scenario, ss, ts)
             return True
         return False
+
+
+def _is_number(value: Value | None) -> bool:
+    return value is not None and value.kind in ("int", "long", "double")
 
 
 def load_patterns(path: str | Path) -> list[Pattern]:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 from lxml import etree
 
 from tc_analyses.errors import ConfigurationError, DfcompassError
-from tc_analyses.model.state_system import StateSystem, Value
+from tc_analyses.model.state_system import StateSystem, StateTypeError, Value
 
 Event = tuple[str, int, Mapping[str, Any]]  # name, timestamp (ns), fields
 Path_ = tuple[str, ...]
@@ -38,19 +38,31 @@ class XmlAnalysisError(DfcompassError):
         super().__init__(f"{where}: {problem}")
 
 
+def content_field(fields: Mapping[str, Any], name: str) -> Any:
+    """The payload field Trace Compass names `name`, or None.
+
+    CtfTmfEventField drops one leading underscore from every field name: the trace's ``_foo``
+    is ``foo`` to an analysis, and ``_foo`` only finds a field the trace calls ``__foo``.
+    """
+    if "_" + name in fields:
+        return fields["_" + name]
+    if name in fields and not name.startswith("_"):
+        return fields[name]
+    return None
+
+
 def field_value(event: Event, name: str) -> Any:
     """An event field by Trace Compass's lookup rules (exact, dotted, then special names)."""
     _, ts, fields = event
-    if name in fields:
-        return fields[name]
-    if name.startswith("_") and name[1:] in fields:  # payload fields lose one leading underscore
-        return fields[name[1:]]
+    found = content_field(fields, name)
+    if found is not None:
+        return found
     if "." in name:
         current: Any = fields
         for part in name.split("."):
-            if not isinstance(current, Mapping) or part not in current:
+            current = content_field(current, part) if isinstance(current, Mapping) else None
+            if current is None:
                 break
-            current = current[part]
         else:
             return current
     if name.lower() == "timestamp":
@@ -71,20 +83,42 @@ def _typed(raw: Any) -> Value | None:
     return Value("string", str(raw))
 
 
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_FORCED_TYPES = ("int", "long", "string", "double")
+
+
+def _wrap(number: int, bits: int) -> int:
+    """Java's narrowing of an integer to `bits` bits (Long.intValue())."""
+    number &= (1 << bits) - 1
+    return number - (1 << bits) if number >= 1 << (bits - 1) else number
+
+
 def _force(value: Value | None, kind: str | None, element: Any) -> Value | None:
+    """forcedType: Integer.parseInt / Long.parseLong / Double.parseDouble for strings (a failure
+    fails the analysis), narrowing or truncation for numbers, toString for strings."""
     if value is None or kind is None or value.kind == kind:
         return value
-    try:
-        if kind == "string":
-            return Value("string", str(value))
-        if kind in ("int", "long"):
-            return Value(kind, int(float(value.value)) if value.kind == "string" and "." in str(value.value)
-                         else int(value.value))
-        if kind == "double":
-            return Value("double", float(value.value))
-    except ValueError:
-        raise XmlAnalysisError(element, f"forcedType {kind} of non-numeric value {value.value!r}") from None
-    raise XmlAnalysisError(element, f"unknown forcedType {kind!r}")
+    if kind == "string":
+        return Value("string", str(value))
+    if value.kind == "string":
+        text = str(value.value)
+        number: Any = None
+        if kind in ("int", "long") and _JAVA_INTEGER.fullmatch(text):
+            number = int(text)
+            if number != _wrap(number, 32 if kind == "int" else 64):
+                number = None  # out of range: NumberFormatException
+        elif kind == "double":
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+        if number is None:
+            raise XmlAnalysisError(element, f"forcedType {kind} of non-numeric value {text!r}: the analysis fails")
+        return Value(kind, number)
+    if kind == "double":
+        return Value("double", float(value.value))
+    whole = int(value.value)  # a double is truncated toward zero, as Java's casts do
+    return Value(kind, _wrap(whole, 32) if kind == "int" else whole)
 
 
 @dataclass
@@ -130,19 +164,38 @@ class Compiler:
             raise XmlAnalysisError(element, "a stateChange needs a stateValue")
         value = self._value(value_element)
         stack = value_element.get("stack")
+        if stack == "peek":  # the value is the top of a stack; the change itself is a plain one
+            stack = None
+        if stack not in (None, "push", "pop", "popAll"):
+            raise XmlAnalysisError(value_element, f"unknown stack action {stack!r}")
         increment = value_element.get("increment") == "true"
         update = value_element.get("update") == "true"
         future_element = element.find("futureTime")
         future = self._value(future_element) if future_element is not None else None
 
-        def apply(event: Event, ss: StateSystem, t: int) -> None:
+        def change(event: Event, ss: StateSystem, queued: list) -> None:
+            # DataDrivenActionStateChange: the path, the value and the time are all taken at
+            # this event; a future change only applies them later.
+            t = event[1]
             where = path(event, ss)
             if where is None:  # a null path element: the change is skipped
                 return
-            if stack is not None:
-                _stack(ss, where, stack, value(event, ss) if stack == "push" else None, t, value_element)
-                return
             new = value(event, ss)
+            when = t if future is None else _time_of(future(event, ss), t)
+            if stack in ("push", "pop"):  # a stack change at a past time is done now
+                if when > t:
+                    queued.append((when, lambda ss2: _stack(ss2, where, stack, new, when, value_element)))
+                else:
+                    _stack(ss, where, stack, new, t, value_element)
+                return
+            if stack == "popAll":
+                depth = ss.ongoing(where)
+                for _ in range(int(depth.value) if depth is not None and depth.kind == "int" else 0):
+                    if when > t:
+                        queued.append((when, lambda ss2: _stack(ss2, where, "pop", None, when, value_element)))
+                    else:
+                        _stack(ss, where, "pop", None, t, value_element)
+                return
             if increment and new is not None:
                 old = ss.ongoing(where)
                 if new.kind in ("int", "long", "double"):
@@ -151,36 +204,33 @@ class Compiler:
                                                f"{'/'.join(where)} by a {new.kind}: the analysis fails")
                     base = old.value if old is not None else 0
                     new = Value(new.kind, base + new.value)  # type: ignore[operator]
-            if update:
+            if update:  # an update ignores futureTime
                 ss.update_ongoing(where, new)
-            else:
+            elif when == t:
                 ss.modify(where, new, t)
-
-        def change(event: Event, ss: StateSystem, queued: list) -> None:
-            t = event[1]
-            if future is not None:
-                when = future(event, ss)
-                if when is not None and int(when.value) > t:
-                    frozen = (event[0], int(when.value), event[2])
-                    queued.append((int(when.value), lambda ss2: apply(frozen, ss2, frozen[1])))
-                    return
-            apply(event, ss, t)
+            elif when > t:
+                queued.append((when, lambda ss2: ss2.modify(where, new, when)))
+            # else: a time in the past, Trace Compass ignores the change (with a warning)
 
         return change
 
     def _path(self, elements: list[Any]) -> PathFn:
         parts = [self._segment(e) for e in elements]
 
-        def resolve(event: Event, ss: StateSystem) -> Path_ | None:
-            out: list[str] = []
+        def resolve(event: Event, ss: StateSystem, base: Path_ = ()) -> Path_ | None:
+            # Each element is added to the tree as it is resolved, so the attributes before a
+            # null element exist (all null) even though the change is skipped.
+            out: list[str] = list(base)
             for part in parts:
                 got = part(event, ss, tuple(out))
                 if got is None:
                     return None
                 out.extend(got)
-            return tuple(out)
+                if got:
+                    ss.attribute(tuple(out))
+            return tuple(out[len(base):])
 
-        return resolve
+        return resolve  # type: ignore[return-value]
 
     def _segment(self, element: Any) -> Callable[[Event, StateSystem, Path_], "list[str] | None"]:
         kind, raw = element.get("type"), element.get("value")
@@ -198,8 +248,8 @@ class Compiler:
         if kind == "location":
             if raw not in self._scope.locations:
                 raise XmlAnalysisError(element, f"unknown location {raw!r}")
-            inner = self._path(self._scope.locations[raw])
-            return lambda e, ss, prefix: None if (p := inner(e, ss)) is None else list(p)
+            inner: Any = self._path(self._scope.locations[raw])
+            return lambda e, ss, prefix: None if (p := inner(e, ss, prefix)) is None else list(p)
         if kind == "query":
             inner = self._path(element.findall("stateAttribute"))
 
@@ -223,6 +273,10 @@ class Compiler:
     def _value(self, element: Any) -> ValueFn:
         kind, raw = element.get("type"), element.get("value")
         forced = element.get("forcedType")
+        if forced is not None and forced not in _FORCED_TYPES:
+            raise XmlAnalysisError(element, f"unknown forcedType {forced!r}")
+        if element.get("stack") == "peek":  # a peek reads the top of the stack whatever the type says
+            kind = "peek"
         base = self._base_value(element, kind, raw)
         group = element.get("mappingGroup")
         mapping = self._mapping(element, group) if group else None
@@ -253,9 +307,9 @@ class Compiler:
             return lambda e, ss: _typed(field_value(e, raw or ""))
         if kind == "eventName":
             return lambda e, ss: Value("string", e[0])
-        if kind == "query":
+        if kind in ("query", "peek"):
             path = self._path(element.findall("stateAttribute"))
-            if element.get("stack") == "peek":
+            if kind == "peek":
                 return lambda e, ss: None if (p := path(e, ss)) is None else _peek(ss, p)
             return lambda e, ss: None if (p := path(e, ss)) is None else ss.ongoing(p)
         if kind == "script":
@@ -271,7 +325,7 @@ class Compiler:
             for source, target in pairs:
                 if source(event, ss) == value:
                     return target(event, ss)
-            return value
+            return None  # DataDrivenMappingGroup.map: no entry matches -> null
 
         return mapped
 
@@ -311,7 +365,7 @@ class StateProvider(Compiler):
         super().__init__(element)
         self._handlers: list[tuple[re.Pattern[str], list[ChangeFn]]] = []
         for handler in element.iterfind("eventHandler"):
-            pattern = re.compile(re.escape(handler.get("eventName")).replace(r"\*", ".*"))
+            pattern = event_regex(handler, handler.get("eventName") or "")
             self._handlers.append((pattern, [self._change(c) for c in handler.iterfind("stateChange")]))
         self._matches: dict[str, list[list[ChangeFn]]] = {}
 
@@ -341,17 +395,18 @@ class StateProvider(Compiler):
                         future.sort(key=lambda item: (item[0], item[1]))
         if ss is None:
             raise DfcompassError(f"analysis {self.id}: the trace has no events")
-        for when, _, apply in future:  # leftovers apply after the last event
+        for _, _, apply in future:  # leftovers apply after the last event
             apply(ss)
-            last = max(last, when)
-        ss.close(last)
+        ss.close(last)  # ends later if a leftover ended an interval after the last event
         return ss
 
 def _compare(a: Value | None, b: Value | None, operator: str) -> bool:
     """DataDrivenCondition: numbers numerically when the first is an integer; else as text."""
     if a is not None and b is not None and a.kind in ("int", "long") and b.kind in ("int", "long", "double"):
         x: Any = a.value
-        y: Any = b.value
+        y: Any = int(b.value)  # Number.intValue() / longValue(): 5 eq 5.7 holds
+        if a.kind == "int":
+            y = _wrap(y, 32)
     else:
         x, y = ("null" if a is None else str(a)), ("null" if b is None else str(b))
     return {"eq": x == y, "ne": x != y, "ge": x >= y, "gt": x > y, "le": x <= y, "lt": x < y}[operator]
@@ -359,6 +414,9 @@ def _compare(a: Value | None, b: Value | None, operator: str) -> bool:
 
 def _stack(ss: StateSystem, path: Path_, action: str, value: Value | None, t: int, element: Any) -> None:
     depth_value = ss.ongoing(path)
+    if depth_value is not None and depth_value.kind != "int":
+        raise StateTypeError(f"attribute {'/'.join(path)} is used as a stack but holds a {depth_value.kind} "
+                             f"({depth_value.value!r}) at t={t}")
     depth = int(depth_value.value) if depth_value is not None else 0
     if action == "push":
         depth += 1
@@ -373,10 +431,33 @@ def _stack(ss: StateSystem, path: Path_, action: str, value: Value | None, t: in
         raise XmlAnalysisError(element, f"stack={action!r} is for queries (peek) or push/pop/popAll")
 
 
+def _time_of(value: Value | None, now: int) -> int:
+    """A futureTime value as a timestamp: a number, or a string that parses as one; else now."""
+    if value is None:
+        return now
+    if value.kind != "string":
+        return int(value.value)
+    text = str(value.value)
+    if _JAVA_INTEGER.fullmatch(text):
+        return int(text)
+    try:
+        return int(float(text))
+    except ValueError:
+        return now
+
+
+def event_regex(element: Any, text: str) -> re.Pattern[str]:
+    """An event name pattern as Trace Compass compiles it: a regex in which ``*`` becomes ``.*``."""
+    try:
+        return re.compile(text.replace("*", ".*"))
+    except re.error as exc:
+        raise XmlAnalysisError(element, f"event name {text!r} is not a valid regex: {exc}") from None
+
+
 def _null_subtree(ss: StateSystem, path: Path_, t: int) -> None:
-    for candidate in ss.paths():
-        if candidate[: len(path)] == path:
-            ss.modify(candidate, None, t)
+    """StateSystem.removeAttribute: the attribute and everything below it become null at t."""
+    for candidate in ss.subtree(path):
+        ss.modify(candidate, None, t)
 
 
 def _peek(ss: StateSystem, path: Path_) -> Value | None:
