@@ -37,12 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from lxml import etree
 
-from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.errors import DfcompassError
 from tc_analyses.model.state_system import StateSystem, Value
 from tc_analyses.model.xml_provider import (Compiler, Event, XmlAnalysisError, _force, _null_subtree, _typed,
-                                             content_field, event_regex)
+                                             analysis_elements, content_field, event_regex)
 
 PENDING, IN_PROGRESS, MATCHED, ABANDONED = 0, 1, 2, 3
 
@@ -399,11 +398,7 @@ def _is_number(value: Value | None) -> bool:
 
 def load_patterns(path: str | Path) -> list[Pattern]:
     """Every pattern in an XML analysis file, compiled."""
-    try:
-        tree = etree.parse(str(path))
-    except (OSError, etree.XMLSyntaxError) as exc:
-        raise ConfigurationError(f"{path}: {exc}") from None
-    return [Pattern(e) for e in tree.getroot().iterfind("pattern")]
+    return [Pattern(e) for e in analysis_elements(path, "pattern")]
 
 
 __all__ = ["Pattern", "PatternStateSystem", "Segment", "load_patterns", "_typed"]

@@ -472,10 +472,15 @@ def _only_child(element: Any) -> Any:
     return children[0]
 
 
-def load_providers(path: str | Path) -> list[StateProvider]:
-    """Every stateProvider in an XML analysis file, compiled."""
+def analysis_elements(path: str | Path, tag: str) -> list[Any]:
+    """The `tag` elements (stateProvider, pattern) of an XML analysis file; one-line error if unreadable."""
     try:
         tree = etree.parse(str(path))
     except (OSError, etree.XMLSyntaxError) as exc:
-        raise ConfigurationError(f"{path}: {exc}") from None
-    return [StateProvider(e) for e in tree.getroot().iterfind("stateProvider")]
+        raise ConfigurationError(f"{path}: {' '.join(str(exc).split())}") from None
+    return list(tree.getroot().iterfind(tag))
+
+
+def load_providers(path: str | Path) -> list[StateProvider]:
+    """Every stateProvider in an XML analysis file, compiled."""
+    return [StateProvider(e) for e in analysis_elements(path, "stateProvider")]

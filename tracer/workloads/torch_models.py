@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
