@@ -30,6 +30,10 @@ class MissingDependencyError(DfcompassError):
     """An optional system component (bt2, babeltrace2, torch...) is not installed."""
 
 
+class GraphError(DfcompassError):
+    """A computation graph breaks a precondition of an analysis (e.g. it has a cycle)."""
+
+
 class ConfigurationError(DfcompassError):
     """Bad options or arguments that the argument parser could not catch."""
 

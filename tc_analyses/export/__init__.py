@@ -1,1 +1,1 @@
-"""Exporters: text and JSON reports (and, later, Trace Compass XML and graph files)."""
+"""Exporters: text and JSON reports, Trace Compass XML and graph files (GraphML, DOT)."""

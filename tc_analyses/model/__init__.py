@@ -1,1 +1,1 @@
-"""Models built from traces: Trace Compass-style state systems (and, later, the computation graph)."""
+"""Models built from traces: Trace Compass-style state systems and the computation graph."""

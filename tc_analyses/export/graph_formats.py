@@ -1,0 +1,101 @@
+"""Computation graph files: GraphML (through networkx) and Graphviz DOT (written here).
+
+Both take the ``nx.DiGraph`` of :func:`tc_analyses.model.graph.build_graph`. GraphML holds only
+scalars, so lists and dicts (durations, the execution map, cross-step edges) are written as JSON
+strings and an :class:`~tc_analyses.model.graph_keys.EdgeKind` as its name.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from typing import Any, Hashable
+
+import networkx as nx
+
+from tc_analyses.model import graph_keys as K
+
+# Fixed palette (Okabe-Ito, colour-blind safe): a device keeps its colour from one run to the next.
+PALETTE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999")
+
+
+def _scalar(value: Any) -> Any:
+    """A value GraphML can store: str, int, float or bool."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, default=_json_default, sort_keys=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.name
+    raise TypeError(f"cannot write {type(value).__name__} to GraphML")
+
+
+def write_graphml(g: nx.DiGraph, path: str | os.PathLike[str]) -> None:
+    """Write `g` as GraphML; node ids become strings, non-scalar attributes JSON strings.
+
+    Read it back with ``networkx.read_graphml`` (or Gephi, yEd, Cytoscape).
+    """
+    out = nx.DiGraph()
+    out.graph.update({k: _scalar(v) for k, v in g.graph.items() if v is not None})
+    for n, attrs in g.nodes(data=True):
+        out.add_node(n, **{k: _scalar(v) for k, v in attrs.items() if v is not None})
+    for u, v, attrs in g.edges(data=True):
+        out.add_edge(u, v, **{k: _scalar(x) for k, x in attrs.items() if x is not None})
+    nx.write_graphml(out, os.fspath(path))
+
+
+def dot_escape(text: str) -> str:
+    r"""`text` as the inside of a DOT double-quoted string: backslash, quote and newline escaped.
+
+    Examples
+    --------
+    >>> print(dot_escape('say "hi" to C:\\dir'))
+    say \"hi\" to C:\\dir
+    """
+    # Backslash first, so the escapes added next are not escaped again. "\n" is DOT's
+    # centred line break; a bare CR would end the line in some readers.
+    return (text.replace("\\", "\\\\").replace('"', '\\"')
+            .replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n"))
+
+
+def device_colours(g: nx.DiGraph) -> dict[str, str]:
+    """Each device of `g` (sorted by name) to a palette colour, cycling past eight devices."""
+    devices = sorted({str(d) for _, d in g.nodes(data=K.DEVICE, default="")})
+    return {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(devices)}
+
+
+def node_label(attrs: dict[str, Any]) -> str:
+    """The (unescaped) label of a node: name, op, device and mean duration."""
+    lines = [str(attrs.get(K.NAME, "")), str(attrs.get(K.OP, ""))]
+    lines.append(f"{attrs.get(K.DEVICE, '')}  {attrs.get(K.MEAN_NS, 0)} ns")
+    return "\n".join(lines)
+
+
+def to_dot(g: nx.DiGraph, name: str = "dfcompass") -> str:
+    """`g` as Graphviz DOT text: nodes filled by device, transfer edges dashed."""
+    colours = device_colours(g)
+    # Node ids are generated (n0, n1...), never taken from the trace: no quoting needed.
+    ids: dict[Hashable, str] = {n: f"n{i}" for i, n in enumerate(g.nodes)}
+    lines = [f'digraph "{dot_escape(name)}" {{', "  node [shape=box, style=filled, fontname=Helvetica];"]
+    for n, attrs in g.nodes(data=True):
+        colour = colours.get(str(attrs.get(K.DEVICE, "")), PALETTE[-1])
+        lines.append(f'  {ids[n]} [label="{dot_escape(node_label(attrs))}", fillcolor="{colour}"];')
+    for u, v, attrs in g.edges(data=True):
+        kind = attrs.get(K.KIND)
+        kind_name = kind.name if isinstance(kind, enum.Enum) else str(kind or "")
+        style = ", style=dashed" if kind_name == K.EdgeKind.TRANSFER.name else ""
+        label = f"{attrs.get(K.BYTES, 0)} B"
+        lines.append(f'  {ids[u]} -> {ids[v]} [label="{dot_escape(label)}"{style}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_dot(g: nx.DiGraph, path: str | os.PathLike[str], name: str = "dfcompass") -> None:
+    """Write `g` as a Graphviz DOT file (UTF-8); render with ``dot -Tsvg``."""
+    with open(path, "w", encoding="utf-8", newline="\n") as file:
+        file.write(to_dot(g, name))
