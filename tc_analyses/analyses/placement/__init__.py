@@ -1,0 +1,1 @@
+"""Device placement: the problem, cost models, optimisers and a discrete-event simulator."""

@@ -1,0 +1,146 @@
+"""The placement problem every optimiser, the simulator and the CLI share.
+
+A problem is a DAG of tasks (graph nodes), each with a cost on every device (measured where it ran,
+modelled elsewhere), data dependencies carrying bytes, a transfer-time model per pair of devices,
+and memory: each task's footprint and each device's capacity. A placement maps every task to a
+device; a schedule adds start and end times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tc_analyses.errors import DfcompassError
+
+
+class PlacementError(DfcompassError):
+    """A problem that cannot be solved as given (cycle, unknown device, costs that do not fit)."""
+
+
+class CostSource(Enum):
+    MEASURED = "measured"  # the task ran on this device in the trace
+    MODELLED = "modelled"  # estimated from FLOPs, bytes and device peaks
+
+
+@dataclass(frozen=True)
+class Cost:
+    ns: int
+    source: CostSource
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # as the user wrote it: "cpu", "cuda:0", "hostB:cuda:0"
+    model: str  # hardware model used for modelled costs, e.g. "H100"
+    host: str = "localhost"
+    memory_bytes: int | None = None  # capacity; None = unlimited
+    model_is_default: bool = False  # the model was not given: a documented default was used
+
+
+@dataclass(frozen=True)
+class Link:
+    """Transfer time between two devices: ``latency_ns + bytes / bytes_per_ns``."""
+
+    latency_ns: float
+    bytes_per_ns: float
+    source: str  # "fitted from N copies in the trace" or "link spec: PCIe 4.0 x16"
+
+    def time_ns(self, nbytes: int) -> int:
+        return 0 if nbytes <= 0 else int(round(self.latency_ns + nbytes / self.bytes_per_ns))
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    name: str  # human-readable: "layer1.0.conv1 (aten::conv2d)"
+    op: str
+    actual_device: str | None  # where it ran in the trace (None for synthetic graphs)
+    memory_bytes: int = 0  # output bytes it keeps resident on its device
+
+
+@dataclass
+class PlacementProblem:
+    tasks: list[Task]
+    devices: list[Device]
+    costs: dict[tuple[int, str], Cost]  # (task id, device name) -> cost
+    edges: dict[tuple[int, int], int]  # (producer, consumer) -> bytes
+    links: dict[tuple[str, str], Link]  # (src device, dst device) -> transfer model; same device = free
+    launch_overhead_ns: dict[str, int] = field(default_factory=dict)  # per device, added to each task
+
+    def device_names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def cost(self, task: int, device: str) -> int:
+        return self.costs[(task, device)].ns + self.launch_overhead_ns.get(device, 0)
+
+    def transfer_ns(self, src: str, dst: str, nbytes: int) -> int:
+        if src == dst:
+            return 0
+        link = self.links.get((src, dst))
+        if link is None:
+            raise PlacementError(f"no transfer model from {src} to {dst}")
+        return link.time_ns(nbytes)
+
+    def predecessors(self) -> dict[int, list[int]]:
+        preds: dict[int, list[int]] = {t.id: [] for t in self.tasks}
+        for (u, v) in self.edges:
+            preds[v].append(u)
+        return preds
+
+    def successors(self) -> dict[int, list[int]]:
+        succs: dict[int, list[int]] = {t.id: [] for t in self.tasks}
+        for (u, v) in self.edges:
+            succs[u].append(v)
+        return succs
+
+    def topological_order(self) -> list[int]:
+        """Tasks in dependency order; PlacementError naming a task on a cycle if there is one."""
+        preds = {t: len(p) for t, p in self.predecessors().items()}
+        succs = self.successors()
+        ready = sorted(t for t, n in preds.items() if n == 0)
+        order: list[int] = []
+        while ready:
+            task = ready.pop(0)
+            order.append(task)
+            for nxt in succs[task]:
+                preds[nxt] -= 1
+                if preds[nxt] == 0:
+                    ready.append(nxt)
+        if len(order) != len(self.tasks):
+            stuck = sorted(set(preds) - set(order))[:5]
+            raise PlacementError(f"the graph has a cycle (through tasks {stuck}): placement needs a DAG")
+        return order
+
+    def validate(self) -> None:
+        """Every task has a cost on every device, every edge joins known tasks; else a one-line error."""
+        ids = {t.id for t in self.tasks}
+        for (u, v) in self.edges:
+            if u not in ids or v not in ids:
+                raise PlacementError(f"edge {u}->{v} names a task that does not exist")
+        for task in self.tasks:
+            for device in self.devices:
+                cost = self.costs.get((task.id, device.name))
+                if cost is None:
+                    raise PlacementError(f"task {task.id} ({task.name}) has no cost on {device.name}")
+                if cost.ns < 0:
+                    raise PlacementError(f"task {task.id} ({task.name}) has a negative cost on {device.name}")
+        self.topological_order()
+
+
+@dataclass(frozen=True)
+class Slot:
+    task: int
+    device: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class Placement:
+    """Task -> device, with the schedule an algorithm or the simulator produced."""
+
+    assignment: dict[int, str]
+    makespan_ns: int
+    schedule: list[Slot] = field(default_factory=list)
+    algorithm: str = ""
