@@ -1,0 +1,437 @@
+"""Cost models: analytic FLOPs and bytes per op, transfer fits, and :func:`build_problem`.
+
+A task costs its measured mean on the device where it ran (``CostSource.MEASURED``); elsewhere
+``max(flops / peak, bytes / bandwidth) + launch`` (``CostSource.MODELLED``), a roofline with the
+device's launch/dispatch constant (:mod:`.devices`). Ops the table does not know are modelled
+from the bytes they read and write only.
+
+Transfers between two devices are ``a * bytes + b``, least-squares fitted to the trace's
+``dfc:memcpy_begin/end`` pairs when a device pair shows at least two distinct sizes, else the
+link spec of :func:`.devices.default_link`; ``Link.source`` says which.
+
+Per device, ``PlacementProblem.launch_overhead_ns`` holds the mean host gap between consecutive
+ops measured in the trace (:func:`host_gaps`): Python and framework time that the op durations
+do not contain, which every op pays again wherever it is placed. Devices absent from the trace
+get the mean of the measured gaps.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+
+from tc_analyses.analyses.placement.devices import default_link, spec_of
+from tc_analyses.analyses.placement.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
+from tc_analyses.model import graph_keys as K
+from tracer.schema import NO_STEP
+
+ITEMSIZE = {"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
+            "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1, "uint8": 1,
+            "bool": 1, "complex64": 8, "complex128": 16}
+DEFAULT_ITEMSIZE = 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes and dtypes from dfc:node_args text.
+
+def parse_shapes(text: str) -> list[list[int]]:
+    """``"[[8, 3, 32, 32], [64], []]"`` -> ``[[8, 3, 32, 32], [64], []]``; unparsable -> ``[]``."""
+    try:
+        value = ast.literal_eval(text) if text else []
+    except (ValueError, SyntaxError):
+        return []
+    if not isinstance(value, list):
+        return []
+    out: list[list[int]] = []
+    for shape in value:
+        if isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+            out.append(shape)
+        else:
+            out.append([])  # a scalar, a list of tensors or a non-tensor argument
+    return out
+
+
+def parse_dtypes(text: str) -> list[str]:
+    return [d.strip() for d in text.split(",")] if text else []
+
+
+@dataclass(frozen=True)
+class Arg:
+    shape: list[int]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) if self.shape else 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEMSIZE.get(self.dtype, DEFAULT_ITEMSIZE)
+
+    @property
+    def is_tensor(self) -> bool:
+        return bool(self.shape) or bool(self.dtype)
+
+
+def parse_args(shapes: str, dtypes: str) -> list[Arg]:
+    s, d = parse_shapes(shapes), parse_dtypes(dtypes)
+    return [Arg(shape, d[i] if i < len(d) else "") for i, shape in enumerate(s)]
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs per op family. Each estimator takes the input args (and the output bytes when the graph
+# knows them) and returns (flops, output elements); bytes = inputs read + output written.
+
+Estimate = Callable[[list[Arg], int | None], tuple[float, int]]
+
+
+def _out_elems(args: list[Arg], out_bytes: int | None, default: int) -> int:
+    if out_bytes:
+        return out_bytes // ITEMSIZE.get(args[0].dtype if args else "", DEFAULT_ITEMSIZE)
+    return default
+
+
+def _conv(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """[x (N, C, *S), w (K, C/g, *R), ...]: 2 * out elems * C/g * prod(R). Without the output size
+    (strides are not recorded), stride 1 and size-preserving padding are assumed."""
+    x, w = args[0].shape, args[1].shape
+    if len(x) < 3 or len(w) < 3:
+        return 0.0, 0
+    out = _out_elems(args, out_bytes, x[0] * w[0] * math.prod(x[2:]))
+    return 2.0 * out * math.prod(w[1:]), out
+
+
+def _conv_backward(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """[grad_out, x, w, ...]: grad input + grad weight, each as costly as the forward."""
+    g, x, w = args[0].shape, args[1].shape, args[2].shape
+    if not g or len(w) < 3:
+        return 0.0, 0
+    return 2 * 2.0 * math.prod(g) * math.prod(w[1:]), math.prod(x) + math.prod(w)
+
+
+def _linear(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """[x (..., in), w (out, in), bias]: 2 * rows * in * out (+ rows * out for the bias)."""
+    x, w = args[0].shape, args[1].shape
+    if not x or len(w) != 2:
+        return 0.0, 0
+    rows = math.prod(x[:-1])
+    out = rows * w[0]
+    bias = out if len(args) > 2 and args[2].shape else 0
+    return 2.0 * rows * x[-1] * w[0] + bias, out
+
+
+def _matmul(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """mm / matmul / bmm: [a (..., m, k), b (..., k, n)] -> 2 * batch * m * k * n; vectors have m or n = 1."""
+    a, b = list(args[0].shape), list(args[1].shape)
+    if not a or not b:
+        return 0.0, 0
+    if len(a) == 1:
+        a = [1, a[0]]
+    if len(b) == 1:
+        b = [b[0], 1]
+    m, k, n = a[-2], a[-1], b[-1]
+    batch = max(math.prod(a[:-2]), math.prod(b[:-2]))
+    return 2.0 * batch * m * k * n, batch * m * n
+
+
+def _addmm(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """addmm / baddbmm: [bias, a, b]: the product plus one add per output element."""
+    flops, out = _matmul(args[1:], out_bytes)
+    return flops + out, out
+
+
+def _per_element(factor: float) -> Estimate:
+    """Elementwise/reduction/norm ops: `factor` FLOPs per element of the largest input."""
+    def estimate(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+        n = max((a.numel for a in args), default=0)
+        return factor * n, n
+    return estimate
+
+
+def _reduction(factor: float) -> Estimate:
+    def estimate(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+        n = args[0].numel if args else 0
+        return factor * n, _out_elems(args, out_bytes, 1)
+    return estimate
+
+
+def _pool(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """Each input element is read and compared/added about once (window overlap ignored)."""
+    n = args[0].numel if args else 0
+    x = args[0].shape if args else []
+    default = math.prod(x[:2]) if len(x) > 2 else n  # adaptive pooling to 1x1 when the output is unknown
+    return float(n), _out_elems(args, out_bytes, default)
+
+
+def _embedding(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """[weight (V, D), indices]: a gather, no arithmetic; reads and writes indices * D elements."""
+    w = args[0].shape
+    idx = args[1].numel if len(args) > 1 else 0
+    return 0.0, idx * (w[-1] if w else 1)
+
+
+def _none(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    return 0.0, _out_elems(args, out_bytes, args[0].numel if args else 0)
+
+
+ELEMENTWISE = {  # FLOPs per element
+    "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1, "threshold": 1,
+    "threshold_backward": 1, "clamp": 1, "hardtanh": 1, "leaky_relu": 2, "where": 1, "pow": 2,
+    "sqrt": 4, "rsqrt": 4, "exp": 4, "log": 4, "sigmoid": 4, "tanh": 4, "silu": 5, "gelu": 8,
+    "gelu_backward": 10, "sigmoid_backward": 3, "tanh_backward": 3, "dropout": 2, "fill": 0,
+    "copy": 0, "to": 0, "clone": 0, "zero": 0, "ones_like": 0, "zeros_like": 0, "addcmul": 2,
+    "addcdiv": 2, "lerp": 3,
+}
+REDUCTIONS = {"sum": 1, "mean": 1, "max": 1, "min": 1, "amax": 1, "norm": 2, "var": 3, "std": 4,
+              "softmax": 5, "_softmax": 5, "log_softmax": 6, "_log_softmax": 6, "cross_entropy": 8,
+              "nll_loss": 1, "mse_loss": 3}
+NORMS = {"batch_norm": 8, "native_batch_norm": 8, "_batch_norm_impl_index": 8, "layer_norm": 8,
+         "native_layer_norm": 8, "group_norm": 8, "native_group_norm": 8, "instance_norm": 8,
+         "native_batch_norm_backward": 12, "native_layer_norm_backward": 12}
+
+OPS: dict[str, Estimate] = {
+    **{op: _conv for op in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution",
+                            "cudnn_convolution", "mkldnn_convolution", "conv_transpose2d")},
+    "convolution_backward": _conv_backward,
+    "linear": _linear,
+    **{op: _matmul for op in ("mm", "matmul", "bmm", "dot", "mv")},
+    **{op: _addmm for op in ("addmm", "baddbmm", "addmv")},
+    **{op: _per_element(f) for op, f in ELEMENTWISE.items()},
+    **{op: _reduction(f) for op, f in REDUCTIONS.items()},
+    **{op: _per_element(f) for op, f in NORMS.items()},
+    **{op: _pool for op in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_with_indices",
+                            "adaptive_max_pool2d", "max_pool1d", "avg_pool1d")},
+    "embedding": _embedding,
+}
+
+
+def op_key(op: str) -> str:
+    """``aten::add_.Tensor`` -> ``add``: namespace, overload and in-place suffix dropped."""
+    base = op.rsplit("::", 1)[-1].split(".", 1)[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+
+@dataclass(frozen=True)
+class OpEstimate:
+    flops: float
+    bytes: int
+    dtype: str
+    known: bool  # False: the op is not in the table, bytes-only estimate
+
+
+def estimate_op(op: str, shapes: str, dtypes: str, out_bytes: int | None = None) -> OpEstimate:
+    """FLOPs and bytes moved by one execution of `op` with the given ``node_args`` text."""
+    args = [a for a in parse_args(shapes, dtypes) if a.is_tensor]
+    tensors = [a for a in args if a.shape]
+    dtype = next((a.dtype for a in tensors if a.dtype.startswith(("float", "bfloat", "half"))),
+                 tensors[0].dtype if tensors else "float32")
+    itemsize = ITEMSIZE.get(dtype, DEFAULT_ITEMSIZE)
+    in_bytes = sum(a.nbytes for a in tensors)
+    estimator = OPS.get(op_key(op))
+    if estimator is None or not args:
+        out = out_bytes if out_bytes is not None else max((a.nbytes for a in tensors), default=0)
+        return OpEstimate(0.0, in_bytes + out, dtype, False)
+    try:
+        flops, out_elems = estimator(args, out_bytes)
+    except IndexError:  # fewer inputs than the op family expects
+        flops, out_elems = 0.0, 0
+    out = out_bytes if out_bytes is not None else out_elems * itemsize
+    if op_key(op) == "embedding":  # a gather reads only the rows it copies
+        in_bytes = (args[1].nbytes if len(args) > 1 else 0) + out_elems * itemsize
+    return OpEstimate(flops, in_bytes + out, dtype, True)
+
+
+def modelled_ns(est: OpEstimate, device: Device) -> int:
+    """Roofline time of `est` on `device`, plus the device's launch/dispatch constant."""
+    s = spec_of(device)
+    compute = est.flops / s.peak_flops(est.dtype) * 1e9
+    memory = est.bytes / s.mem_bandwidth * 1e9
+    return int(round(max(compute, memory))) + s.launch_ns
+
+
+# ---------------------------------------------------------------------------------------------
+# Transfers.
+
+def fit_link(sizes: list[int], durations: list[int]) -> Link | None:
+    """Least-squares ``duration = a * bytes + b``; None with fewer than 2 sizes or a ≤ 0."""
+    if len(set(sizes)) < 2:
+        return None
+    x = np.asarray(sizes, dtype=float)
+    y = np.asarray(durations, dtype=float)
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([x, np.ones_like(x)]), y, rcond=None)
+    if a <= 0:
+        return None
+    return Link(max(float(b), 0.0), 1.0 / float(a), f"fitted from {len(sizes)} copies in the trace")
+
+
+def observed_copies(trace: Any) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
+    """(src device name, dst device name) -> (bytes, durations) of the trace's memcpy pairs."""
+    names = _device_names(trace)
+    begins, ends = trace.table("memcpy_begin"), trace.table("memcpy_end")
+    end_at: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for dev, q, corr, ts in zip(ends["device"].tolist(), ends["queue"].tolist(),
+                                ends["correlation_id"].tolist(), ends["timestamp"].tolist()):
+        end_at[(dev, q, corr)].append(ts)
+    out: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for dev, q, corr, ts, nbytes, src, dst in zip(
+            begins["device"].tolist(), begins["queue"].tolist(), begins["correlation_id"].tolist(),
+            begins["timestamp"].tolist(), begins["bytes"].tolist(), begins["src_device"].tolist(),
+            begins["dst_device"].tolist()):
+        later = [e for e in end_at.get((dev, q, corr), []) if e >= ts]
+        if not later or nbytes <= 0:
+            continue
+        key = (names.get(src, f"device{src}"), names.get(dst, f"device{dst}"))
+        out[key][0].append(nbytes)
+        out[key][1].append(min(later) - ts)
+    return dict(out)
+
+
+def _device_names(trace: Any) -> dict[int, str]:
+    table = trace.table("device_info")
+    return dict(zip(table["device"].tolist(), table.text("name").tolist()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Step timing measured in the trace (also used by the simulator's replay).
+
+@dataclass
+class StepTiming:
+    step_ns: float  # mean over steps of last node_end - first node_begin
+    steps: int
+    gaps_ns: dict[str, float]  # device -> mean host gap per op
+    start_offset_ns: dict[int, float]  # graph node -> mean begin, relative to its step's first begin
+    edge_delay_ns: dict[tuple[int, int], float]  # cross-device graph edge -> mean consumer begin - producer end
+    runs_per_step: dict[int, float]  # graph node -> executions per step (< 1 for ops of some steps only)
+
+
+def measure_steps(trace: Any, g: nx.DiGraph) -> StepTiming:
+    """Step time, host gaps and actual timings of `g`'s nodes, from the trace `g` was built from.
+
+    The host gap of a device is the time inside the per-step span of its ops during which none of
+    them runs, summed over steps and divided by the number of its op executions in those steps.
+    Replaying the ops serially with that gap added to each, each op weighted by the fraction of
+    steps it ran in (``runs_per_step``: the first step of a torch training loop runs ops later
+    steps do not), reproduces the device's mean span exactly.
+    """
+    names = _device_names(trace)
+    execution_nodes = g.graph[K.EXECUTION_NODES]
+    begins, ends = trace.table("node_begin"), trace.table("node_end")
+    end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
+    steps_seen = set(begins["step"].tolist())
+    use_no_step = steps_seen == {NO_STEP}
+    runs: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)  # step -> (begin, end, node, device)
+    for nid, ts, dev, step in zip(begins["node_id"].tolist(), begins["timestamp"].tolist(),
+                                  begins["device"].tolist(), begins["step"].tolist()):
+        if (step == NO_STEP and not use_no_step) or nid not in end_of or nid not in execution_nodes:
+            continue
+        runs[step].append((ts, end_of[nid], execution_nodes[nid], names.get(dev, f"device{dev}")))
+    spans: list[int] = []
+    idle_sum: dict[str, int] = defaultdict(int)
+    ops_on: dict[str, int] = defaultdict(int)
+    node_runs: dict[int, int] = defaultdict(int)
+    offsets: dict[int, list[int]] = defaultdict(list)
+    when: dict[tuple[int, int], tuple[int, int]] = {}  # (step, node) -> (begin, end)
+    for step, rows in runs.items():
+        rows.sort()
+        first = rows[0][0]
+        spans.append(max(r[1] for r in rows) - first)
+        by_device: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for b, e, node, dev in rows:
+            offsets[node].append(b - first)
+            node_runs[node] += 1
+            when.setdefault((step, node), (b, e))
+            by_device[dev].append((b, e))
+        for dev, intervals in by_device.items():
+            idle, reach = 0, intervals[0][1]
+            for b, e in intervals[1:]:
+                idle += max(0, b - reach)
+                reach = max(reach, e)
+            idle_sum[dev] += idle
+            ops_on[dev] += len(intervals)
+    delays: dict[tuple[int, int], float] = {}
+    for u, v, attrs in g.edges(data=True):
+        if attrs.get(K.SRC_DEVICE) == attrs.get(K.DST_DEVICE):
+            continue
+        ds = [max(0, when[(s, v)][0] - when[(s, u)][1]) for s in runs if (s, u) in when and (s, v) in when]
+        if ds:
+            delays[(u, v)] = sum(ds) / len(ds)
+    return StepTiming(
+        step_ns=sum(spans) / len(spans) if spans else 0.0, steps=len(spans),
+        gaps_ns={d: idle_sum[d] / ops_on[d] for d in ops_on},
+        start_offset_ns={n: sum(v) / len(v) for n, v in offsets.items()},
+        edge_delay_ns=delays,
+        runs_per_step={n: c / len(spans) for n, c in node_runs.items()})
+
+
+def host_gaps(trace: Any, g: nx.DiGraph) -> dict[str, float]:
+    return measure_steps(trace, g).gaps_ns
+
+
+def _trace_of(g: nx.DiGraph) -> Any | None:
+    source = g.graph.get(K.SOURCE)
+    if not source or not Path(source).exists():
+        return None
+    from tc_analyses.reader import read_trace  # noqa: PLC0415 - only when the caller gave no trace
+    return read_trace(source)
+
+
+# ---------------------------------------------------------------------------------------------
+# The problem.
+
+def task_memory(g: nx.DiGraph, node: int) -> int:
+    """Output bytes a task keeps resident: the sum of the distinct sizes on its out-edges (edges to
+    several consumers of one tensor carry the same size; counting each size once approximates it)."""
+    return sum({int(a.get(K.BYTES, 0)) for _, _, a in g.out_edges(node, data=True)})
+
+
+def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[str, str], Link] | None = None,
+                  trace: Any | None = None) -> PlacementProblem:
+    """The placement problem of a computation graph on `devices`.
+
+    `links` overrides transfer models per (src, dst) pair. `trace` (default: re-read from the
+    graph's ``source`` when that path exists) supplies memcpy timings and host gaps.
+    """
+    if trace is None:
+        trace = _trace_of(graph)
+    names = [d.name for d in devices]
+    tasks: list[Task] = []
+    costs: dict[tuple[int, str], Cost] = {}
+    for node in sorted(graph.nodes):
+        attrs = graph.nodes[node]
+        op, ran_on = attrs.get(K.OP, ""), attrs.get(K.DEVICE)
+        memory = task_memory(graph, node)
+        tasks.append(Task(node, f"{attrs.get(K.NAME, '')} ({op})", op, ran_on, memory))
+        est = estimate_op(op, attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, ""), memory or None)
+        for device in devices:
+            if device.name == ran_on and attrs.get(K.MEASURED, {}).get(ran_on, False):
+                costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.MEASURED)
+            else:
+                costs[(node, device.name)] = Cost(modelled_ns(est, device), CostSource.MODELLED)
+    edges = {(u, v): int(a.get(K.BYTES, 0)) for u, v, a in graph.edges(data=True)}
+
+    copies = observed_copies(trace) if trace is not None else {}
+    problem_links: dict[tuple[str, str], Link] = {}
+    for a in devices:
+        for b in devices:
+            if a.name == b.name:
+                continue
+            key = (a.name, b.name)
+            if links and key in links:
+                problem_links[key] = links[key]
+                continue
+            fitted = fit_link(*copies[key]) if key in copies else None
+            problem_links[key] = fitted or default_link(a, b)
+
+    overhead: dict[str, int] = {}
+    if trace is not None:
+        gaps = host_gaps(trace, graph)
+        mean_gap = sum(gaps.values()) / len(gaps) if gaps else 0.0
+        overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
+    return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead)

@@ -1,0 +1,192 @@
+"""A discrete-event simulator predicting the makespan of any placement.
+
+Model:
+
+* each device has one compute queue: its tasks run one at a time, strictly in priority order
+  (the given `order`, else decreasing upward rank on the assigned devices);
+* a task starts when its device is free and all its inputs have arrived; it runs for
+  ``problem.cost(task, device)``, which includes the device's launch overhead;
+* a tensor between two devices is copied when its producer ends, on the copy engine of that
+  direction ``(src, dst)``: copies of one direction are serialized, both directions and compute
+  overlap. Tensors on one device arrive when their producer ends.
+
+:func:`replay_actual` runs the trace's own placement in the trace's own order, with the measured
+host gaps as launch overhead (each op weighted by the fraction of steps it ran in) and the observed producer-end -> consumer-begin delays of the
+trace's cross-device edges as their transfer times; it should reproduce the measured step time
+(:func:`tc_analyses.analyses.placement.cost.measure_steps`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+from typing import Any
+
+import networkx as nx
+
+from tc_analyses.analyses.placement.cost import _trace_of, measure_steps
+from tc_analyses.analyses.placement.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
+
+
+def upward_ranks(problem: PlacementProblem, assignment: dict[int, str]) -> dict[int, int]:
+    """rank(t) = cost on its device + max over successors (transfer + rank(successor))."""
+    succs = problem.successors()
+    rank: dict[int, int] = {}
+    for t in reversed(problem.topological_order()):
+        dev = assignment[t]
+        rank[t] = problem.cost(t, dev) + max(
+            (problem.transfer_ns(dev, assignment[s], problem.edges[(t, s)]) + rank[s] for s in succs[t]), default=0)
+    return rank
+
+
+def _priority(problem: PlacementProblem, assignment: dict[int, str], order: list[int] | None) -> list[int]:
+    topo = problem.topological_order()
+    if order is None:
+        index = {t: i for i, t in enumerate(topo)}
+        rank = upward_ranks(problem, assignment)
+        return sorted(topo, key=lambda t: (-rank[t], index[t]))
+    ids = {t.id for t in problem.tasks}
+    if sorted(order) != sorted(ids):
+        raise PlacementError("order must list every task exactly once")
+    pos = {t: i for i, t in enumerate(order)}
+    for (u, v) in problem.edges:
+        if pos[u] > pos[v]:
+            raise PlacementError(f"order puts task {v} before its input task {u}: it must follow the dependencies")
+    return list(order)
+
+
+def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[int] | None = None,
+             *, transfer_override: dict[tuple[int, int], int] | None = None, algorithm: str = "simulated"
+             ) -> Placement:
+    """Simulate `assignment` (task -> device) and return its schedule and makespan.
+
+    `transfer_override` gives the transfer time of particular cross-device edges directly.
+    """
+    names = set(problem.device_names())
+    for t in problem.tasks:
+        dev = assignment.get(t.id)
+        if dev is None:
+            raise PlacementError(f"task {t.id} ({t.name}) is not assigned to a device")
+        if dev not in names:
+            raise PlacementError(f"task {t.id} ({t.name}) is assigned to unknown device {dev!r}")
+    priority = _priority(problem, assignment, order)
+    preds, succs = problem.predecessors(), problem.successors()
+    queues: dict[str, list[int]] = {d: [] for d in names}
+    for t in priority:
+        queues[assignment[t]].append(t)
+    head = {d: 0 for d in names}
+    busy_until = {d: 0 for d in names}
+    running = {d: False for d in names}
+    waiting = {t: len(preds[t]) for t in preds}
+    ready_at = {t: 0 for t in preds}
+    engine_free: dict[tuple[str, str], int] = {}
+    override = transfer_override or {}
+    slots: dict[int, Slot] = {}
+
+    events: list[tuple[int, int, str, Any]] = []  # (time, seq, kind, payload)
+    seq = 0
+
+    def push(time: int, kind: str, payload: Any) -> None:
+        nonlocal seq
+        heapq.heappush(events, (time, seq, kind, payload))
+        seq += 1
+
+    def try_start(dev: str, now: int) -> None:
+        if running[dev] or head[dev] >= len(queues[dev]):
+            return
+        t = queues[dev][head[dev]]
+        if waiting[t] > 0:
+            return
+        start = max(now, busy_until[dev], ready_at[t])
+        end = start + problem.cost(t, dev)
+        running[dev] = True
+        head[dev] += 1
+        slots[t] = Slot(t, dev, start, end)
+        push(end, "end", t)
+
+    for d in sorted(names):
+        try_start(d, 0)
+    while events:
+        now, _, kind, payload = heapq.heappop(events)
+        if kind == "end":
+            t = payload
+            dev = assignment[t]
+            running[dev], busy_until[dev] = False, now
+            for s in succs[t]:
+                dst = assignment[s]
+                nbytes = problem.edges[(t, s)]
+                if dst == dev:
+                    push(now, "arrive", s)
+                    continue
+                duration = override.get((t, s))
+                if duration is None:
+                    duration = problem.transfer_ns(dev, dst, nbytes)
+                if duration <= 0:
+                    push(now, "arrive", s)
+                    continue
+                engine = (dev, dst)
+                start = max(now, engine_free.get(engine, 0))
+                engine_free[engine] = start + duration
+                push(start + duration, "arrive", s)
+            try_start(dev, now)
+        else:  # an input of `payload` arrived
+            t = payload
+            waiting[t] -= 1
+            ready_at[t] = max(ready_at[t], now)
+            if waiting[t] == 0:
+                try_start(assignment[t], now)
+    if len(slots) != len(problem.tasks):
+        raise PlacementError("the simulation deadlocked: the order is not consistent with the dependencies")
+    schedule = sorted(slots.values(), key=lambda s: (s.start_ns, s.task))
+    makespan = max((s.end_ns for s in schedule), default=0)
+    return Placement(dict(assignment), makespan, schedule, algorithm)
+
+
+def _actual_order(problem: PlacementProblem, offsets: dict[int, float]) -> list[int]:
+    """A topological order following the trace's mean start offsets."""
+    preds = {t: len(p) for t, p in problem.predecessors().items()}
+    succs = problem.successors()
+    heap = [(offsets.get(t, 0.0), t) for t, n in preds.items() if n == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, t = heapq.heappop(heap)
+        order.append(t)
+        for s in succs[t]:
+            preds[s] -= 1
+            if preds[s] == 0:
+                heapq.heappush(heap, (offsets.get(s, 0.0), s))
+    if len(order) != len(problem.tasks):
+        problem.topological_order()  # raises, naming the cycle
+    return order
+
+
+def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | None = None) -> Placement:
+    """Simulate the trace's own placement and order (see the module docstring).
+
+    `trace` defaults to the trace the graph was built from (``graph.graph["source"]``).
+    """
+    if trace is None:
+        trace = _trace_of(graph)
+    if trace is None:
+        raise PlacementError("replaying the actual placement needs the trace the graph was built from")
+    names = set(problem.device_names())
+    assignment: dict[int, str] = {}
+    for t in problem.tasks:
+        if t.actual_device not in names:
+            raise PlacementError(f"task {t.id} ({t.name}) ran on {t.actual_device!r}, which is not among the "
+                                 f"devices {sorted(names)}")
+        assignment[t.id] = t.actual_device
+    timing = measure_steps(trace, graph)
+    # Each op pays its device's host gap as launch overhead; ops that ran in only some steps
+    # count for the fraction of steps they ran in. Both are folded into the replayed cost.
+    costs = dict(problem.costs)
+    for t in problem.tasks:
+        dev = assignment[t.id]
+        weight = timing.runs_per_step.get(t.id, 1.0)
+        per_run = problem.costs[(t.id, dev)].ns + timing.gaps_ns.get(dev, 0.0)
+        costs[(t.id, dev)] = Cost(int(round(per_run * weight)), problem.costs[(t.id, dev)].source)
+    replayed = replace(problem, costs=costs, launch_overhead_ns={})
+    override = {e: int(round(d)) for e, d in timing.edge_delay_ns.items() if e in problem.edges}
+    return simulate(replayed, assignment, _actual_order(problem, timing.start_offset_ns),
+                    transfer_override=override, algorithm="actual (replay)")

@@ -1,0 +1,115 @@
+"""The discrete-event simulator: hand-made schedules, and replays of real traces within 5%."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tc_analyses.analyses.placement.cost import build_problem, measure_steps
+from tc_analyses.analyses.placement.devices import parse_devices
+from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Link, PlacementError, PlacementProblem,
+                                                    Task)
+from tc_analyses.analyses.placement.simulate import replay_actual, simulate
+from tc_analyses.model.graph import build_graph
+from tc_analyses.reader import read_trace
+from tests.data import make_traces
+
+ALL_CLASSES = Path(make_traces.__file__).resolve().parent / "traces" / "succeed" / "all-classes"
+LINK = Link(5, 10.0, "test")  # 100 bytes -> 5 + 10 = 15 ns
+
+
+def problem(costs: dict[int, dict[str, int]], edges: dict[tuple[int, int], int],
+            overhead: dict[str, int] | None = None) -> PlacementProblem:
+    tasks = [Task(t, f"t{t}", "op", None) for t in sorted(costs)]
+    devices = [Device("A", "H100"), Device("B", "H100")]
+    table = {(t, d): Cost(ns, CostSource.MODELLED) for t, per in costs.items() for d, ns in per.items()}
+    p = PlacementProblem(tasks, devices, table, edges, {("A", "B"): LINK, ("B", "A"): LINK}, overhead or {})
+    p.validate()
+    return p
+
+
+def both(ns: int) -> dict[str, int]:
+    return {"A": ns, "B": ns}
+
+
+def test_chain_on_one_device() -> None:
+    p = problem({0: both(10), 1: both(20), 2: both(30)}, {(0, 1): 100, (1, 2): 100})
+    placed = simulate(p, {0: "A", 1: "A", 2: "A"})
+    assert placed.makespan_ns == 60
+    assert [(s.task, s.start_ns, s.end_ns) for s in placed.schedule] == [(0, 0, 10), (1, 10, 30), (2, 30, 60)]
+
+
+def test_launch_overhead_is_added_to_every_task() -> None:
+    p = problem({0: both(10), 1: both(20), 2: both(30)}, {(0, 1): 100, (1, 2): 100}, overhead={"A": 5})
+    assert simulate(p, {0: "A", 1: "A", 2: "A"}).makespan_ns == 75
+    assert simulate(p, {0: "B", 1: "B", 2: "B"}).makespan_ns == 60
+
+
+def test_fork_join_across_two_devices_with_transfers() -> None:
+    p = problem({0: both(10), 1: both(50), 2: both(40), 3: both(10)},
+                {(0, 1): 100, (0, 2): 100, (1, 3): 100, (2, 3): 100})
+    placed = simulate(p, {0: "A", 1: "A", 2: "B", 3: "A"})
+    slots = {s.task: (s.start_ns, s.end_ns) for s in placed.schedule}
+    # copy 0->2 runs 10..25; task 2 runs 25..65; copy 2->3 runs 65..80; task 3 waits for it
+    assert slots == {0: (0, 10), 1: (10, 60), 2: (25, 65), 3: (80, 90)}
+    assert placed.makespan_ns == 90
+
+
+def test_copies_serialize_per_direction_and_overlap_compute() -> None:
+    p = problem({0: both(10), 1: both(1), 2: both(1), 3: both(30)}, {(0, 1): 100, (0, 2): 100, (0, 3): 0})
+    placed = simulate(p, {0: "A", 1: "B", 2: "B", 3: "A"})
+    slots = {s.task: (s.start_ns, s.end_ns) for s in placed.schedule}
+    # two copies A->B, one after the other (10..25, 25..40), while task 3 computes on A (10..40)
+    assert slots[3] == (10, 40)
+    assert sorted([slots[1], slots[2]]) == [(25, 26), (40, 41)]
+    assert placed.makespan_ns == 41
+
+
+def test_opposite_directions_do_not_serialize() -> None:
+    p = problem({0: both(10), 1: both(10), 2: both(1), 3: both(1)}, {(0, 2): 100, (1, 3): 100})
+    placed = simulate(p, {0: "A", 1: "B", 2: "B", 3: "A"})
+    slots = {s.task: (s.start_ns, s.end_ns) for s in placed.schedule}
+    assert slots[2] == (25, 26) and slots[3] == (25, 26)
+
+
+def test_given_order_is_kept_per_device_and_checked() -> None:
+    p = problem({0: both(10), 1: both(20), 2: both(5)}, {(0, 1): 0})
+    placed = simulate(p, {0: "A", 1: "A", 2: "A"}, order=[2, 0, 1])
+    assert [s.task for s in placed.schedule] == [2, 0, 1] and placed.makespan_ns == 35
+    with pytest.raises(PlacementError):
+        simulate(p, {0: "A", 1: "A", 2: "A"}, order=[1, 0, 2])
+    with pytest.raises(PlacementError):
+        simulate(p, {0: "A", 1: "C", 2: "A"})
+
+
+def _relative_error(path: Path, devices: str) -> float:
+    trace = read_trace(path)
+    g = build_graph(trace)
+    p = build_problem(g, parse_devices(devices), trace=trace)
+    measured = measure_steps(trace, g).step_ns
+    replayed = replay_actual(p, g, trace).makespan_ns
+    return abs(replayed - measured) / measured
+
+
+def test_replay_all_classes_within_5_percent() -> None:
+    trace = read_trace(ALL_CLASSES)
+    g = build_graph(trace)
+    assert measure_steps(trace, g).step_ns == 1070  # make_traces.py: read at +100, relu ends at +1170
+    assert _relative_error(ALL_CLASSES, "cpu,cuda:0=H100") <= 0.05
+
+
+def test_replay_torch_trace_within_5_percent(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from tracer.torch_source import TorchRecorder
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 6 * 6, 10))
+    x = torch.randn(2, 3, 8, 8)
+    out = tmp_path / "trace"
+    with TorchRecorder(str(out), wait=0, warmup=0, active=3, cuda=False) as rec:
+        for _ in range(3):  # step 0 creates the gradients (detach), steps 1-2 accumulate (add_)
+            model(x).sum().backward()
+            rec.step()
+    assert _relative_error(out, "cpu") <= 0.05
