@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|placement] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
 import engine_speed  # noqa: E402
+import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
 import torch_overhead  # noqa: E402
@@ -124,6 +125,31 @@ def engine_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def placement_rows(r: dict[str, Any]) -> list[Row]:
+    g, big, two, ok, tg = r["milp_gap"], r["big"], r["two_host"], r["pass"], r["targets"]
+    rows: list[Row] = [
+        ("search gap to MILP optimum, mean", f"{g['search_mean'] * 100:.2f}%",
+         f"target <= {tg['gap'] * 100:.0f}%; max {g['search_max'] * 100:.2f}%; optimal on {g['search_optimal']}"
+         f"/{g['instances']} (<= 20 tasks; {g['unproven']} not proven by the MILP, left out)"),
+        ("  verdict", verdict(ok["gap"]), ""),
+        ("HEFT gap to MILP optimum, mean", f"{g['heft_mean'] * 100:.2f}%", f"max {g['heft_max'] * 100:.2f}%"),
+    ]
+    for suite, q in r["ratio_to_heft"].items():
+        rows.append((f"search / HEFT makespan, {suite}", _x(q["mean"]),
+                     f"min {_x(q['min'])}, max {_x(q['max'])} over {q['n']}; slowest {q['max_time_s']:.1f} s"))
+    rows += [
+        ("  verdict: never worse than HEFT", verdict(ok["never_worse"]), ""),
+        ("  verdict: layered >= 5% better", verdict(ok["improvement"]), f"target ratio <= {1 - tg['improvement']:.2f}x"),
+        (f"search planning time, {big['tasks']:,} tasks", f"{big['search_s']:.2f} s",
+         f"target <= {tg['time_s']:.0f} s; HEFT alone {big['heft_s']:.2f} s; ratio to HEFT {_x(big['ratio'])}"),
+        ("  verdict", verdict(ok["time"]), ""),
+        ("two-host case: naive / searched", _x(two["gain"]),
+         f"{two['naive_ns'] / 1e6:.1f} ms -> {two['search_ns'] / 1e6:.1f} ms; cross-host edges "
+         f"{two['cross_host_edges_naive']} -> {two['cross_host_edges_search']}"),
+    ]
+    return rows
+
+
 def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
     """Run one benchmark; on failure record the error and carry on with the others."""
     t0 = time.perf_counter()
@@ -139,7 +165,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "placement"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -155,13 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
     if args.only in (None, "engine"):
         ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
+    if args.only in (None, "placement"):
+        ok &= _run_one("placement", placement_bench.run, results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
                                 ("read_speed", "Read speed (5M events)", read_rows),
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
-                                ("engine_speed", "Headless analyses speed", engine_rows)):
+                                ("engine_speed", "Headless analyses speed", engine_rows),
+                                ("placement", "Placement quality and speed", placement_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)

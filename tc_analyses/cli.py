@@ -248,6 +248,43 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
         click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
 
 
+@main.command("recommend-placement")
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option("--devices", required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Folder for the plan and its views.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_handle_errors
+def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) -> None:
+    """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
+    from tc_analyses.analyses.placement.devices import parse_devices
+    from tc_analyses.analyses.placement.recommend import problem_from_graph_file, problem_from_trace, recommend
+    from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import trace_facts
+
+    parsed = parse_devices(devices)
+    graph = trace = None
+    if input_path.is_dir():
+        problem, graph, trace = problem_from_trace(input_path, parsed)
+    elif input_path.is_file():
+        problem = problem_from_graph_file(input_path, parsed)
+    else:
+        raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
+    result, predicted = recommend(problem, str(input_path), graph, trace)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "plan.json").write_text(reports.to_json(result))
+    text = reports.placement_text(result)
+    (output / "report.txt").write_text(text)
+    start = int(min(trace.table("node_begin")["timestamp"])) if trace is not None else 1_000
+    offset = trace.metadata.clock_offset_ns if trace is not None else 0
+    predicted_trace = write_predicted_trace(output / "predicted", problem, predicted, start, offset)
+    write_output(output / "views", trace_facts(predicted_trace))
+    if graph is not None:
+        write_plan_graph(output, graph, predicted)
+    click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
+               nl=False)
+
+
 def _autostart_dir() -> Path:
     import tracer
 

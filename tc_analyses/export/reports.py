@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.trace_info import TraceInfo
 from tracer.importers import ImportSummary
@@ -122,4 +123,30 @@ def summary_text(summary: Summary) -> str:
         lines.append("  (no dataflow nodes in this trace)")
     lines += ["", "memory peak per device:"]
     lines += [f"  {device}: {_bytes(peak)}" for device, peak in summary.memory_peak.items()] or ["  (no memory events)"]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def placement_text(r: Recommendation) -> str:
+    """`dfcompass recommend-placement` as text."""
+    lines = [f"input:      {r.input} ({r.tasks} nodes)",
+             "devices:    " + ", ".join(f"{d['name']}={d['model']}" + (" (default)" if d["model_is_default"] else "")
+                                        for d in r.devices),
+             f"algorithm:  {r.algorithm}",
+             f"predicted:  {_ms(r.predicted_makespan_ns)} per step",
+             f"actual:     {_ms(r.actual_makespan_ns)} per step (simulated)"
+             + (f"; measured {_ms(r.measured_step_ns)}, replay error {100 * r.replay_error:.1f}%"
+                if r.measured_step_ns is not None and r.replay_error is not None else ""),
+             f"speedup:    {r.speedup:.2f}x" if r.speedup else "speedup:    - (no actual placement to compare with)",
+             f"costs:      " + ", ".join(f"{n} {k}" for k, n in sorted(r.cost_sources.items()))]
+    lines += [f"notice:     {n}" for n in r.notices]
+    lines += ["", f"moved nodes: {len(r.moved)}"]
+    if r.moved:
+        lines += ["  " + row for row in _table(("node", "from", "to", "why"),
+                                                [(m.name, m.from_device, m.to_device, m.reason) for m in r.moved[:30]])]
+        if len(r.moved) > 30:
+            lines.append(f"  ... {len(r.moved) - 30} more in plan.json")
     return "\n".join(lines) + "\n"

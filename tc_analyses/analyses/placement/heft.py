@@ -1,0 +1,254 @@
+"""Insertion-based HEFT (Topcuoglu, Hariri & Wu, IEEE TPDS 13(3), 2002) and a list scheduler.
+
+HEFT ranks every task by its *upward rank*: its mean cost over the devices plus the largest, over
+its successors, of the mean transfer time of the edge and the successor's rank. Taking tasks by
+decreasing rank (a topological order), it puts each on the device where it would *finish*
+earliest, looking for the earliest idle gap of that device's schedule long enough for the task
+after its inputs arrive (insertion), not only the end of the schedule.
+
+``_schedule(problem, assignment, priority)`` is the same list scheduler with the devices fixed: the
+evaluator the local search and the MILP check reuse. Transfers cost ``problem.transfer_ns`` between
+different devices and overlap freely with compute and with each other (no copy-engine contention:
+the simulator models that separately).
+
+Memory: a device with ``memory_bytes`` set only takes tasks while the sum of their
+``Task.memory_bytes`` fits (the footprint is counted as resident for the whole run).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tc_analyses.analyses.placement.problem import Placement, PlacementError, PlacementProblem, Slot
+
+
+@dataclass
+class _Compiled:
+    """The problem as dense lists indexed by task position and device position (fast inner loops)."""
+
+    ids: list[int]  # position -> task id
+    index: dict[int, int]  # task id -> position
+    devices: list[str]
+    cost: list[list[int]]  # [task][device] ns, launch overhead included
+    preds: list[list[tuple[int, int]]]  # [task] -> (pred position, bytes)
+    succs: list[list[tuple[int, int]]]
+    lat: list[list[float | None]]  # [src][dst] link latency; None = no link
+    bw: list[list[float]]
+    mem: list[int]
+    cap: list[int | None]
+    topo: list[int]  # positions in a topological order
+
+    def transfer(self, nbytes: int, src: int, dst: int) -> int:
+        if src == dst or nbytes <= 0:
+            return 0
+        lat = self.lat[src][dst]
+        if lat is None:
+            raise PlacementError(f"no transfer model from {self.devices[src]} to {self.devices[dst]}")
+        return int(round(lat + nbytes / self.bw[src][dst]))
+
+
+def _compile(problem: PlacementProblem) -> _Compiled:
+    problem.validate()  # costs complete, edges known, acyclic (PlacementError otherwise)
+    if not problem.devices:
+        raise PlacementError("the problem has no device to place tasks on")
+    ids = [t.id for t in problem.tasks]
+    index = {tid: i for i, tid in enumerate(ids)}
+    devices = problem.device_names()
+    cost = [[problem.cost(tid, d) for d in devices] for tid in ids]
+    preds: list[list[tuple[int, int]]] = [[] for _ in ids]
+    succs: list[list[tuple[int, int]]] = [[] for _ in ids]
+    for (u, v), nbytes in problem.edges.items():
+        preds[index[v]].append((index[u], nbytes))
+        succs[index[u]].append((index[v], nbytes))
+    nd = len(devices)
+    lat: list[list[float | None]] = [[None] * nd for _ in range(nd)]
+    bw = [[1.0] * nd for _ in range(nd)]
+    for a, da in enumerate(devices):
+        for b, db in enumerate(devices):
+            link = problem.links.get((da, db))
+            if a != b and link is not None:
+                lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
+    return _Compiled(ids, index, devices, cost, preds, succs, lat, bw,
+                     [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
+                     [index[t] for t in problem.topological_order()])
+
+
+def _mean_transfer(c: _Compiled, nbytes: int) -> float:
+    nd = len(c.devices)
+    if nd < 2 or nbytes <= 0:
+        return 0.0
+    total = 0.0
+    for a in range(nd):
+        for b in range(nd):
+            if a != b and c.lat[a][b] is not None:
+                total += c.transfer(nbytes, a, b)
+    return total / (nd * nd)  # same-device pairs cost 0 and count in the mean, as in the paper
+
+
+def _upward_rank_order(c: _Compiled, assign: list[int] | None = None) -> list[int]:
+    """Positions by decreasing upward rank (ties: topological position), a topological order.
+
+    Without ``assign``: HEFT's mean costs and mean transfers. With it: the costs and transfers of
+    that assignment (the critical-path-to-exit order of a fixed placement).
+    """
+    n = len(c.ids)
+    rank = [0.0] * n
+    for i in reversed(c.topo):
+        if assign is None:
+            own = sum(c.cost[i]) / len(c.devices)
+            best = 0.0
+            for j, nbytes in c.succs[i]:
+                r = _mean_transfer(c, nbytes) + rank[j]
+                if r > best:
+                    best = r
+        else:
+            di = assign[i]
+            own = float(c.cost[i][di])
+            best = 0.0
+            for j, nbytes in c.succs[i]:
+                r = c.transfer(nbytes, di, assign[j]) + rank[j]
+                if r > best:
+                    best = r
+        rank[i] = own + best
+    topo_pos = [0] * n
+    for k, i in enumerate(c.topo):
+        topo_pos[i] = k
+    return sorted(range(n), key=lambda i: (-rank[i], topo_pos[i]))
+
+
+def _earliest_gap(starts: list[int], ends: list[int], ready: int, dur: int) -> tuple[int, int]:
+    """Earliest start >= ready where [start, start + dur) fits between the busy intervals; and the insert index."""
+    k = bisect_right(ends, ready)
+    t = ready
+    for i in range(k, len(starts)):
+        if t + dur <= starts[i]:
+            return t, i
+        if ends[i] > t:
+            t = ends[i]
+    return t, len(starts)
+
+
+def _evaluate(c: _Compiled, assign: list[int], order: Sequence[int]) -> tuple[int, list[int], list[int]]:
+    """List-schedule positions in ``order`` on their assigned devices with insertion; (makespan, start, end)."""
+    n = len(c.ids)
+    nd = len(c.devices)
+    start = [0] * n
+    end = [-1] * n
+    busy_s: list[list[int]] = [[] for _ in range(nd)]
+    busy_e: list[list[int]] = [[] for _ in range(nd)]
+    cost, preds, transfer = c.cost, c.preds, c.transfer
+    makespan = 0
+    for i in order:
+        d = assign[i]
+        ready = 0
+        for j, nbytes in preds[i]:
+            ej = end[j]
+            if ej < 0:
+                raise PlacementError(f"priority order schedules task {c.ids[i]} before its input {c.ids[j]}")
+            dj = assign[j]
+            arrive = ej if dj == d or nbytes <= 0 else ej + transfer(nbytes, dj, d)
+            if arrive > ready:
+                ready = arrive
+        dur = cost[i][d]
+        bs, be = busy_s[d], busy_e[d]
+        if not bs or ready >= be[-1]:
+            s, k = ready, len(bs)
+        else:
+            s, k = _earliest_gap(bs, be, ready, dur)
+        e = s + dur
+        if k == len(bs):
+            bs.append(s)
+            be.append(e)
+        else:
+            bs.insert(k, s)
+            be.insert(k, e)
+        start[i], end[i] = s, e
+        if e > makespan:
+            makespan = e
+    return makespan, start, end
+
+
+def _check_memory(c: _Compiled, assign: list[int]) -> None:
+    used = [0] * len(c.devices)
+    for i, d in enumerate(assign):
+        used[d] += c.mem[i]
+    for d, cap in enumerate(c.cap):
+        if cap is not None and used[d] > cap:
+            raise PlacementError(f"tasks placed on {c.devices[d]} need {used[d]:,} bytes; it holds {cap:,}")
+
+
+def _placement(c: _Compiled, assign: list[int], start: list[int], end: list[int], makespan: int,
+               algorithm: str) -> Placement:
+    slots = sorted((Slot(c.ids[i], c.devices[assign[i]], start[i], end[i]) for i in range(len(c.ids))),
+                   key=lambda s: (s.start_ns, s.device, s.task))
+    return Placement({c.ids[i]: c.devices[assign[i]] for i in range(len(c.ids))}, makespan, slots, algorithm)
+
+
+def _schedule(problem: PlacementProblem, assignment: dict[int, str], priority: Sequence[int] | None = None,
+              algorithm: str = "list schedule") -> Placement:
+    """Schedule a fixed assignment: tasks in ``priority`` order (task ids, a topological order; default:
+    decreasing upward rank under that assignment), each at its earliest start on its device after its
+    inputs arrive, in the first idle gap long enough (insertion). PlacementError on a cycle, a task
+    without a device, an unknown device, a priority that is not a topological order, or memory overflow.
+    """
+    c = _compile(problem)
+    dev_index = {d: k for k, d in enumerate(c.devices)}
+    try:
+        assign = [dev_index[assignment[tid]] for tid in c.ids]
+    except KeyError as exc:
+        raise PlacementError(f"the assignment has no known device for {exc.args[0]!r}") from None
+    _check_memory(c, assign)
+    if priority is None:
+        order = _upward_rank_order(c, assign)
+    else:
+        order = [c.index[tid] for tid in priority]
+        if sorted(order) != list(range(len(c.ids))):
+            raise PlacementError("the priority order must list every task exactly once")
+    makespan, start, end = _evaluate(c, assign, order)
+    return _placement(c, assign, start, end, makespan, algorithm)
+
+
+def _heft(c: _Compiled) -> tuple[list[int], list[int], int, list[int], list[int]]:
+    """HEFT on a compiled problem: (assignment, order, makespan, start, end)."""
+    n, nd = len(c.ids), len(c.devices)
+    order = _upward_rank_order(c)
+    assign = [-1] * n
+    start = [0] * n
+    end = [0] * n
+    busy_s: list[list[int]] = [[] for _ in range(nd)]
+    busy_e: list[list[int]] = [[] for _ in range(nd)]
+    used = [0] * nd
+    makespan = 0
+    for i in order:
+        best: tuple[int, int, int, int] | None = None  # (finish, device, start, insert index)
+        for d in range(nd):
+            cap = c.cap[d]
+            if cap is not None and used[d] + c.mem[i] > cap:
+                continue
+            ready = 0
+            for j, nbytes in c.preds[i]:
+                arrive = end[j] + c.transfer(nbytes, assign[j], d)
+                if arrive > ready:
+                    ready = arrive
+            dur = c.cost[i][d]
+            s, k = _earliest_gap(busy_s[d], busy_e[d], ready, dur)
+            if best is None or s + dur < best[0]:
+                best = (s + dur, d, s, k)
+        if best is None:
+            raise PlacementError(f"task {c.ids[i]} ({c.mem[i]:,} bytes) fits in no device's remaining memory")
+        e, d, s, k = best
+        busy_s[d].insert(k, s)
+        busy_e[d].insert(k, e)
+        used[d] += c.mem[i]
+        assign[i], start[i], end[i] = d, s, e
+        makespan = max(makespan, e)
+    return assign, order, makespan, start, end
+
+
+def heft(problem: PlacementProblem) -> Placement:
+    """Insertion-based HEFT placement with its schedule and makespan (PlacementError on a cycle or no fit)."""
+    c = _compile(problem)
+    assign, _order, makespan, start, end = _heft(c)
+    return _placement(c, assign, start, end, makespan, "heft")

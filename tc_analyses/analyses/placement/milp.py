@@ -1,0 +1,162 @@
+"""Exact placement for small graphs: a mixed-integer program solved by ``scipy.optimize.milp`` (HiGHS).
+
+Variables: ``x[t,d]`` (task t on device d, binary), start times ``s[t]``, the makespan ``C``, and for
+every pair of tasks that no path orders, ``y[i,j]`` (i before j when they share a device, binary).
+Minimise ``C`` subject to:
+
+* every task on exactly one device; ``C >= s[t] + sum_d cost[t,d] x[t,d]``;
+* for every edge u->v: ``s[v] >= s[u] + cost(u)`` and, for every pair of devices d1 != d2,
+  ``s[v] >= s[u] + cost(u) + T(d1,d2) (x[u,d1] + x[v,d2] - 1)``: the linearised "u on d1 and v on d2"
+  term, exact because the bracket is 1 only when both hold and <= 0 otherwise;
+* for unordered pairs i, j and each device d, big-M disjunctions that forbid overlap when both are
+  on d: ``s[i] + cost[i,d] <= s[j] + M (1 - y) + M (2 - x[i,d] - x[j,d])`` and the mirror with ``y``;
+* memory: ``sum_t mem[t] x[t,d] <= capacity[d]``.
+
+The bounds on ``s`` and ``C`` are HEFT's makespan, a feasible upper bound; ``M`` is that plus the
+largest cost. The model
+matches ``heft._schedule`` (transfers overlap freely; no copy-engine contention), so the returned
+placement's makespan is the list scheduler's evaluation of the MILP's assignment in the MILP's
+start order, which equals the optimum when the solver proves it.
+
+Graphs above ``max_tasks`` tasks or ``max_devices`` devices are not attempted: ``solve`` returns
+``MilpResult(None, False, reason)`` and callers fall back to ``search.local_search`` with a notice
+quoting the reason. The same happens when the time limit passes without a feasible solution; a
+solution found but not proven optimal in time comes back with ``optimal=False``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from tc_analyses.analyses.placement.heft import _compile, _evaluate, _heft, _placement
+from tc_analyses.analyses.placement.problem import Placement, PlacementProblem
+
+MAX_TASKS = 20
+MAX_DEVICES = 4
+
+
+@dataclass
+class MilpResult:
+    placement: Placement | None  # None: not attempted or nothing found; see reason
+    optimal: bool  # the solver proved the makespan optimal
+    reason: str  # why not attempted / solver status, one line
+
+
+def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int = MAX_TASKS,
+          max_devices: int = MAX_DEVICES) -> MilpResult:
+    """Optimal placement of a small problem (see the module doc); PlacementError on a cycle."""
+    c = _compile(problem)
+    n, nd = len(c.ids), len(c.devices)
+    if n > max_tasks or nd > max_devices:
+        return MilpResult(None, False, f"the exact MILP handles up to {max_tasks} tasks and {max_devices} devices; "
+                                       f"this problem has {n} tasks and {nd} devices")
+    h_assign, _order, h_ms, h_start, h_end = _heft(c)
+    if n == 0 or nd == 1 or h_ms == 0:
+        return MilpResult(_placement(c, h_assign, h_start, h_end, h_ms, "milp"), True, "trivial")
+
+    # reachability, to skip pairs already ordered by a path
+    reach = [set() for _ in range(n)]
+    for i in reversed(c.topo):
+        for j, _b in c.succs[i]:
+            reach[i].add(j)
+            reach[i] |= reach[j]
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if j not in reach[i] and i not in reach[j]]
+
+    X = 0  # x[t,d] at X + t * nd + d
+    S = n * nd
+    CV = S + n
+    Y = CV + 1
+    nv = Y + len(pairs)
+    big = float(h_ms)  # bound on every start and on the makespan
+    bigm = big + float(max(max(row_) for row_ in c.cost))  # enough to relax any no-overlap row
+    rows: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+
+    def row() -> np.ndarray:
+        return np.zeros(nv)
+
+    for t in range(n):
+        r = row()
+        r[X + t * nd: X + (t + 1) * nd] = 1
+        rows.append(r), lo.append(1), hi.append(1)
+        r = row()
+        r[S + t] = 1
+        r[X + t * nd: X + (t + 1) * nd] = c.cost[t]
+        r[CV] = -1
+        rows.append(r), lo.append(-np.inf), hi.append(0)
+    for v in range(n):
+        for u, nbytes in c.preds[v]:
+            base = row()
+            base[S + v] = 1
+            base[S + u] = -1
+            base[X + u * nd: X + (u + 1) * nd] = [-k for k in c.cost[u]]
+            rows.append(base), lo.append(0), hi.append(np.inf)
+            for d1 in range(nd):
+                for d2 in range(nd):
+                    if d1 == d2:
+                        continue
+                    tr = c.transfer(nbytes, d1, d2)
+                    if tr <= 0:
+                        continue
+                    r = base.copy()
+                    r[X + u * nd + d1] -= tr
+                    r[X + v * nd + d2] -= tr
+                    rows.append(r), lo.append(-tr), hi.append(np.inf)
+    for k, (i, j) in enumerate(pairs):
+        for d in range(nd):
+            r = row()  # y = 1: i before j
+            r[S + i], r[S + j], r[Y + k] = 1, -1, bigm
+            r[X + i * nd + d] += bigm
+            r[X + j * nd + d] += bigm
+            rows.append(r), lo.append(-np.inf), hi.append(3 * bigm - c.cost[i][d])
+            r = row()  # y = 0: j before i
+            r[S + j], r[S + i], r[Y + k] = 1, -1, -bigm
+            r[X + i * nd + d] += bigm
+            r[X + j * nd + d] += bigm
+            rows.append(r), lo.append(-np.inf), hi.append(2 * bigm - c.cost[j][d])
+    for d, cap in enumerate(c.cap):
+        if cap is not None:
+            r = row()
+            for t in range(n):
+                r[X + t * nd + d] = c.mem[t]
+            rows.append(r), lo.append(-np.inf), hi.append(cap)
+
+    integrality = np.zeros(nv)
+    integrality[X:S] = 1
+    integrality[Y:] = 1
+    lb = np.zeros(nv)
+    ub = np.full(nv, big)
+    ub[X:S] = 1
+    ub[Y:] = 1
+    obj = np.zeros(nv)
+    obj[CV] = 1
+    res = milp(obj, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
+               bounds=Bounds(lb, ub), options={"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "disp": False})
+    if res.x is None:
+        return MilpResult(None, False, f"the MILP found no solution ({res.message.strip()}); use the heuristic")
+    x = res.x
+    assign = [int(np.argmax(x[X + t * nd: X + (t + 1) * nd])) for t in range(n)]
+    starts = x[S:S + n]
+    # the MILP's start order, made topological (Kahn's algorithm taking the earliest start first)
+    indeg = [len(c.preds[t]) for t in range(n)]
+    heap = [(round(float(starts[t]), 3), t) for t in range(n) if indeg[t] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _s, t = heapq.heappop(heap)
+        order.append(t)
+        for v, _b in c.succs[t]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, (round(float(starts[v]), 3), v))
+    ms, start, end = _evaluate(c, assign, order)
+    optimal = res.status == 0
+    if ms > h_ms:  # a time-limited incumbent worse than HEFT after rounding: keep HEFT's
+        ms, assign, start, end = h_ms, h_assign, h_start, h_end
+    return MilpResult(_placement(c, assign, start, end, ms, "milp"), optimal,
+                      "optimal" if optimal else f"not proven optimal: {res.message.strip()}")

@@ -1,0 +1,154 @@
+"""Recommend a placement: the plan, its predicted speedup, and why each node moves.
+
+Input: a dfcompass trace (its computation graph, measured costs) or a graph file (node-link JSON
+with per-device costs, so benchmark suites run without traces). The exact MILP solves graphs of
+up to ``milp.MAX_TASKS`` tasks; larger ones use HEFT plus critical-path local search, with a
+notice. Actual and recommended placements are both evaluated by the same discrete-event
+simulator, so the speedup compares like with like; the measured step time is reported beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from tc_analyses.analyses.placement import milp
+from tc_analyses.analyses.placement.cost import build_problem, measure_steps
+from tc_analyses.analyses.placement.devices import default_link
+from tc_analyses.analyses.placement.heft import heft
+from tc_analyses.analyses.placement.problem import (
+    Cost, CostSource, Device, Placement, PlacementError, PlacementProblem, Task,
+)
+from tc_analyses.analyses.placement.search import local_search
+from tc_analyses.analyses.placement.simulate import replay_actual, simulate
+
+
+@dataclass(frozen=True)
+class MovedNode:
+    task: int
+    name: str
+    op: str
+    from_device: str
+    to_device: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    input: str
+    devices: list[dict[str, Any]]  # name, model, host, model_is_default
+    algorithm: str
+    tasks: int
+    actual_makespan_ns: int | None  # the trace's own placement, simulated (None for graph files without one)
+    measured_step_ns: int | None  # what the trace measured, to judge the simulator
+    replay_error: float | None  # |replay - measured| / measured
+    predicted_makespan_ns: int
+    speedup: float | None  # actual / predicted, both simulated
+    assignment: dict[str, str]  # task name -> device
+    moved: list[MovedNode] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    cost_sources: dict[str, int] = field(default_factory=dict)  # measured / modelled counts
+    links: dict[str, str] = field(default_factory=dict)  # "src->dst" -> how its transfer time was set
+
+
+def _optimise(problem: PlacementProblem, notices: list[str]) -> Placement:
+    """The exact MILP when the problem is small enough, else HEFT plus local search."""
+    candidates = [heft(problem)]
+    exact = milp.solve(problem)
+    if exact.placement is not None:
+        candidates.append(exact.placement)
+        if not exact.optimal:
+            notices.append(f"the exact solver stopped before proving optimality ({exact.reason})")
+    else:
+        notices.append(f"{exact.reason}: using HEFT with critical-path local search instead")
+        candidates.append(local_search(problem))
+    return min(candidates, key=lambda p: (p.makespan_ns, p.algorithm))
+
+
+def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) -> str:
+    to_cost = problem.costs[(task.id, dst)]
+    text = f"{dst}: {to_cost.ns / 1e3:.1f} us ({to_cost.source.value})"
+    if src is not None and (task.id, src) in problem.costs:
+        from_cost = problem.costs[(task.id, src)]
+        text = f"{src}: {from_cost.ns / 1e3:.1f} us ({from_cost.source.value}) -> " + text
+    return text
+
+
+def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None = None,
+              trace: Any | None = None) -> tuple[Recommendation, Placement]:
+    problem.validate()
+    notices: list[str] = []
+    for device in problem.devices:
+        if device.model_is_default:
+            notices.append(f"{device.name}: no model given, assumed {device.model} (name it: {device.name}=MODEL)")
+    plan = _optimise(problem, notices)
+    predicted = simulate(problem, plan.assignment, algorithm=plan.algorithm)
+    actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
+    actual = measured = error = None
+    if len(actual_assignment) == len(problem.tasks):
+        actual = simulate(problem, actual_assignment).makespan_ns
+        if graph is not None and trace is not None:
+            measured = measure_steps(trace, graph).step_ns
+            replay = replay_actual(problem, graph, trace).makespan_ns
+            error = abs(replay - measured) / measured if measured else None
+    elif any(t.actual_device for t in problem.tasks):
+        notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
+    moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", plan.assignment[t.id],
+                       _reason(problem, t, t.actual_device, plan.assignment[t.id]))
+             for t in problem.tasks if t.actual_device and t.actual_device != plan.assignment[t.id]]
+    sources: dict[str, int] = {}
+    for cost in problem.costs.values():
+        sources[cost.source.value] = sources.get(cost.source.value, 0) + 1
+    recommendation = Recommendation(
+        source, [{"name": d.name, "model": d.model, "host": d.host, "model_is_default": d.model_is_default}
+                 for d in problem.devices],
+        plan.algorithm, len(problem.tasks), actual, measured, error, predicted.makespan_ns,
+        (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
+        {t.name: plan.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
+        {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
+    )
+    return recommendation, predicted
+
+
+def problem_from_trace(trace_path: Path, devices: list[Device]) -> tuple[PlacementProblem, nx.DiGraph, Any]:
+    from tc_analyses.model.graph import build_graph
+    from tc_analyses.reader import read_trace
+
+    trace = read_trace(trace_path)
+    graph = build_graph(trace)
+    if graph.number_of_nodes() == 0:
+        raise PlacementError(f"{trace_path}: the trace has no dataflow nodes to place")
+    return build_problem(graph, devices, trace=trace), graph, trace
+
+
+def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:
+    """A node-link JSON graph: nodes with ``costs`` {device: ns}, edges with ``bytes``."""
+    try:
+        data = json.loads(path.read_text())
+        graph = nx.node_link_graph(data, directed=True, edges="edges" if "edges" in data else "links")
+    except (OSError, ValueError, KeyError, nx.NetworkXError) as exc:
+        raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
+    if not nx.is_directed_acyclic_graph(graph):
+        raise PlacementError(f"{path}: the graph has a cycle; placement needs a DAG")
+    names = [d.name for d in devices]
+    ids = {node: i for i, node in enumerate(graph.nodes)}
+    tasks, costs = [], {}
+    for node, attrs in graph.nodes(data=True):
+        node_costs = attrs.get("costs") or {}
+        missing = [d for d in names if d not in node_costs]
+        if missing:
+            raise PlacementError(f"{path}: node {node!r} has no cost on {', '.join(missing)}")
+        tasks.append(Task(ids[node], str(attrs.get("name", node)), str(attrs.get("op", "")),
+                          attrs.get("actual_device"), int(attrs.get("memory_bytes", 0))))
+        for device in names:
+            value = node_costs[device]
+            if not isinstance(value, (int, float)) or value < 0:
+                raise PlacementError(f"{path}: node {node!r} has an invalid cost {value!r} on {device}")
+            costs[(ids[node], device)] = Cost(int(value), CostSource.MEASURED)
+    edges = {(ids[u], ids[v]): int(a.get("bytes", 0)) for u, v, a in graph.edges(data=True)}
+    links = {(a.name, b.name): default_link(a, b) for a in devices for b in devices if a.name != b.name}
+    return PlacementProblem(tasks, devices, costs, edges, links)

@@ -1,0 +1,68 @@
+"""A recommended placement as files Trace Compass opens next to the real run.
+
+* ``predicted/``: a dfcompass CTF trace of the predicted schedule. Each device has two rows
+  (pseudo-threads): *kept here* for tasks that stay where they ran, and *moved here* for tasks
+  the plan moves to this device, so the dataflow view marks every moved node. Predicted transfers
+  are dfc:tensor_edge events. Timestamps start at the real trace's first step, so an experiment
+  of both traces lines them up.
+* ``xml/``: the analyses ``build-analyses`` makes for that trace (the dataflow time graph shows
+  the plan); opening both traces as an experiment shows actual and recommended side by side.
+* ``graph.dot`` / ``graph.graphml``: the graph coloured by the recommended device.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import networkx as nx
+
+from tc_analyses.analyses.placement.problem import Placement, PlacementProblem
+from tc_analyses.export.graph_formats import write_dot, write_graphml
+from tracer.builder import TraceBuilder
+
+_KEPT_TID, _MOVED_TID = 1_000, 2_000  # pseudo-thread ids: + device index
+
+
+def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement, start_ns: int,
+                          clock_offset_ns: int) -> Path:
+    """The predicted schedule as a dfcompass trace in `out` (replaced if present)."""
+    tasks = {t.id: t for t in problem.tasks}
+    index = {d.name: i for i, d in enumerate(problem.devices)}
+    with TraceBuilder(out, clock_offset_ns=clock_offset_ns, overwrite=True,
+                      trace_uuid=uuid.uuid5(uuid.NAMESPACE_URL, f"dfcompass-plan-{plan.algorithm}-{plan.makespan_ns}"),
+                      env={"dfcompass_plan": plan.algorithm or "plan"}) as builder:
+        builder.add("process_info", "plan", start_ns, 0, f"recommended placement ({plan.algorithm})", "")
+        for device in problem.devices:
+            builder.device(device.name, start_ns, device.model)
+            i = index[device.name]
+            builder.add("thread_info", "plan", start_ns, 0, _KEPT_TID + i, f"{device.name}: kept here")
+            builder.add("thread_info", "plan", start_ns, 0, _MOVED_TID + i, f"{device.name}: moved here")
+        builder.add("step_begin", "plan", start_ns, 0, _KEPT_TID)
+        end_of = {}
+        for slot in sorted(plan.schedule, key=lambda s: (s.start_ns, s.task)):
+            task = tasks[slot.task]
+            moved = task.actual_device is not None and task.actual_device != slot.device
+            tid = (_MOVED_TID if moved else _KEPT_TID) + index[slot.device]
+            device = builder.device(slot.device, start_ns)
+            label = f"{task.name} (from {task.actual_device})" if moved else task.name
+            builder.add("node_begin", f"t{tid}", start_ns + slot.start_ns, task.id, task.op, label, device, tid, 0)
+            builder.add("node_end", f"t{tid}", start_ns + slot.end_ns, task.id, device, tid)
+            end_of[task.id] = (start_ns + slot.start_ns, slot.device, tid)
+        for (u, v), nbytes in sorted(problem.edges.items()):
+            if u in end_of and v in end_of:
+                begin, dst, tid = end_of[v]
+                builder.add("tensor_edge", f"t{tid}", begin, u, v, v, nbytes,
+                            builder.device(end_of[u][1], start_ns), builder.device(dst, start_ns))
+        builder.add("step_end", "plan", start_ns + plan.makespan_ns, 0, _KEPT_TID)
+    return out
+
+
+def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[Path]:
+    """The graph with each node's recommended device, as DOT and GraphML (coloured by device)."""
+    planned = graph.copy()
+    for node, device in plan.assignment.items():
+        if node in planned:
+            planned.nodes[node]["recommended_device"] = device
+            planned.nodes[node]["device"] = device  # colours follow the plan
+    return [write_dot(planned, out_dir / "graph.dot"), write_graphml(planned, out_dir / "graph.graphml")]
