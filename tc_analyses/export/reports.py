@@ -136,12 +136,14 @@ def placement_text(r: Recommendation) -> str:
              "devices:    " + ", ".join(f"{d['name']}={d['model']}" + (" (default)" if d["model_is_default"] else "")
                                         for d in r.devices),
              f"algorithm:  {r.algorithm}",
-             f"predicted:  {_ms(r.predicted_makespan_ns)} per step",
-             f"actual:     {_ms(r.actual_makespan_ns)} per step (simulated)"
-             + (f"; measured {_ms(r.measured_step_ns)}, replay error {100 * r.replay_error:.1f}%"
-                if r.measured_step_ns is not None and r.replay_error is not None else ""),
-             f"speedup:    {r.speedup:.2f}x" if r.speedup else "speedup:    - (no actual placement to compare with)",
-             f"costs:      " + ", ".join(f"{n} {k}" for k, n in sorted(r.cost_sources.items()))]
+             f"predicted:  {_ms(r.predicted_makespan_ns)} (simulated, every node of the graph once)",
+             f"actual:     {_ms(r.actual_makespan_ns)} (simulated, same graph, the trace's placement)",
+             f"speedup:    {r.speedup:.2f}x" if r.speedup else "speedup:    - (no actual placement to compare with)"]
+    if r.measured_step_ns is not None:
+        lines.append(f"step time:  measured {_ms(r.measured_step_ns)}"
+                     + (f" (simulator replay error {100 * r.replay_error:.1f}%)" if r.replay_error is not None else "")
+                     + (f"; estimated with the plan {_ms(r.measured_step_ns / r.speedup)}" if r.speedup else ""))
+    lines.append("costs:      " + ", ".join(f"{n} {k}" for k, n in sorted(r.cost_sources.items())))
     lines += [f"notice:     {n}" for n in r.notices]
     lines += ["", f"moved nodes: {len(r.moved)}"]
     if r.moved:

@@ -146,6 +146,12 @@ def test_demo_records_the_torch_workload(tmp_path: Path, cli: Callable[..., Any]
     ops = [n["op"] for n in summary["top_nodes"]]
     assert "aten::conv2d" in ops and summary["memory_peak"]["cpu"] > 0
     assert "top nodes by total time:" in result.stdout
+    # and the placement recommendation for a CPU plus an H100, with its views
+    plan = json.loads((out / "placement" / "plan.json").read_text())
+    assert plan["tasks"] > 0 and plan["predicted_makespan_ns"] > 0 and plan["replay_error"] <= 0.05
+    assert (out / "placement" / "predicted" / "metadata").is_file()
+    assert (out / "placement" / "views" / "xml" / "dataflow.xml").is_file()
+    assert "placement on cpu,cuda:0=H100" in result.stdout
     # again into the same folder: the demo replaces its trace
     again = cli("demo", "-o", out, "--steps", "1")
     assert again.exit_code == 0, again.stderr
