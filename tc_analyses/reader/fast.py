@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
@@ -251,9 +252,13 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None) 
     tables: dict[str, EventTable] = {}
     if string_rows:
         tables[schema.STRING_DEF.name] = _string_def_table(string_rows, strings)
-    for class_id in sorted(per_class):
+    # Classes merge independently, and numpy releases the GIL while it copies and sorts.
+    class_ids = sorted(per_class)
+    with ThreadPoolExecutor(max_workers=min(len(class_ids), os.cpu_count() or 1) or 1) as pool:
+        merged = list(pool.map(lambda cid: _merge_sorted(per_class[cid], DTYPES[cid]), class_ids))
+    for class_id, records in zip(class_ids, merged):
         cls = schema.BY_ID[class_id]
-        tables[cls.name] = EventTable(cls, _merge_sorted(per_class[class_id], DTYPES[class_id]), strings)
+        tables[cls.name] = EventTable(cls, records, strings)
     return DfcTrace(trace_dir, meta, tables, strings, streams)
 
 
