@@ -221,6 +221,32 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--device", default="cpu", show_default=True,
+              help="Peaks from the device table: cpu (generic CPU, this machine's cores), CPU-<cores> or a GPU model (A100, H100...).")
+@click.option("--measure-peaks", is_flag=True, help="Use this machine's measured peaks (numpy microbenchmark, cached).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Folder for roofline.png and roofline.svg.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_handle_errors
+def roofline(trace: Path, device: str, measure_peaks: bool, output: Path | None, fmt: str) -> None:
+    """Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency."""
+    from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline as analyse
+    from tc_analyses.model.graph import build_graph
+    from tc_analyses.reader import read_trace
+
+    peaks = measure() if measure_peaks else device_peaks(device)
+    result = analyse(build_graph(read_trace(trace)), peaks, str(trace))
+    if output is not None:
+        from tc_analyses.export.roofline_plot import write_roofline_plot
+
+        write_roofline_plot(result, output)
+    text = reports.to_json(result) if fmt == "json" else reports.roofline_text(result)
+    if output is not None and fmt == "text":
+        text += f"plot: {(output / 'roofline.png').resolve()} and roofline.svg\n"
+    click.echo(text, nl=False)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--xml", "xml", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Trace Compass XML analysis to run (repeatable).")
 @click.option("--path", "path_glob", default="*", show_default=True, help="Only attributes whose path matches (glob, '/' separated).")

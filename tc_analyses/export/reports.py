@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tc_analyses.analyses.placement.recommend import Recommendation
+from tc_analyses.analyses.roofline import RooflineResult
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.trace_info import TraceInfo
 from tracer.importers import ImportSummary
@@ -123,6 +124,28 @@ def summary_text(summary: Summary) -> str:
         lines.append("  (no dataflow nodes in this trace)")
     lines += ["", "memory peak per device:"]
     lines += [f"  {device}: {_bytes(peak)}" for device, peak in summary.memory_peak.items()] or ["  (no memory events)"]
+    return "\n".join(lines) + "\n"
+
+
+def _rate(value: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.2f} {unit}"
+
+
+def roofline_text(r: RooflineResult) -> str:
+    """`dfcompass roofline` as text."""
+    p = r.peaks
+    lines = [f"trace:   {r.trace}",
+             f"peaks:   {p.model} ({p.source}): {_rate(p.fp32_flops, 'FLOP/s')} fp32"
+             + (f", {_rate(p.half_flops, 'FLOP/s')} fp16/bf16" if p.half_flops else "")
+             + f", {_rate(p.bandwidth, 'B/s')}; ridge point {r.ridge_point:.2f} FLOP/byte",
+             f"nodes:   {len(r.points)} analysed, {r.skipped_nodes} without shapes or time", ""]
+    lines += _table(("op", "count", "time ms", "FLOP/s", "FLOP/byte", "bound", "efficiency"), [
+        (o.op, o.count, f"{o.total_ns / 1e6:.3f}", _rate(o.achieved_flops, "FLOP/s"), f"{o.intensity:.2f}",
+         o.bound, f"{o.efficiency:.1%}") for o in r.ops])
+    lines += ["", "findings:"] + [f"  - {f}" for f in r.findings]
     return "\n".join(lines) + "\n"
 
 

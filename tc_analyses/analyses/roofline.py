@@ -1,0 +1,262 @@
+"""Roofline analysis: how far each op's measured speed is from what the machine allows.
+
+For every graph node with recorded input shapes (``dfc:node_args``) the analytic cost model of
+:mod:`tc_analyses.analyses.placement.cost` gives the FLOPs and bytes of one execution. Then
+
+* arithmetic intensity ``I = flops / bytes`` (FLOP/byte),
+* achieved FLOP/s ``flops / mean_ns``,
+* the roof at that intensity ``min(peak_flops, I * bandwidth)``,
+* efficiency ``roof time / measured time`` with roof time ``max(flops / peak, bytes / bandwidth)``;
+  for ops with FLOPs this equals ``achieved / roof``, and for ops without FLOPs (copies,
+  unknown ops modelled from bytes only) it is the achieved share of the memory bandwidth,
+* ``bound``: ``"memory"`` when ``I`` is below the ridge point ``peak / bandwidth``, else ``"compute"``.
+
+The peak FLOP/s depends on the dtype (:meth:`DeviceSpec.peak_flops`: the half-precision peak for
+float16/bfloat16 when the spec has one). Per op type, times, FLOPs and bytes are summed (so the
+achieved FLOP/s is the time-weighted mean) and the efficiency is the time-weighted mean of the
+nodes' efficiencies.
+
+The peaks come from the device table (:func:`~tc_analyses.analyses.placement.devices.spec`),
+``cpu`` meaning the generic CPU of this machine's core count, or from :func:`measure_peaks`, a
+short numpy microbenchmark of this machine cached in ``$XDG_CACHE_HOME/dfcompass/peaks.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from tc_analyses.analyses.placement.cost import estimate_op, task_memory
+from tc_analyses.analyses.placement.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
+from tc_analyses.errors import DfcompassError
+from tc_analyses.model import graph_keys as K
+
+LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
+MAX_FINDINGS = 5
+NO_SHAPES = "this trace has no input shapes (dfc:node_args): record it with the PyTorch source"
+
+
+class RooflineError(DfcompassError):
+    """The trace cannot be placed on a roofline (e.g. no input shapes)."""
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The machine limits the roofline is drawn with."""
+
+    model: str
+    source: str  # "device table" or "measured"
+    fp32_flops: float  # FLOP/s
+    half_flops: float | None  # FLOP/s for float16/bfloat16, None = the fp32 peak
+    bandwidth: float  # bytes/s
+
+    def peak(self, dtype: str) -> float:
+        half = dtype in ("float16", "bfloat16", "half")
+        return self.half_flops if half and self.half_flops else self.fp32_flops
+
+    def ridge(self, dtype: str = "float32") -> float:
+        """The intensity (FLOP/byte) where the memory roof meets the compute roof."""
+        return self.peak(dtype) / self.bandwidth
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One graph node (all its executions)."""
+
+    node: int
+    name: str
+    op: str
+    device: str
+    dtype: str
+    executions: int
+    mean_ns: int
+    total_ns: int
+    flops: float  # per execution
+    bytes: int  # per execution
+    intensity: float  # FLOP/byte
+    achieved_flops: float  # FLOP/s
+    roof_flops: float  # FLOP/s at this intensity
+    efficiency: float  # roof time / measured time, 0..1 (above 1: the cost model undercounts)
+    bound: str  # "memory" or "compute"
+
+
+@dataclass(frozen=True)
+class RooflineOp:
+    """All nodes of one op type."""
+
+    op: str
+    count: int  # executions
+    total_ns: int
+    flops: float  # total
+    bytes: int  # total
+    intensity: float
+    achieved_flops: float  # total flops / total time
+    roof_flops: float
+    efficiency: float  # time-weighted mean of the nodes' efficiencies
+    bound: str
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    trace: str
+    peaks: Peaks
+    ridge_point: float  # FLOP/byte, fp32
+    points: tuple[RooflinePoint, ...]
+    ops: tuple[RooflineOp, ...]  # by total time, longest first
+    skipped_nodes: int  # nodes without shapes or without a measured time
+    memory_bound_share: float  # of the analysed time
+    compute_bound_share: float
+    findings: tuple[str, ...]
+
+
+def peaks_from_spec(s: DeviceSpec) -> Peaks:
+    return Peaks(s.model, "device table", s.fp32_flops, s.half_flops, s.mem_bandwidth)
+
+
+def device_peaks(device: str) -> Peaks:
+    """``cpu`` (the generic CPU with this machine's cores) or a model of the device table."""
+    s = generic_cpu(DEFAULT_CPU_CORES) if device.strip().lower() == "cpu" else spec(device)
+    return peaks_from_spec(s)
+
+
+def _roof_time(flops: float, nbytes: float, peak: float, bandwidth: float) -> float:
+    return max(flops / peak, nbytes / bandwidth)
+
+
+def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = "") -> RooflineResult:
+    """The roofline of every node of `graph` with input shapes, against `device_spec`'s peaks."""
+    peaks = device_spec if isinstance(device_spec, Peaks) else peaks_from_spec(device_spec)
+    points: list[RooflinePoint] = []
+    skipped = 0
+    for node in sorted(graph.nodes):
+        attrs = graph.nodes[node]
+        shapes, dtypes = attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, "")
+        durations = list(attrs.get(K.DURATIONS_NS, []))
+        mean_ns = int(attrs.get(K.MEAN_NS, 0))
+        if not shapes or mean_ns <= 0:
+            skipped += 1
+            continue
+        op = attrs.get(K.OP, "")
+        est = estimate_op(op, shapes, dtypes, task_memory(graph, node) or None)
+        if est.bytes <= 0:
+            skipped += 1
+            continue
+        peak = peaks.peak(est.dtype)
+        intensity = est.flops / est.bytes
+        roof = min(peak, intensity * peaks.bandwidth)
+        efficiency = _roof_time(est.flops, est.bytes, peak, peaks.bandwidth) / (mean_ns * 1e-9)
+        executions = len(durations) or int(attrs.get(K.EXECUTIONS, 1))
+        points.append(RooflinePoint(
+            node, attrs.get(K.NAME, ""), op, attrs.get(K.DEVICE, ""), est.dtype, executions, mean_ns,
+            int(sum(durations)) if durations else mean_ns * executions, est.flops, est.bytes, intensity,
+            est.flops / (mean_ns * 1e-9), roof, efficiency, "memory" if intensity < peaks.ridge(est.dtype) else "compute"))
+    if not points:
+        raise RooflineError(f"{trace}: {NO_SHAPES}" if trace else NO_SHAPES)
+    ops = _per_op(points, peaks)
+    total = sum(p.total_ns for p in points)
+    memory = sum(p.total_ns for p in points if p.bound == "memory") / total if total else 0.0
+    return RooflineResult(trace, peaks, peaks.ridge(), tuple(points), ops, skipped, memory,
+                          1.0 - memory if total else 0.0, tuple(_findings(ops, memory, peaks, skipped)))
+
+
+def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:
+    groups: dict[str, list[RooflinePoint]] = defaultdict(list)
+    for p in points:
+        groups[p.op].append(p)
+    ops = []
+    for op, pts in groups.items():
+        total_ns = sum(p.total_ns for p in pts)
+        flops = sum(p.flops * p.executions for p in pts)
+        nbytes = sum(p.bytes * p.executions for p in pts)
+        dtype = pts[0].dtype
+        intensity = flops / nbytes if nbytes else 0.0
+        eff = sum(p.efficiency * p.total_ns for p in pts) / total_ns if total_ns else 0.0
+        ops.append(RooflineOp(op, sum(p.executions for p in pts), total_ns, flops, nbytes, intensity,
+                              flops / (total_ns * 1e-9) if total_ns else 0.0,
+                              min(peaks.peak(dtype), intensity * peaks.bandwidth), eff,
+                              "memory" if intensity < peaks.ridge(dtype) else "compute"))
+    return tuple(sorted(ops, key=lambda o: (-o.total_ns, o.op)))
+
+
+def _findings(ops: tuple[RooflineOp, ...], memory_share: float, peaks: Peaks, skipped: int) -> list[str]:
+    out = [f"memory-bound ops take {memory_share:.0%} of the analysed op time, compute-bound ops "
+           f"{1 - memory_share:.0%} (ridge point {peaks.ridge():.1f} FLOP/byte on {peaks.model}, "
+           f"peaks from the {peaks.source})"]
+    slow = [o for o in ops if o.efficiency < LOW_EFFICIENCY][:MAX_FINDINGS]
+    for o in slow:
+        advice = ("fuse it with its neighbours or avoid the copy: it moves bytes far slower than the bandwidth"
+                  if o.bound == "memory" else
+                  "use larger batches or a faster kernel/dtype: it runs far below the compute peak")
+        out.append(f"{o.op}: {o.total_ns / 1e6:.3f} ms at {o.efficiency:.1%} of its roof "
+                   f"({o.bound}-bound, {o.intensity:.2f} FLOP/byte): {advice}")
+    if not slow:
+        out.append(f"no op type runs below {LOW_EFFICIENCY:.0%} of its roof")
+    if skipped:
+        out.append(f"{skipped} node(s) without input shapes or measured time were left out")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Measured peaks of this machine.
+
+def _cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dfcompass" / "peaks.json"
+
+
+def _bench_gemm() -> float:
+    best = 0.0
+    rng = np.random.default_rng(0)
+    for n in (256, 512, 1024):
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        a @ b  # warm up
+        start = time.perf_counter()
+        reps = 3
+        for _ in range(reps):
+            a @ b
+        elapsed = time.perf_counter() - start
+        best = max(best, 2.0 * n**3 * reps / elapsed)
+    return best
+
+
+def _bench_copy() -> float:
+    src = np.ones(16 * 1024 * 1024, dtype=np.float32)  # 64 MiB
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # warm up, fault the pages in
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * src.nbytes / best  # read + write
+
+
+def measure_peaks(refresh: bool = False) -> Peaks:
+    """FLOP/s (fp32 GEMM, best of 256/512/1024) and bandwidth (64 MiB copy) of this machine.
+
+    The result is cached in ``$XDG_CACHE_HOME/dfcompass/peaks.json`` (``~/.cache`` by default);
+    `refresh` measures again. Takes well under two seconds.
+    """
+    path = _cache_file()
+    if not refresh and path.is_file():
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+            return Peaks("this machine", "measured", float(data["fp32_flops"]), None, float(data["bandwidth"]))
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+    flops, bandwidth = _bench_gemm(), _bench_copy()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"fp32_flops": flops, "bandwidth": bandwidth}, indent=2) + "\n")
+    except OSError:
+        pass  # a read-only home: measure again next time
+    return Peaks("this machine", "measured", flops, None, bandwidth)
