@@ -318,6 +318,53 @@ def _place(input_path: Path, devices: str, output: Path) -> "tuple[Any, str]":
     return result, text
 
 
+def _report_section(trace: Path, work: Path, devices: str | None) -> "Any":
+    """The report section of one trace: info, analyze summary, roofline (when shapes were recorded), placement."""
+    from tc_analyses.analyses import trace_info
+    from tc_analyses.analyses.roofline import RooflineError, device_peaks, roofline
+    from tc_analyses.analyses.summary import summarize
+    from tc_analyses.export.html_report import Block, Section, inline_svg
+    from tc_analyses.export.roofline_plot import write_roofline_plot
+    from tc_analyses.model.graph import build_graph
+    from tc_analyses.reader import read_trace
+
+    section = Section(str(trace))
+    section.blocks.append(Block("Trace", reports.info_text(trace_info.run(trace))))
+    section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(summarize(_built(trace, ())))))
+    try:
+        result = roofline(build_graph(read_trace(trace)), device_peaks("cpu"), str(trace))
+        svg = next(p for p in write_roofline_plot(result, work) if p.suffix == ".svg")
+        section.blocks.append(Block("Roofline", reports.roofline_text(result), inline_svg(svg.read_text())))
+    except RooflineError as exc:
+        section.blocks.append(Block("Roofline", f"not available: {exc}"))
+    if devices:
+        _, text = _place(trace, devices, work / "placement")
+        section.blocks.append(Block(f"Placement on {devices}", text))
+    return section
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The HTML file to write.")
+@click.option("--devices", help="Also recommend a placement on these devices (as recommend-placement).")
+@_handle_errors
+def report(traces: tuple[Path, ...], output: Path, devices: str | None) -> None:
+    """One static HTML page (no server needed) with the reports and plots of each TRACE."""
+    import tempfile
+
+    from tc_analyses.export.html_report import render
+
+    sections = []
+    with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
+        for n, trace in enumerate(traces):
+            work = Path(tmp) / str(n)
+            work.mkdir()
+            sections.append(_report_section(trace, work, devices))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render("dfcompass report", sections), encoding="utf-8")
+    click.echo(f"wrote {output}")
+
+
 def _autostart_dir() -> Path:
     import tracer
 
@@ -429,6 +476,14 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     click.echo(f"\nplacement on {DEMO_DEVICES} (dfcompass recommend-placement):\n")
     click.echo("\n".join(plan_text.splitlines()[:9])
                + f"\n  ... {len(plan.moved)} moved nodes in {output / 'placement' / 'report.txt'}\n")
+    # Everything on one page, roofline plot included (as dfcompass report writes it).
+    from tc_analyses.export.html_report import Block, render
+
+    (output / "report").mkdir(exist_ok=True)
+    section = _report_section(trace, output / "report", None)
+    section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    (output / "report.html").write_text(render("dfcompass demo report", [section]), encoding="utf-8")
+    click.echo(f"\nHTML report (roofline plot included): {output / 'report.html'}")
     click.echo(f"\ndemo output: {output.resolve()}")
 
 

@@ -135,3 +135,26 @@ def test_measure_peaks_writes_the_cache(tmp_path: Path, monkeypatch: pytest.Monk
     assert peaks.fp32_flops > 0 and peaks.bandwidth > 0
     cached = json.loads((tmp_path / "cache" / "dfcompass" / "peaks.json").read_text())
     assert cached == {"fp32_flops": peaks.fp32_flops, "bandwidth": peaks.bandwidth}
+
+
+def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
+    from lxml import html
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    out = tmp_path / "report.html"
+    result = cli("report", str(trace), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    page = out.read_text()
+    doc = html.fromstring(page)
+    headings = [h.text_content() for h in doc.iter("h3")]
+    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)", "Roofline"]
+    assert len(doc.findall(".//svg")) == 1  # the roofline plot, inline
+    assert "src=" not in page and "href=\"http" not in page  # no external resources
+
+
+def test_html_report_escapes_every_text() -> None:
+    from tc_analyses.export.html_report import Block, Section, render
+
+    page = render("t <&>", [Section("trace <b>", [Block("op <i>", text="<script>alert(1)</script> & \"'")])])
+    assert "<script>" not in page and "<b>" not in page and "<i>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page and "trace &lt;b&gt;" in page

@@ -152,6 +152,8 @@ def test_demo_records_the_torch_workload(tmp_path: Path, cli: Callable[..., Any]
     assert (out / "placement" / "predicted" / "metadata").is_file()
     assert (out / "placement" / "views" / "xml" / "dataflow.xml").is_file()
     assert "placement on cpu,cuda:0=H100" in result.stdout
+    page = (out / "report.html").read_text()  # the HTML report ends the demo, roofline plot included
+    assert "<svg" in page and "Roofline" in page and "Placement on cpu,cuda:0=H100" in page
     # again into the same folder: the demo replaces its trace
     again = cli("demo", "-o", out, "--steps", "1")
     assert again.exit_code == 0, again.stderr
