@@ -283,7 +283,8 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @_handle_errors
 def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
-    result, text = _place(input_path, devices, output)
+    with _progress("planning", None):  # the search runs for seconds on large graphs
+        result, text = _place(input_path, devices, output)
     click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
                nl=False)
 

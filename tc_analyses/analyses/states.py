@@ -19,6 +19,7 @@ from tc_analyses.model.state_system import Interval, StateSystem
 from tc_analyses.model.xml_pattern import Segment, load_patterns
 from tc_analyses.model.xml_provider import Event, load_providers
 from tc_analyses.reader.fast import read_trace
+from tc_analyses.reader.metadata import is_dfcompass_trace
 
 
 @dataclass
@@ -39,7 +40,7 @@ class BuiltAnalyses:
 
 def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
     """A function giving a fresh time-ordered event stream (one pass per analysis)."""
-    if read_metadata_safe(trace_path):
+    if is_dfcompass_trace(trace_path):
         trace = read_trace(trace_path)
         built.lost = trace.discarded
         built.classes = tuple(sorted(name for name, table in trace.tables.items() if len(table)))
@@ -55,14 +56,6 @@ def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], 
     if events:
         built.first_ts, built.last_ts = events[0][1], events[-1][1]
     return lambda: iter(events)
-
-
-def read_metadata_safe(trace_path: str | Path) -> bool:
-    """Whether `trace_path` is a dfcompass trace (the fast reader's kind)."""
-    from tc_analyses.reader.metadata import find_traces, read_metadata
-
-    traces = find_traces(trace_path)
-    return len(traces) == 1 and traces[0] == Path(trace_path) and read_metadata(trace_path).is_dfcompass
 
 
 def build(trace_path: str | Path, xml_files: list[Path],

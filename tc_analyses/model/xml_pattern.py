@@ -401,4 +401,4 @@ def load_patterns(path: str | Path) -> list[Pattern]:
     return [Pattern(e) for e in analysis_elements(path, "pattern")]
 
 
-__all__ = ["Pattern", "PatternStateSystem", "Segment", "load_patterns", "_typed"]
+__all__ = ["Pattern", "PatternStateSystem", "Segment", "load_patterns"]

@@ -65,6 +65,12 @@ def find_traces(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("metadata") if p.is_file()) if root.is_dir() else []
 
 
+def is_dfcompass_trace(path: str | Path) -> bool:
+    """Whether `path` is one dfcompass trace directory (what the fast reader reads)."""
+    traces = find_traces(path)
+    return len(traces) == 1 and traces[0] == Path(path) and read_metadata(path).is_dfcompass
+
+
 def read_metadata(trace_dir: str | Path) -> Metadata:
     """Parse `trace_dir`/metadata. Raises TraceError when it is missing or not CTF text."""
     path = Path(trace_dir) / "metadata"
