@@ -1,0 +1,287 @@
+"""A trace's activity as paired intervals: node runs, steps, runtime API calls and GPU operations.
+
+The seed analyses (runtime overhead, idle-time breakdown, memory, inter-operator parallelism)
+all need the same joins, so they are made once here:
+
+* begin/end events paired into intervals (GPU operations per device, queue and correlation id;
+  API calls per thread, name and correlation id, innermost first; nodes by execution id);
+* each API call's **owner**: the outermost node running on its thread when it started, which is
+  the framework op that issued it;
+* each GPU operation's **launch**: the API call with the same correlation id.
+
+Intervals whose begin or end was not recorded (a truncated trace) are left out and counted in
+``unpaired``. All times are nanoseconds on the trace clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tc_analyses.reader.fast import DfcTrace
+
+NO_STEP = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class GpuOp:
+    kind: str  # "kernel", "memcpy" or "memset"
+    device: str
+    queue: int
+    correlation_id: int
+    start: int
+    end: int
+    name: str  # kernel name; copy kind for memcpy ("HtoD", "HtoD pageable"...); "memset"
+    bytes: int = 0
+    src_device: str = ""
+    dst_device: str = ""
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    tid: int
+    name: str
+    correlation_id: int
+    start: int
+    end: int
+    owner: int = -1  # index in Activity.nodes of the outermost node open on this thread, -1 if none
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    node_id: int
+    op: str
+    name: str
+    device: str
+    tid: int
+    step: int
+    start: int
+    end: int
+    outermost: bool  # no other node of its thread encloses it
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class StepRun:
+    step: int
+    tid: int
+    start: int
+    end: int
+
+
+@dataclass
+class Activity:
+    path: str
+    nodes: list[NodeRun]  # by start time
+    steps: list[StepRun]  # by start time
+    api: list[ApiCall]  # by start time
+    gpu: list[GpuOp]  # by start time
+    devices: dict[int, str]
+    unpaired: int = 0
+    span: tuple[int, int] = (0, 0)  # first and last event time of the trace
+    _launch: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def launch_of(self, op: GpuOp) -> ApiCall | None:
+        """The API call that launched `op` (same correlation id), if it was recorded."""
+        if not self._launch:
+            self._launch = {c.correlation_id: i for i, c in enumerate(self.api) if c.correlation_id}
+        at = self._launch.get(op.correlation_id) if op.correlation_id else None
+        return None if at is None else self.api[at]
+
+
+def read_activity(trace: DfcTrace) -> Activity:
+    """Pair the begin/end events of `trace` into an :class:`Activity`."""
+    devices = _devices(trace)
+    unpaired = 0
+    nodes, lost = _nodes(trace, devices)
+    unpaired += lost
+    steps, lost = _steps(trace)
+    unpaired += lost
+    api, lost = _api(trace, nodes)
+    unpaired += lost
+    gpu, lost = _gpu(trace, devices)
+    unpaired += lost
+    firsts = [int(t["timestamp"][0]) for t in trace.tables.values() if len(t)]
+    lasts = [int(t["timestamp"][-1]) for t in trace.tables.values() if len(t)]
+    span = (min(firsts), max(lasts)) if firsts else (0, 0)
+    return Activity(str(trace.path), nodes, steps, api, gpu, devices, unpaired, span)
+
+
+def _devices(trace: DfcTrace) -> dict[int, str]:
+    table = trace.table("device_info")
+    return {d: n or f"device{d}" for d, n in zip(table["device"].tolist(), table.text("name").tolist())}
+
+
+def _nodes(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[NodeRun], int]:
+    begins, ends = trace.table("node_begin"), trace.table("node_end")
+    end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
+    raw = []
+    for nid, ts, op, name, dev, tid, step in zip(
+            begins["node_id"].tolist(), begins["timestamp"].tolist(), begins.text("op").tolist(),
+            begins.text("name").tolist(), begins["device"].tolist(), begins["tid"].tolist(),
+            begins["step"].tolist()):
+        end = end_of.pop(nid, None)
+        if end is not None:
+            raw.append((ts, -end, nid, op or "", name or "", devices.get(dev, f"device{dev}"), tid, step))
+    unpaired = len(begins) - len(raw) + len(end_of)
+    raw.sort()  # by start, enclosing nodes first
+    open_until: dict[int, int] = {}  # tid -> end of the outermost open node
+    nodes = []
+    for ts, neg_end, nid, op, name, device, tid, step in raw:
+        outermost = ts >= open_until.get(tid, -1)
+        if outermost:
+            open_until[tid] = -neg_end
+        nodes.append(NodeRun(nid, op, name, device, tid, step, ts, -neg_end, outermost))
+    return nodes, unpaired
+
+
+def _steps(trace: DfcTrace) -> tuple[list[StepRun], int]:
+    begins, ends = trace.table("step_begin"), trace.table("step_end")
+    pending: dict[tuple[int, int], deque[int]] = defaultdict(deque)
+    for ts, step, tid in zip(begins["timestamp"].tolist(), begins["step"].tolist(), begins["tid"].tolist()):
+        pending[(step, tid)].append(ts)
+    steps, unpaired = [], 0
+    for ts, step, tid in zip(ends["timestamp"].tolist(), ends["step"].tolist(), ends["tid"].tolist()):
+        queue = pending.get((step, tid))
+        if queue:
+            steps.append(StepRun(step, tid, queue.popleft(), ts))
+        else:
+            unpaired += 1
+    unpaired += sum(len(q) for q in pending.values())
+    steps.sort(key=lambda s: (s.start, s.tid))
+    return steps, unpaired
+
+
+def _outermost_index(nodes: list[NodeRun]) -> dict[int, tuple[list[int], list[int]]]:
+    """tid -> (starts, node indexes) of its outermost nodes, for bisecting."""
+    per_tid: dict[int, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for i, n in enumerate(nodes):
+        if n.outermost:
+            starts, indexes = per_tid[n.tid]
+            starts.append(n.start)
+            indexes.append(i)
+    return per_tid
+
+
+def _api(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
+    enters, exits = trace.table("api_enter"), trace.table("api_exit")
+    # Calls are paired first in, first out per (thread, name, correlation id): correlation ids
+    # tell calls apart, and a call of zero duration has its exit at its enter's timestamp.
+    exit_times: dict[tuple[int, str, int], deque[int]] = defaultdict(deque)
+    for ts, tid, name, corr in zip(exits["timestamp"].tolist(), exits["tid"].tolist(),
+                                   exits.text("name").tolist(), exits["correlation_id"].tolist()):
+        exit_times[(tid, name or "", corr)].append(ts)
+    owners = _outermost_index(nodes)
+    calls, unpaired = [], 0
+    for ts, tid, name, corr in zip(enters["timestamp"].tolist(), enters["tid"].tolist(),
+                                   enters.text("name").tolist(), enters["correlation_id"].tolist()):
+        pending = exit_times.get((tid, name or "", corr))
+        while pending and pending[0] < ts:
+            pending.popleft()  # an exit whose enter was not recorded
+            unpaired += 1
+        if not pending:
+            unpaired += 1
+            continue
+        calls.append(ApiCall(tid, name or "", corr, ts, pending.popleft(), _owner(owners, nodes, tid, ts)))
+    unpaired += sum(len(q) for q in exit_times.values())
+    calls.sort(key=lambda c: (c.start, c.tid))
+    return calls, unpaired
+
+
+def _owner(owners: dict[int, tuple[list[int], list[int]]], nodes: list[NodeRun], tid: int, ts: int) -> int:
+    found = owners.get(tid)
+    if not found:
+        return -1
+    starts, indexes = found
+    at = bisect.bisect_right(starts, ts) - 1
+    if at < 0:
+        return -1
+    node = nodes[indexes[at]]
+    return indexes[at] if node.start <= ts <= node.end else -1
+
+
+_GPU_CLASSES = (("kernel", "kernel_begin", "kernel_end"), ("memcpy", "memcpy_begin", "memcpy_end"),
+                ("memset", "memset_begin", "memset_end"))
+
+
+def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
+    ops: list[GpuOp] = []
+    unpaired = 0
+    for kind, begin_name, end_name in _GPU_CLASSES:
+        begins, ends = trace.table(begin_name), trace.table(end_name)
+        if not len(begins) and not len(ends):
+            continue
+        end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
+        for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),
+                                        ends["queue"].tolist(), ends["correlation_id"].tolist()):
+            end_times[(dev, queue, corr)].append(ts)
+        details = _details(kind, begins, devices)
+        for i, (ts, dev, queue, corr) in enumerate(zip(begins["timestamp"].tolist(), begins["device"].tolist(),
+                                                       begins["queue"].tolist(),
+                                                       begins["correlation_id"].tolist())):
+            pending = end_times.get((dev, queue, corr))
+            while pending and pending[0] < ts:
+                pending.popleft()  # an end whose begin was not recorded
+                unpaired += 1
+            if not pending:
+                unpaired += 1
+                continue
+            name, nbytes, src, dst = details[i]
+            ops.append(GpuOp(kind, devices.get(dev, f"device{dev}"), queue, corr, ts, pending.popleft(),
+                             name, nbytes, src, dst))
+        unpaired += sum(len(q) for q in end_times.values())
+    ops.sort(key=lambda o: (o.start, o.device, o.queue))
+    return ops, unpaired
+
+
+def _details(kind: str, begins: Any, devices: dict[int, str]) -> list[tuple[str, int, str, str]]:
+    n = len(begins)
+    if kind == "kernel":
+        return [(name or "", 0, "", "") for name in begins.text("name").tolist()]
+    if kind == "memset":
+        return [("memset", b, "", "") for b in begins["bytes"].tolist()]
+    return [(k or "", b, devices.get(s, f"device{s}"), devices.get(d, f"device{d}"))
+            for k, b, s, d in zip(begins.text("copy_kind").tolist(), begins["bytes"].tolist(),
+                                  begins["src_device"].tolist(), begins["dst_device"].tolist())][:n]
+
+
+def merge_intervals(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The union of half-open intervals [start, end) as sorted, disjoint intervals."""
+    if len(starts) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, dtype=np.int64)[order], np.asarray(ends, dtype=np.int64)[order]
+    reach = np.maximum.accumulate(e)
+    new_group = np.empty(len(s), dtype=bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > reach[:-1]
+    return s[new_group], np.maximum.reduceat(e, np.flatnonzero(new_group))
+
+
+def union_ns(starts: Any, ends: Any) -> int:
+    """Total length of the union of intervals [start, end)."""
+    s, e = merge_intervals(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+    return int((e - s).sum())
+
+
+def clipped_union_ns(starts: Any, ends: Any, lo: int, hi: int) -> int:
+    """Length of the union of the intervals within the window [lo, hi)."""
+    s = np.clip(np.asarray(starts, dtype=np.int64), lo, hi)
+    e = np.clip(np.asarray(ends, dtype=np.int64), lo, hi)
+    return union_ns(s, e)

@@ -1,0 +1,57 @@
+"""Pairing begin/end events into intervals and joining API calls to nodes and GPU ops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tc_analyses.model.activity import clipped_union_ns, merge_intervals, read_activity, union_ns
+from tc_analyses.reader import read_trace
+from tracer.builder import TraceBuilder
+
+
+def _trace(tmp_path: Path) -> Path:
+    out = tmp_path / "t"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, gpu = b.device("cpu", ts=10), b.device("cuda:0", ts=10)
+        b.add("step_begin", "1", 100, 0, 1)
+        b.add("node_begin", "1", 100, 1, "aten::mm", "mm", cpu, 1, 0)
+        b.add("node_begin", "1", 110, 2, "aten::inner", "inner", cpu, 1, 0)  # nested: not outermost
+        b.add("api_enter", "1", 120, 1, "cudaLaunchKernel", 7)
+        b.add("api_exit", "1", 130, 1, "cudaLaunchKernel", 7)
+        b.add("api_enter", "1", 140, 1, "cudaGetDevice", 0)  # zero-duration call
+        b.add("api_exit", "1", 140, 1, "cudaGetDevice", 0)
+        b.add("node_end", "1", 150, 2, cpu, 1)
+        b.add("node_end", "1", 160, 1, cpu, 1)
+        b.add("kernel_begin", "g", 170, gpu, 7, 7, "gemm", 1, 1, 1, 1, 1, 1)
+        b.add("kernel_end", "g", 260, gpu, 7, 7)
+        b.add("memcpy_begin", "g", 300, gpu, 7, 0, 4096, "HtoD", cpu, gpu)
+        b.add("kernel_end", "g", 310, gpu, 9, 9)  # an end without its begin
+        b.add("memcpy_end", "g", 350, gpu, 7, 0)
+        b.add("api_enter", "1", 400, 1, "cudaMalloc", 0)  # no exit: cut short
+        b.add("step_end", "1", 400, 0, 1)
+    return out
+
+
+def test_pairs_and_joins(tmp_path: Path) -> None:
+    activity = read_activity(read_trace(_trace(tmp_path)))
+    assert [(n.name, n.start, n.end, n.outermost) for n in activity.nodes] == [
+        ("mm", 100, 160, True), ("inner", 110, 150, False)]
+    assert [(c.name, c.start, c.end, activity.nodes[c.owner].name) for c in activity.api] == [
+        ("cudaLaunchKernel", 120, 130, "mm"), ("cudaGetDevice", 140, 140, "mm")]
+    assert [(g.kind, g.device, g.queue, g.start, g.end, g.name, g.bytes) for g in activity.gpu] == [
+        ("kernel", "cuda:0", 7, 170, 260, "gemm", 0), ("memcpy", "cuda:0", 7, 300, 350, "HtoD", 4096)]
+    assert activity.launch_of(activity.gpu[0]) == activity.api[0]
+    assert activity.launch_of(activity.gpu[1]) is None  # correlation id 0 joins nothing
+    assert [(s.step, s.start, s.end) for s in activity.steps] == [(0, 100, 400)]
+    assert activity.unpaired == 2  # the orphan kernel end and the unfinished cudaMalloc
+
+
+def test_union_of_intervals() -> None:
+    starts, ends = np.array([5, 0, 20, 10]), np.array([12, 4, 30, 15])
+    merged = merge_intervals(starts, ends)
+    assert merged[0].tolist() == [0, 5, 20] and merged[1].tolist() == [4, 15, 30]
+    assert union_ns(starts, ends) == 4 + 10 + 10
+    assert clipped_union_ns(starts, ends, 3, 25) == 1 + 10 + 5
+    assert union_ns([], []) == 0
