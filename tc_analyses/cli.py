@@ -58,15 +58,15 @@ def _handle_errors(func: F) -> F:
 
 
 @contextmanager
-def _progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr when interactive; a no-op otherwise."""
+def _progress(label: str, total: int | None, unit: str = "bytes") -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr when interactive; a no-op otherwise. `unit`: bytes or items."""
     if not _State.progress or not sys.stderr.isatty():
         yield lambda n: None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    columns = [TextColumn(label), BarColumn(), DownloadColumn() if total else TextColumn("{task.completed}"),
-               TimeRemainingColumn()]
+    count = (DownloadColumn() if unit == "bytes" else MofNCompleteColumn()) if total else TextColumn("{task.completed}")
+    columns = [TextColumn(label), BarColumn(), count, TimeRemainingColumn()]
     with Progress(*columns, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
@@ -220,28 +220,52 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--device", default="cpu", show_default=True,
               help="Peaks from the device table: cpu (generic CPU, this machine's cores), CPU-<cores> or a GPU model (A100, H100...).")
 @click.option("--measure-peaks", is_flag=True, help="Use this machine's measured peaks (numpy microbenchmark, cached).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Folder for roofline.png and roofline.svg.")
+@click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
+@click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them (batch, threads...).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Folder for roofline.png/.svg (and roofline-trajectory.png/.svg).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_handle_errors
-def roofline(trace: Path, device: str, measure_peaks: bool, output: Path | None, fmt: str) -> None:
-    """Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency."""
+def roofline(traces: tuple[Path, ...], device: str, measure_peaks: bool, labels: str | None, axis: str,
+             output: Path | None, fmt: str) -> None:
+    """Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency.
+
+    With several TRACES (the same program run with different batch sizes or thread counts), also
+    draw each op type's trajectory across them.
+    """
+    from tc_analyses.analyses.labels import default_labels
     from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline as analyse
+    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
+    from tc_analyses.export.roofline_plot import write_roofline_plot, write_trajectory_plot
     from tc_analyses.model.graph import build_graph
     from tc_analyses.reader import read_trace
 
+    names = default_labels([str(t) for t in traces], labels)
     peaks = measure() if measure_peaks else device_peaks(device)
-    result = analyse(build_graph(read_trace(trace)), peaks, str(trace))
+    results = []
+    with _progress("roofline", len(traces) if len(traces) > 1 else None, "items") as advance:
+        for trace in traces:
+            results.append(analyse(build_graph(read_trace(trace)), peaks, str(trace)))
+            advance(1)
+    single = len(results) == 1
+    for label, result in zip(names, results):
+        if output is not None:
+            write_roofline_plot(result, output if single else output / label)
+    trajectory = None if single else roofline_trajectory(list(zip(names, results)), axis)
+    if trajectory is not None and output is not None:
+        write_trajectory_plot(trajectory, output)
+    if fmt == "json":
+        click.echo(reports.to_json(results[0]) if single else
+                   reports.to_json_document({"runs": results, "trajectory": trajectory}), nl=False)
+        return
+    text = "\n".join(reports.roofline_text(r) for r in results)
+    if trajectory is not None:
+        text += "\n" + reports.roofline_trajectory_text(trajectory)
     if output is not None:
-        from tc_analyses.export.roofline_plot import write_roofline_plot
-
-        write_roofline_plot(result, output)
-    text = reports.to_json(result) if fmt == "json" else reports.roofline_text(result)
-    if output is not None and fmt == "text":
-        text += f"plot: {(output / 'roofline.png').resolve()} and roofline.svg\n"
+        text += f"plots: {output.resolve()} (roofline.png/.svg" + (" per trace folder, roofline-trajectory.png/.svg)\n" if not single else ")\n")
     click.echo(text, nl=False)
 
 

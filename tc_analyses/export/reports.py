@@ -9,6 +9,7 @@ from typing import Any
 
 from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.roofline import RooflineResult
+from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.trace_info import TraceInfo
 from tracer.importers import ImportSummary
@@ -22,6 +23,18 @@ def to_json(result: Any) -> str:
     if isinstance(result, ImportSummary):
         data["events"] = result.events
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def to_json_document(parts: dict[str, Any]) -> str:
+    """Several results (dataclasses, lists of them, None) as one JSON object."""
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return json.loads(to_json(value))
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return json.dumps({k: plain(v) for k, v in parts.items()}, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def _utc(ns: int | None) -> str:
@@ -146,6 +159,16 @@ def roofline_text(r: RooflineResult) -> str:
         (o.op, o.count, f"{o.total_ns / 1e6:.3f}", _rate(o.achieved_flops, "FLOP/s"), f"{o.intensity:.2f}",
          o.bound, f"{o.efficiency:.1%}") for o in r.ops])
     lines += ["", "findings:"] + [f"  - {f}" for f in r.findings]
+    return "\n".join(lines) + "\n"
+
+
+def roofline_trajectory_text(t: RooflineTrajectory) -> str:
+    """The trajectory part of `dfcompass roofline TRACE TRACE...` as text."""
+    lines = [f"roofline trajectory over {t.axis}: " + ", ".join(f"{label} ({trace})" for label, trace in zip(t.labels, t.traces)), ""]
+    rows = [(o.op, p.label, f"{p.total_ns / 1e6:.3f}", _rate(p.achieved_flops, "FLOP/s"), f"{p.intensity:.2f}",
+             f"{p.efficiency:.1%}") for o in (t.overall, *t.ops) for p in o.points]
+    lines += _table(("op", t.axis, "time ms", "FLOP/s", "FLOP/byte", "efficiency"), rows)
+    lines += ["", "trajectory findings:"] + [f"  - {f}" for f in t.findings]
     return "\n".join(lines) + "\n"
 
 

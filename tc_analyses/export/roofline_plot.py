@@ -11,37 +11,69 @@ SVG ids, no dates or software names in the metadata.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from tc_analyses.analyses.roofline import RooflineResult
+from tc_analyses.analyses.roofline import Peaks, RooflineResult
+from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
 
 SIZE_IN = (8.0, 5.5)
 DPI = 100
+
+
+_RC = {"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans", "font.size": 9,
+       "path.simplify": False}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _draw_roof(ax: Any, peaks: Peaks, intensities: list[float]) -> None:
+    """The memory slope and compute ceilings, with log axes wide enough for `intensities`."""
+    ridge = peaks.ridge()
+    lo = min(min(intensities + [ridge]) / 10, 0.01)
+    hi = max(max(intensities + [ridge]) * 10, ridge * 100)
+    xs = [lo, ridge, hi]
+    ax.plot(xs, [min(peaks.fp32_flops, x * peaks.bandwidth) for x in xs], color="black", lw=1.5,
+            label=f"roof: {peaks.bandwidth / 1e9:.1f} GB/s, {peaks.fp32_flops / 1e12:.2f} TFLOP/s fp32")
+    if peaks.half_flops:
+        half_ridge = peaks.half_flops / peaks.bandwidth
+        hx = [ridge, half_ridge, max(hi, half_ridge * 10)]
+        ax.plot(hx, [min(peaks.half_flops, x * peaks.bandwidth) for x in hx], color="gray", lw=1,
+                ls="--", label=f"half-precision peak {peaks.half_flops / 1e12:.0f} TFLOP/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.grid(True, which="major", ls=":", lw=0.5)
+
+
+def _save(fig: Any, output: Path, stem: str) -> list[Path]:
+    fig.tight_layout()
+    output.mkdir(parents=True, exist_ok=True)
+    png, svg = output / f"{stem}.png", output / f"{stem}.svg"
+    fig.savefig(png, format="png", metadata={"Software": None})
+    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    return [png, svg]
 
 
 def write_roofline_plot(result: RooflineResult, output: Path) -> list[Path]:
     """Write ``output/roofline.png`` and ``output/roofline.svg``; returns their paths."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     ops = [o for o in result.ops if o.flops > 0 and o.achieved_flops > 0]
     peaks = result.peaks
-    with matplotlib.rc_context({"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-                                "font.size": 9, "path.simplify": False}):
+    with matplotlib.rc_context(_RC):
         fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
         try:
-            intensities = [o.intensity for o in ops] + [result.ridge_point]
-            lo = min(min(intensities) / 10, 0.01)
-            hi = max(max(intensities) * 10, result.ridge_point * 100)
-            xs = [lo, result.ridge_point, hi]
-            ax.plot(xs, [min(peaks.fp32_flops, x * peaks.bandwidth) for x in xs], color="black", lw=1.5,
-                    label=f"roof: {peaks.bandwidth / 1e9:.1f} GB/s, {peaks.fp32_flops / 1e12:.2f} TFLOP/s fp32")
-            if peaks.half_flops:
-                ridge = peaks.half_flops / peaks.bandwidth
-                hx = [result.ridge_point, ridge, max(hi, ridge * 10)]
-                ax.plot(hx, [min(peaks.half_flops, x * peaks.bandwidth) for x in hx], color="gray", lw=1,
-                        ls="--", label=f"half-precision peak {peaks.half_flops / 1e12:.0f} TFLOP/s")
+            _draw_roof(ax, peaks, [o.intensity for o in ops])
             total = sum(o.total_ns for o in ops) or 1
             for i, o in enumerate(ops):
                 color = "tab:blue" if o.bound == "memory" else "tab:red"
@@ -49,19 +81,37 @@ def write_roofline_plot(result: RooflineResult, output: Path) -> list[Path]:
                            alpha=0.6, edgecolors="black", linewidths=0.5, zorder=3)
                 ax.annotate(f"{o.op} ({o.efficiency:.0%})", (o.intensity, o.achieved_flops),
                             textcoords="offset points", xytext=(6, 4 + (i % 3) * 6), fontsize=7)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(lo, hi)
-            ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-            ax.set_ylabel("achieved FLOP/s")
             ax.set_title(f"Roofline on {peaks.model} ({peaks.source}); point area = op time")
-            ax.grid(True, which="major", ls=":", lw=0.5)
             ax.legend(loc="lower right", fontsize=7)
-            fig.tight_layout()
-            output.mkdir(parents=True, exist_ok=True)
-            png, svg = output / "roofline.png", output / "roofline.svg"
-            fig.savefig(png, format="png", metadata={"Software": None})
-            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+            return _save(fig, output, "roofline")
         finally:
             plt.close(fig)
-    return [png, svg]
+
+
+def write_trajectory_plot(trajectory: RooflineTrajectory, output: Path) -> list[Path]:
+    """Write ``output/roofline-trajectory.png`` and ``.svg``: each op type's path across the runs."""
+    import matplotlib
+
+    plt = _pyplot()
+    paths = [t for t in (trajectory.overall, *trajectory.ops)
+             if all(p.intensity > 0 and p.achieved_flops > 0 for p in t.points)]
+    with matplotlib.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
+        try:
+            _draw_roof(ax, trajectory.peaks, [p.intensity for t in paths for p in t.points])
+            for i, t in enumerate(paths):
+                xs, ys = [p.intensity for p in t.points], [p.achieved_flops for p in t.points]
+                overall = t.op == trajectory.overall.op
+                ax.plot(xs, ys, marker="o", ms=4, lw=2.2 if overall else 1.2, color="black" if overall else f"C{i % 10}",
+                        label=t.op, zorder=3)
+                for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:]):
+                    ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "lw": 0.8,
+                                                                   "color": "black" if overall else f"C{i % 10}"})
+                ax.annotate(t.points[0].label, (xs[0], ys[0]), textcoords="offset points", xytext=(-10, -10), fontsize=6)
+                ax.annotate(t.points[-1].label, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 4), fontsize=6)
+            ax.set_title(f"Roofline trajectory over {trajectory.axis} ({', '.join(trajectory.labels)}) "
+                         f"on {trajectory.peaks.model}")
+            ax.legend(loc="lower right", fontsize=7)
+            return _save(fig, output, "roofline-trajectory")
+        finally:
+            plt.close(fig)

@@ -1,0 +1,36 @@
+"""Order the runs of a trajectory by their labels: numerically when every label is a number."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def _number(label: str) -> float | None:
+    try:
+        return float(label)
+    except ValueError:
+        return None
+
+
+def order_runs(runs: list[tuple[str, T]]) -> list[tuple[str, T]]:
+    """`runs` ((label, value) pairs) sorted by numeric label, or in the given order otherwise."""
+    numbers = [_number(label) for label, _ in runs]
+    if all(n is not None for n in numbers):
+        return [run for _, run in sorted(zip(numbers, runs), key=lambda pair: pair[0])]  # type: ignore[arg-type,return-value]
+    return list(runs)
+
+
+def default_labels(paths: list[str], given: str | None) -> list[str]:
+    """Labels from a comma-separated option, else each trace's folder name."""
+    from pathlib import Path
+
+    if given:
+        labels = [label.strip() for label in given.split(",")]
+        if len(labels) != len(paths):
+            from tc_analyses.errors import ConfigurationError
+
+            raise ConfigurationError(f"--labels has {len(labels)} label(s) for {len(paths)} trace(s)")
+        return labels
+    return [Path(p).name or str(p) for p in paths]
