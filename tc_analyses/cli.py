@@ -237,18 +237,16 @@ def roofline(traces: tuple[Path, ...], device: str, measure_peaks: bool, labels:
     draw each op type's trajectory across them.
     """
     from tc_analyses.analyses.labels import default_labels
-    from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline as analyse
+    from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline_of_trace
     from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
     from tc_analyses.export.roofline_plot import write_roofline_plot, write_trajectory_plot
-    from tc_analyses.model.graph import build_graph
-    from tc_analyses.reader import read_trace
 
     names = default_labels([str(t) for t in traces], labels)
     peaks = measure() if measure_peaks else device_peaks(device)
     results = []
     with _progress("roofline", len(traces) if len(traces) > 1 else None, "items") as advance:
         for trace in traces:
-            results.append(analyse(build_graph(read_trace(trace)), peaks, str(trace)))
+            results.append(roofline_of_trace(trace, peaks))
             advance(1)
     single = len(results) == 1
     for label, result in zip(names, results):
@@ -346,7 +344,7 @@ def _place(input_path: Path, devices: str, output: Path) -> "tuple[Any, str]":
 def _report_section(trace: Path, work: Path, devices: str | None) -> "Any":
     """The report section of one trace: info, analyze summary, roofline (when shapes were recorded), placement."""
     from tc_analyses.analyses import trace_info
-    from tc_analyses.analyses.roofline import RooflineError, device_peaks, roofline
+    from tc_analyses.analyses.roofline import RooflineError, device_peaks, roofline_of_trace
     from tc_analyses.analyses.summary import summarize
     from tc_analyses.export.html_report import Block, Section, inline_svg
     from tc_analyses.export.roofline_plot import write_roofline_plot
@@ -357,7 +355,7 @@ def _report_section(trace: Path, work: Path, devices: str | None) -> "Any":
     section.blocks.append(Block("Trace", reports.info_text(trace_info.run(trace))))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(summarize(_built(trace, ())))))
     try:
-        result = roofline(build_graph(read_trace(trace)), device_peaks("cpu"), str(trace))
+        result = roofline_of_trace(trace, device_peaks("cpu"))
         svg = next(p for p in write_roofline_plot(result, work) if p.suffix == ".svg")
         section.blocks.append(Block("Roofline", reports.roofline_text(result), inline_svg(svg.read_text())))
     except RooflineError as exc:

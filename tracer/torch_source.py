@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracer import schema
+from tracer.copy_kinds import copy_kind_of
 from tracer.session import Session, active_session
 
 MODULE_MARK = "dfc.module::"
@@ -249,7 +250,11 @@ class TorchRecorder:
     def start(self) -> "TorchRecorder":
         torch = self._torch
         if self._own_session:
-            self.session = Session(self._session_arg, **self._session_options).start()  # type: ignore[arg-type]
+            # The thread settings go into the metadata: the roofline's thread advice reads them.
+            options = dict(self._session_options)
+            options["env"] = {"torch_num_threads": torch.get_num_threads(),
+                              "torch_interop_threads": torch.get_num_interop_threads(), **options.get("env", {})}
+            self.session = Session(self._session_arg, **options).start()  # type: ignore[arg-type]
         else:
             self.session = self._session_arg or active_session()  # type: ignore[assignment]
             if self.session is None:
@@ -404,7 +409,7 @@ class TorchRecorder:
                 key = f"torch-gpu{event.device_index()}-q{queue}"
                 lower = name.lower()
                 if lower.startswith("memcpy"):
-                    kind = next((k for k in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP") if k in name), "")
+                    kind = copy_kind_of(name)  # "HtoD pageable", "DtoD"... (tracer.copy_kinds)
                     batch.add("memcpy_begin", key, start, device, queue, corr, event.nbytes() if hasattr(event, "nbytes") else 0,
                               kind, device, device)
                     batch.add("memcpy_end", key, end, device, queue, corr)

@@ -131,8 +131,12 @@ def _roof_time(flops: float, nbytes: float, peak: float, bandwidth: float) -> fl
     return max(flops / peak, nbytes / bandwidth)
 
 
-def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = "") -> RooflineResult:
-    """The roofline of every node of `graph` with input shapes, against `device_spec`'s peaks."""
+def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = "", threads: int | None = None) -> RooflineResult:
+    """The roofline of every node of `graph` with input shapes, against `device_spec`'s peaks.
+
+    `threads` is the intra-op thread count the run used (``torch_num_threads`` in the trace's
+    metadata), when known: it makes the thread-setting finding concrete.
+    """
     peaks = device_spec if isinstance(device_spec, Peaks) else peaks_from_spec(device_spec)
     points: list[RooflinePoint] = []
     skipped = 0
@@ -164,7 +168,18 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
     total = sum(p.total_ns for p in points)
     memory = sum(p.total_ns for p in points if p.bound == "memory") / total if total else 0.0
     return RooflineResult(trace, peaks, peaks.ridge(), tuple(points), ops, skipped, memory,
-                          1.0 - memory if total else 0.0, tuple(_findings(ops, memory, peaks, skipped)))
+                          1.0 - memory if total else 0.0, tuple(_findings(ops, memory, peaks, skipped) + [_thread_finding(memory, peaks, threads)]))
+
+
+def roofline_of_trace(path: str | Path, peaks: Peaks) -> RooflineResult:
+    """Read the trace at `path`, build its graph and put it on `peaks`' roofline."""
+    from tc_analyses.model.graph import build_graph
+    from tc_analyses.reader import read_trace
+
+    trace = read_trace(path)
+    threads = trace.metadata.env.get("torch_num_threads")
+    return roofline(build_graph(trace), peaks, str(path), int(threads) if isinstance(threads, int) or
+                    (isinstance(threads, str) and threads.isdigit()) else None)
 
 
 def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:
@@ -202,6 +217,26 @@ def _findings(ops: tuple[RooflineOp, ...], memory_share: float, peaks: Peaks, sk
     if skipped:
         out.append(f"{skipped} node(s) without input shapes or measured time were left out")
     return out
+
+
+def _cores(peaks: Peaks) -> int | None:
+    model = peaks.model
+    return int(model[4:]) if model.startswith("CPU-") and model[4:].isdigit() else None
+
+
+def _thread_finding(memory_share: float, peaks: Peaks, threads: int | None) -> str:
+    """Which intra-op thread setting is worth trying, from the bound mix (check it with a thread trajectory)."""
+    cores = _cores(peaks)
+    check = "; check it with a thread trajectory: record with several torch.set_num_threads values and run dfcompass roofline --axis threads"
+    if threads is None:
+        return "the trace does not say how many intra-op threads ran" + check
+    if memory_share > 0.5:
+        return (f"the run used {threads} intra-op thread(s) and memory-bound ops dominate ({memory_share:.0%}): once the memory "
+                f"bandwidth is saturated more threads only contend, so try fewer threads (e.g. {max(1, threads // 2)})" + check)
+    if cores is not None and threads < cores:
+        return (f"the run used {threads} of {cores} cores and compute-bound ops dominate ({1 - memory_share:.0%}): "
+                f"try torch.set_num_threads({cores})" + check)
+    return f"the run used {threads} intra-op thread(s); compute-bound ops dominate ({1 - memory_share:.0%})" + check
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,3 +101,15 @@ def test_cli_trajectory(tmp_path: Path, cli: Callable[..., Any]) -> None:
     assert (tmp_path / "out" / "roofline-trajectory.svg").is_file() and (tmp_path / "out" / "4" / "roofline.png").is_file()
     bad = cli("roofline", str(a), str(b), "--labels", "1")
     assert bad.exit_code == 2 and "--labels has 1 label(s) for 2 trace(s)" in bad.stderr
+
+
+def test_thread_setting_finding(tmp_path: Path) -> None:
+    from tc_analyses.analyses.roofline import device_peaks
+
+    graph = build_graph(read_trace(_mm_trace(tmp_path / "mm", 64, 64, 64, 1000)))
+    cpu2 = device_peaks("CPU-2")  # ridge 3.8 FLOP/byte: the 10.67 FLOP/byte mm is compute-bound
+    assert "used 1 of 2 cores" in roofline(graph, cpu2, "t", threads=1).findings[-1]
+    assert "torch.set_num_threads(2)" in roofline(graph, cpu2, "t", threads=1).findings[-1]
+    assert "does not say how many" in roofline(graph, cpu2, "t").findings[-1]
+    slow_memory = Peaks("CPU-2", "device table", 1e15, None, 1e9)  # ridge 1e6: everything is memory-bound
+    assert "try fewer threads (e.g. 2)" in roofline(graph, slow_memory, "t", threads=4).findings[-1]

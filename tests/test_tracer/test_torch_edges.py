@@ -206,3 +206,10 @@ def test_schedule_records_only_active_steps(tmp_path: Path) -> None:
     steps = trace.table("node_begin")["step"].tolist()
     assert sorted(set(steps)) == [2, 3]  # steps 0 (wait) and 1 (warmup) are not recorded
     assert len(trace.table("step_begin")) == 2
+
+
+def test_thread_settings_go_into_the_metadata(tmp_path: Path) -> None:
+    _, _, trace = record(tmp_path, lambda: torch.relu(torch.ones(2)))
+    env = trace.metadata.env  # type: ignore[attr-defined]
+    assert int(env["torch_num_threads"]) == torch.get_num_threads()
+    assert int(env["torch_interop_threads"]) == torch.get_num_interop_threads()
