@@ -1,0 +1,440 @@
+"""Runtime overhead: does the GPU work of each framework op last long enough to hide its host cost?
+
+After Delestrac et al. (DSD 2022, "Demystifying the TensorFlow eager execution"), with the
+definitions of ``docs/analyses-seed/overhead.md`` (ours, consistent with HTA). For every
+outermost node (framework op) that owns at least one *launching* API call (a call whose
+correlation id joins a GPU op):
+
+* host dispatch ``H = first launching call's enter - op start``,
+* launch ``L = sum of the op's launching calls' durations``,
+* queue delay ``Q`` per GPU op ``= max(0, GPU op start - its launch call's exit)``; per op the
+  mean over its GPU ops (and the first one's),
+* device time ``K = sum of the durations of the op's GPU ops`` (kernels, memcpy, memset).
+
+Per step (``dfc:step_begin``/``end``; a trace without steps is one window from its first to its
+last activity): hiding ratio ``sum K / sum (H + L)`` (< 1: host-bound), GPU busy time = union of
+all GPU ops of every device and queue clipped to the step, exposed host time = step - busy.
+Per op type: the means, ``median(H + L)`` (the shortest kernel time that hides the host cost)
+and the share of *short* ops (``K < H + L``). :func:`overhead_trajectory` lines up the results
+of several traces (e.g. batch sizes) and finds where the ratio crosses 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from tc_analyses.errors import DfcompassError
+from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
+
+MAX_FINDINGS = 5
+WHOLE_TRACE = -1  # the step number of the single window of a trace without steps
+OUTSIDE_STEPS = -2  # the step number of an op that starts outside every step
+NO_GPU = ("no GPU activity joined to API calls: runtime overhead needs kernels with correlation ids "
+          "(record on a GPU or import a Kineto trace)")
+NO_OWNER = ("GPU activity is joined to API calls, but no framework op (dfc:node_begin) owns a launching call: "
+            "runtime overhead needs the ops that launched the kernels")
+
+
+class OverheadError(DfcompassError):
+    """The trace has nothing to measure runtime overhead on (no joined GPU work)."""
+
+
+@dataclass(frozen=True)
+class OpOverhead:
+    """One execution of a framework op that launched GPU work. Times in ns."""
+
+    node_id: int
+    op: str
+    name: str
+    tid: int
+    step: int  # the step window it falls in; WHOLE_TRACE without steps, OUTSIDE_STEPS outside all of them
+    start: int
+    host_ns: int  # H
+    launch_ns: int  # L
+    overhead_ns: int  # H + L
+    queue_ns: float  # mean Q over its GPU ops
+    first_queue_ns: int  # Q of its first GPU op (by start)
+    device_ns: int  # K
+    launches: int  # launching API calls
+    gpu_ops: int
+    short: bool  # K < H + L: the GPU work does not hide the host cost
+
+
+
+@dataclass(frozen=True)
+class StepOverhead:
+    step: int  # WHOLE_TRACE for a trace without steps
+    start: int
+    end: int
+    duration_ns: int
+    ops: int  # ops with GPU work in the step
+    host_ns: int  # sum H
+    launch_ns: int  # sum L
+    device_ns: int  # sum K
+    hiding_ratio: float | None  # sum K / sum (H + L); None when the step has no op with GPU work
+    host_bound: bool  # hiding ratio < 1
+    gpu_busy_ns: int  # union of all GPU ops clipped to the step
+    gpu_busy_share: float
+    exposed_host_ns: int  # duration - busy
+    exposed_host_share: float
+    short_op_fraction: float
+
+
+@dataclass(frozen=True)
+class OpTypeOverhead:
+    op: str
+    count: int  # executions with GPU work
+    gpu_ops: int
+    mean_host_ns: float
+    mean_launch_ns: float
+    mean_queue_ns: float  # mean of the executions' mean Q
+    mean_device_ns: float
+    min_hiding_kernel_ns: float  # median(H + L): the device time an execution needs to hide its host cost
+    short_share: float  # executions with K < H + L
+    exposed_overhead_ns: int  # sum of max(0, H + L - K)
+    hiding_ratio: float | None  # sum K / sum (H + L)
+
+
+@dataclass(frozen=True)
+class OverheadResult:
+    trace: str
+    whole_trace: bool  # True: no steps in the trace, one window over all its activity
+    steps: tuple[StepOverhead, ...]  # by start
+    op_types: tuple[OpTypeOverhead, ...]  # most exposed overhead first
+    ops: tuple[OpOverhead, ...]  # by start
+    hiding_ratio: float | None  # over the ops in steps
+    mean_step_ns: float
+    gpu_busy_share: float  # over all steps
+    exposed_host_share: float  # over all steps
+    short_op_fraction: float  # over all ops with GPU work
+    short_kernel_share: float | None  # owned kernels shorter than their op type's min hiding length
+    mean_kernel_ns: float  # over every kernel of the trace
+    mean_queue_ns: float  # over every GPU op with an owned launch
+    gpu_ops: int  # every GPU op of the trace
+    gpu_ops_unowned: int  # launch recorded, but no framework op open on its thread
+    gpu_ops_unlaunched: int  # no launch recorded for its correlation id
+    ops_outside_steps: int
+    notes: tuple[str, ...]
+    findings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    label: str
+    trace: str
+    steps: int
+    mean_step_ns: float
+    hiding_ratio: float | None
+    exposed_host_share: float
+    gpu_busy_share: float
+    short_op_fraction: float
+    mean_kernel_ns: float
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    points: tuple[TrajectoryPoint, ...]  # numeric labels sorted by value, others as given
+    numeric: bool
+    crossing: str | None  # the label from which the hiding ratio stays >= 1 (after being < 1)
+    findings: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------------- analysis
+def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
+    """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`)."""
+    if not activity.gpu or not any(activity.launch_of(g) for g in activity.gpu):
+        raise OverheadError(f"{trace}: {NO_GPU}")
+    owned, unowned, unlaunched = _launches(activity)
+    if not owned:
+        raise OverheadError(f"{trace}: {NO_OWNER}")
+    windows, whole = _windows(activity)
+    step_of = _stepper(windows)
+    ops = tuple(sorted((_op(activity.nodes[i], calls, step_of) for i, calls in owned.items()),
+                       key=lambda o: (o.start, o.tid, o.node_id)))
+    op_types = _op_types(ops)
+    min_hiding = {t.op: t.min_hiding_kernel_ns for t in op_types}
+    steps = tuple(_step(number, lo, hi, [o for o in ops if o.step == number], activity.gpu)
+                  for number, (lo, hi) in windows)
+    kernels = [g for g in activity.gpu if g.kind == "kernel"]
+    owned_kernels = [(activity.nodes[i].op, g) for i, calls in owned.items() for _, gs in calls for g in gs
+                     if g.kind == "kernel"]
+    queues = [_queue(call, g) for calls in owned.values() for call, gs in calls for g in gs]
+    span = sum(s.duration_ns for s in steps)
+    in_steps = [o for o in ops if o.step != OUTSIDE_STEPS]
+    notes: list[str] = []
+    if whole:
+        notes.append("the trace has no steps (dfc:step_begin/end): its whole span, from the first to the last "
+                     "node, API call or GPU op, is treated as one step")
+    outside = len(ops) - len(in_steps)
+    if outside:
+        notes.append(f"{outside} ops with GPU work start outside every step: they count in the op types, "
+                     "not in the step figures")
+    result = OverheadResult(
+        trace=trace, whole_trace=whole, steps=steps, op_types=op_types, ops=ops,
+        hiding_ratio=_ratio(sum(o.device_ns for o in in_steps), sum(o.overhead_ns for o in in_steps)),
+        mean_step_ns=span / len(steps) if steps else 0.0,
+        gpu_busy_share=sum(s.gpu_busy_ns for s in steps) / span if span else 0.0,
+        exposed_host_share=sum(s.exposed_host_ns for s in steps) / span if span else 0.0,
+        short_op_fraction=sum(o.short for o in ops) / len(ops),
+        short_kernel_share=(sum(g.duration < min_hiding[op] for op, g in owned_kernels) / len(owned_kernels)
+                            if owned_kernels else None),
+        mean_kernel_ns=sum(g.duration for g in kernels) / len(kernels) if kernels else 0.0,
+        mean_queue_ns=sum(queues) / len(queues),
+        gpu_ops=len(activity.gpu), gpu_ops_unowned=len(unowned), gpu_ops_unlaunched=len(unlaunched),
+        ops_outside_steps=outside, notes=tuple(notes), findings=())
+    return _with_findings(result, unowned + unlaunched)
+
+
+Launches = list[tuple[ApiCall, list[GpuOp]]]
+
+
+def _launches(activity: Activity) -> tuple[dict[int, Launches], list[GpuOp], list[GpuOp]]:
+    """Node index -> its launching calls with their GPU ops; GPU ops without owner; without launch."""
+    by_call: dict[int, tuple[ApiCall, list[GpuOp]]] = {}
+    unowned: list[GpuOp] = []
+    unlaunched: list[GpuOp] = []
+    for g in activity.gpu:
+        call = activity.launch_of(g)
+        if call is None:
+            unlaunched.append(g)
+        elif call.owner < 0:
+            unowned.append(g)
+        else:
+            by_call.setdefault(id(call), (call, []))[1].append(g)
+    owned: dict[int, Launches] = defaultdict(list)
+    for call, gs in sorted(by_call.values(), key=lambda cg: (cg[0].start, cg[0].tid)):
+        owned[call.owner].append((call, gs))
+    return dict(owned), unowned, unlaunched
+
+
+def _windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], bool]:
+    """(step number, (start, end)) by start; steps of the same number on several threads are merged."""
+    if activity.steps:
+        merged: dict[int, tuple[int, int]] = {}
+        for s in activity.steps:
+            lo, hi = merged.get(s.step, (s.start, s.end))
+            merged[s.step] = (min(lo, s.start), max(hi, s.end))
+        return sorted(merged.items(), key=lambda kv: (kv[1], kv[0])), False
+    times = [(n.start, n.end) for n in activity.nodes] + [(c.start, c.end) for c in activity.api]
+    times += [(g.start, g.end) for g in activity.gpu]
+    return [(WHOLE_TRACE, (min(t[0] for t in times), max(t[1] for t in times)))], True
+
+
+def _stepper(windows: list[tuple[int, tuple[int, int]]]) -> Callable[[NodeRun], int]:
+    """node -> the step window it belongs to: its own step field when that step exists, else by time."""
+    numbers = {n for n, _ in windows}
+
+    def step_of(node: NodeRun) -> int:
+        if node.step in numbers:
+            return node.step
+        for number, (lo, hi) in windows:
+            if lo <= node.start < hi:
+                return number
+        return OUTSIDE_STEPS
+
+    return step_of
+
+
+def _queue(call: ApiCall, g: GpuOp) -> int:
+    return max(0, g.start - call.end)
+
+
+def _op(node: NodeRun, calls: Launches, step_of: Callable[[NodeRun], int]) -> OpOverhead:
+    host = calls[0][0].start - node.start  # calls are by start
+    launch = sum(c.duration for c, _ in calls)
+    gpu = sorted(((c, g) for c, gs in calls for g in gs), key=lambda cg: (cg[1].start, cg[1].queue))
+    queues = [_queue(c, g) for c, g in gpu]
+    device = sum(g.duration for _, g in gpu)
+    return OpOverhead(node.node_id, node.op, node.name, node.tid, step_of(node), node.start, host, launch,
+                      host + launch, sum(queues) / len(queues), queues[0], device, len(calls), len(gpu),
+                      device < host + launch)
+
+
+def _ratio(device: int, overhead: int) -> float | None:
+    return device / overhead if overhead else None
+
+
+def _op_types(ops: Iterable[OpOverhead]) -> tuple[OpTypeOverhead, ...]:
+    groups: dict[str, list[OpOverhead]] = defaultdict(list)
+    for o in ops:
+        groups[o.op].append(o)
+    types = []
+    for op, group in groups.items():
+        n = len(group)
+        types.append(OpTypeOverhead(
+            op, n, sum(o.gpu_ops for o in group),
+            sum(o.host_ns for o in group) / n, sum(o.launch_ns for o in group) / n,
+            sum(o.queue_ns for o in group) / n, sum(o.device_ns for o in group) / n,
+            float(statistics.median(o.overhead_ns for o in group)), sum(o.short for o in group) / n,
+            sum(max(0, o.overhead_ns - o.device_ns) for o in group),
+            _ratio(sum(o.device_ns for o in group), sum(o.overhead_ns for o in group))))
+    return tuple(sorted(types, key=lambda t: (-t.exposed_overhead_ns, -t.count, t.op)))
+
+
+def _step(number: int, lo: int, hi: int, ops: list[OpOverhead], gpu: list[GpuOp]) -> StepOverhead:
+    duration = hi - lo
+    inside = [g for g in gpu if g.start < hi and g.end > lo]
+    busy = clipped_union_ns([g.start for g in inside], [g.end for g in inside], lo, hi)
+    device, host, launch = (sum(o.device_ns for o in ops), sum(o.host_ns for o in ops),
+                            sum(o.launch_ns for o in ops))
+    ratio = _ratio(device, host + launch)
+    return StepOverhead(number, lo, hi, duration, len(ops), host, launch, device, ratio,
+                        ratio is not None and ratio < 1, busy, busy / duration if duration else 0.0,
+                        duration - busy, (duration - busy) / duration if duration else 0.0,
+                        sum(o.short for o in ops) / len(ops) if ops else 0.0)
+
+
+# ---------------------------------------------------------------------------------------- findings
+def fmt_ns(ns: float) -> str:
+    """A duration with a unit a person reads at a glance: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
+    if abs(ns) < 1e3:
+        return f"{ns:.0f} ns"
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def _step_name(s: StepOverhead) -> str:
+    return "the whole trace" if s.step == WHOLE_TRACE else f"step {s.step}"
+
+
+def _x(ratio: float | None) -> str:
+    """A ratio with three significant digits: 0.00158, 0.5, 11.4."""
+    return "-" if ratio is None else f"{ratio:.3g}"
+
+
+def _with_findings(r: OverheadResult, unattributed: list[GpuOp]) -> OverheadResult:
+    findings = [_step_finding(r)]
+    exposed = [t for t in r.op_types if t.exposed_overhead_ns > 0][:3]
+    if exposed:
+        top = exposed[0]
+        listed = "; ".join(f"{t.op} {fmt_ns(t.exposed_overhead_ns)} over {t.count} runs (H {fmt_ns(t.mean_host_ns)} "
+                           f"+ L {fmt_ns(t.mean_launch_ns)} vs K {fmt_ns(t.mean_device_ns)} per run)" for t in exposed)
+        if top.mean_host_ns > 10 * top.mean_launch_ns and top.mean_host_ns > 100_000:
+            advice = (f"{top.op} spends {fmt_ns(top.mean_host_ns)} on the CPU before its first launch: look at what "
+                      "it does there (allocation, synchronisation, first-call initialisation, Python work) "
+                      "before fusing")
+        else:
+            advice = (f"Fuse {top.op} with its neighbours (torch.compile) or capture the sequence in a CUDA graph "
+                      "so it is dispatched once")
+        findings.append(f"Most exposed host overhead (sum of H+L-K where positive): {listed}. {advice}")
+    if r.short_op_fraction > 0:
+        worst = max(r.op_types, key=lambda t: (t.short_share * t.count, t.op))
+        kernels = (f"; {r.short_kernel_share:.0%} of kernels are shorter than the median H+L of their op type"
+                   if r.short_kernel_share is not None else "")
+        findings.append(
+            f"{r.short_op_fraction:.0%} of the ops with GPU work are short (K < H+L){kernels}. To hide its host "
+            f"cost an op's GPU work must last at least its type's median H+L (e.g. {worst.op}: "
+            f"{fmt_ns(worst.min_hiding_kernel_ns)}, and {worst.short_share:.0%} of its {worst.count} runs fall "
+            "short); larger batches lengthen kernels, fusion removes dispatches")
+    overhead = sum(o.overhead_ns for o in r.ops) / len(r.ops)
+    if r.mean_queue_ns > overhead:
+        findings.append(
+            f"GPU ops wait {fmt_ns(r.mean_queue_ns)} on average between their launch and their start, more than "
+            f"the {fmt_ns(overhead)} of host cost per op: the host runs ahead of the GPU there, so cutting launch "
+            "overhead will not shorten those stretches; make the kernels faster or fewer")
+    if unattributed:
+        busy = sum(g.duration for g in unattributed)
+        findings.append(
+            f"{len(unattributed)} GPU ops ({fmt_ns(busy)}) have no recorded launch or were launched outside any "
+            "framework op; they count in GPU busy time but in no op's figures")
+    return replace(r, findings=tuple(findings[:MAX_FINDINGS]))
+
+
+def _step_finding(r: OverheadResult) -> str:
+    measured = [s for s in r.steps if s.hiding_ratio is not None]
+    bound = [s for s in measured if s.host_bound]
+    if bound:
+        worst = min(bound, key=lambda s: (s.hiding_ratio or 0.0, s.start))
+        if r.whole_trace:
+            where = ": the whole trace (no steps) has a hiding ratio of "
+        else:
+            some = f"all {len(bound)} steps" if len(bound) == len(r.steps) else f"{len(bound)} of {len(r.steps)} steps"
+            where = f" in {some}: hiding ratio below 1 ({_step_name(worst)}: "
+        sep = " (" if r.whole_trace else ", "
+        return (f"Host-bound{where}{_x(worst.hiding_ratio)}{sep}K {fmt_ns(worst.device_ns)} vs H+L "
+                f"{fmt_ns(worst.host_ns + worst.launch_ns)}); the GPU is idle {worst.exposed_host_share:.0%} of "
+                f"{'it' if r.whole_trace else 'that step'} ({fmt_ns(worst.exposed_host_ns)}). The kernels are too "
+                "short to hide the per-op CPU cost: batch larger, or cut dispatches with CUDA graphs or "
+                "torch.compile")
+    if not measured:
+        return "No step holds an op with GPU work: the step figures cannot judge the host overhead"
+    ratios = [s.hiding_ratio or 0.0 for s in measured]
+    text = (f"GPU-bound: every step hides its host overhead (hiding ratio {_x(min(ratios))}"
+            + (f" to {_x(max(ratios))})" if len(ratios) > 1 else ")"))
+    if r.exposed_host_share > 0.3:
+        text += (f", yet the GPU is idle {r.exposed_host_share:.0%} of the step time: that idle time is not "
+                 "launch overhead; look at data loading, synchronisation and communication")
+    else:
+        text += f"; the GPU is busy {r.gpu_busy_share:.0%} of the step time, so launch overhead is not the limit"
+    return text
+
+
+# -------------------------------------------------------------------------------------- trajectory
+def _number(label: str) -> float | None:
+    try:
+        return float(label)
+    except ValueError:
+        return None
+
+
+def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory:
+    """The overhead figures of several traces side by side, labelled by the user (e.g. batch sizes)."""
+    if not results:
+        raise OverheadError("overhead trajectory: no traces to compare")
+    labels = [label for label, _ in results]
+    if len(set(labels)) != len(labels):
+        dup = next(label for label in labels if labels.count(label) > 1)
+        raise OverheadError(f"{dict(results)[dup].trace}: overhead trajectory: label {dup!r} is given twice")
+    numeric = all(_number(label) is not None for label in labels)
+    ordered = sorted(results, key=lambda lr: _number(lr[0]) or 0.0) if numeric else list(results)
+    points = tuple(TrajectoryPoint(label, r.trace, len(r.steps), r.mean_step_ns, r.hiding_ratio,
+                                   r.exposed_host_share, r.gpu_busy_share, r.short_op_fraction, r.mean_kernel_ns)
+                   for label, r in ordered)
+    crossing, findings = _crossing(points)
+    if len(points) > 1:
+        a, b = points[0], points[-1]
+        findings.append(f"from {a.label} to {b.label}: mean step time {fmt_ns(a.mean_step_ns)} -> "
+                        f"{fmt_ns(b.mean_step_ns)}, mean kernel {fmt_ns(a.mean_kernel_ns)} -> "
+                        f"{fmt_ns(b.mean_kernel_ns)}, exposed host share {a.exposed_host_share:.0%} -> "
+                        f"{b.exposed_host_share:.0%}, short ops {a.short_op_fraction:.0%} -> "
+                        f"{b.short_op_fraction:.0%}")
+        na, nb = _number(a.label), _number(b.label)
+        if numeric and na and nb and na > 0 and nb > 0:
+            findings.append(f"step time per label unit (per sample if the labels are batch sizes): "
+                            f"{fmt_ns(a.mean_step_ns / na)} at {a.label}, {fmt_ns(b.mean_step_ns / nb)} at "
+                            f"{b.label}")
+    return Trajectory(points, numeric, crossing, tuple(findings[:MAX_FINDINGS]))
+
+
+def _crossing(points: tuple[TrajectoryPoint, ...]) -> tuple[str | None, list[str]]:
+    measured = [p for p in points if p.hiding_ratio is not None]
+    if not measured:
+        return None, ["no trace has a hiding ratio (no op with GPU work in its steps)"]
+    above = [(p.hiding_ratio or 0.0) >= 1 for p in measured]
+    if all(above):
+        return None, [f"kernels hide the host overhead at every label (hiding ratio {_x(measured[0].hiding_ratio)} "
+                      f"at {measured[0].label} to {_x(measured[-1].hiding_ratio)} at {measured[-1].label})"]
+    if not any(above):
+        best = max(measured, key=lambda p: p.hiding_ratio or 0.0)
+        return None, [f"host-bound at every label: the hiding ratio never reaches 1 (best {_x(best.hiding_ratio)} "
+                      f"at {best.label}); larger labels alone do not hide the host, so cut dispatches "
+                      "(CUDA graphs, torch.compile, fused ops)"]
+    # The first label from which every later ratio stays >= 1.
+    at = len(above)
+    while at > 0 and above[at - 1]:
+        at -= 1
+    if at == len(above):  # the last label is below 1 again
+        last_up = max(i for i, up in enumerate(above) if up)
+        p, q = measured[last_up], measured[last_up + 1]
+        return None, [f"the hiding ratio reaches 1 at {p.label} ({_x(p.hiding_ratio)}) but falls back to "
+                      f"{_x(q.hiding_ratio)} at {q.label}: the kernels do not keep up with the host there"]
+    lo, hi = measured[at - 1], measured[at]
+    return hi.label, [f"the hiding ratio crosses 1 between {lo.label} ({_x(lo.hiding_ratio)}) and {hi.label} "
+                      f"({_x(hi.hiding_ratio)}): from {hi.label} on, kernels hide the host's dispatch and launch "
+                      f"cost; below it the run is host-bound"]
