@@ -7,7 +7,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def _number(label: str) -> float | None:
+def label_number(label: str) -> float | None:
     try:
         return float(label)
     except ValueError:
@@ -16,7 +16,7 @@ def _number(label: str) -> float | None:
 
 def order_runs(runs: list[tuple[str, T]]) -> list[tuple[str, T]]:
     """`runs` ((label, value) pairs) sorted by numeric label, or in the given order otherwise."""
-    numbers = [_number(label) for label, _ in runs]
+    numbers = [label_number(label) for label, _ in runs]
     if all(n is not None for n in numbers):
         return [run for _, run in sorted(zip(numbers, runs), key=lambda pair: pair[0])]  # type: ignore[arg-type,return-value]
     return list(runs)

@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
+from tc_analyses.analyses.labels import label_number, order_runs
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
 
@@ -376,13 +377,6 @@ def _step_finding(r: OverheadResult) -> str:
 
 
 # -------------------------------------------------------------------------------------- trajectory
-def _number(label: str) -> float | None:
-    try:
-        return float(label)
-    except ValueError:
-        return None
-
-
 def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory:
     """The overhead figures of several traces side by side, labelled by the user (e.g. batch sizes)."""
     if not results:
@@ -391,8 +385,8 @@ def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory
     if len(set(labels)) != len(labels):
         dup = next(label for label in labels if labels.count(label) > 1)
         raise OverheadError(f"{dict(results)[dup].trace}: overhead trajectory: label {dup!r} is given twice")
-    numeric = all(_number(label) is not None for label in labels)
-    ordered = sorted(results, key=lambda lr: _number(lr[0]) or 0.0) if numeric else list(results)
+    numeric = all(label_number(label) is not None for label in labels)
+    ordered = order_runs(results)
     points = tuple(TrajectoryPoint(label, r.trace, len(r.steps), r.mean_step_ns, r.hiding_ratio,
                                    r.exposed_host_share, r.gpu_busy_share, r.short_op_fraction, r.mean_kernel_ns)
                    for label, r in ordered)
@@ -404,7 +398,7 @@ def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory
                         f"{fmt_ns(b.mean_kernel_ns)}, exposed host share {a.exposed_host_share:.0%} -> "
                         f"{b.exposed_host_share:.0%}, short ops {a.short_op_fraction:.0%} -> "
                         f"{b.short_op_fraction:.0%}")
-        na, nb = _number(a.label), _number(b.label)
+        na, nb = label_number(a.label), label_number(b.label)
         if numeric and na and nb and na > 0 and nb > 0:
             findings.append(f"step time per label unit (per sample if the labels are batch sizes): "
                             f"{fmt_ns(a.mean_step_ns / na)} at {a.label}, {fmt_ns(b.mean_step_ns / nb)} at "
