@@ -8,6 +8,7 @@ traceback only under ``--debug``.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 RECORD_ENV = "DFCOMPASS_RECORD_DIR"
 RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
 DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
+DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
+SECTION_KEYS = ("roofline", "overhead", "breakdown", "memory", "parallelism")  # tc_analyses.export.sections
 
 
 class _State:
@@ -209,14 +212,32 @@ def _built(trace: Path, xml: tuple[Path, ...]) -> "Any":
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
+@click.option("--section", "section_keys", multiple=True, type=click.Choice(SECTION_KEYS),
+              help="Seed analyses to add (repeatable; default: all). Sections a trace cannot feed say why.")
+@click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
+@click.option("--device", default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
+@click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
 @_handle_errors
-def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None) -> None:
-    """Build the analyses' state systems headless and summarise: busy %, top nodes, memory peaks, lost events."""
+def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
+            no_sections: bool, device: str, plots: Path | None) -> None:
+    """Summarise TRACE: busy %, top nodes, memory peaks and lost events from the Trace Compass analyses
+    run headless, then the seed analyses: roofline, runtime overhead, HTA-compatible breakdown,
+    memory and inter-operator parallelism."""
     from tc_analyses.analyses.summary import summarize
+    from tc_analyses.export.sections import load, sections_json, sections_text, seed_sections
 
     _check_user_xml(xml, xsd)
     result = summarize(_built(trace, xml), top)
-    click.echo(reports.to_json(result) if fmt == "json" else reports.summary_text(result), nl=False)
+    sections = []
+    if not no_sections:
+        keys = section_keys or SECTION_KEYS
+        with _progress("seed analyses", len(keys), "items") as advance:
+            sections = seed_sections(load(trace, device), plots, keys, advance)
+    if fmt == "json":
+        click.echo(reports.to_json_document({**json.loads(reports.to_json(result)), "sections": sections_json(sections)})
+                   if sections else reports.to_json(result), nl=False)
+    else:
+        click.echo(reports.summary_text(result) + sections_text(sections), nl=False)
 
 
 @main.command()
@@ -341,50 +362,102 @@ def _place(input_path: Path, devices: str, output: Path) -> "tuple[Any, str]":
     return result, text
 
 
-def _report_section(trace: Path, work: Path, devices: str | None) -> "Any":
-    """The report section of one trace: info, analyze summary, roofline (when shapes were recorded), placement."""
+def _report_section(trace: Path, work: Path, devices: str | None, device: str = "cpu") -> "Any":
+    """The report section of one trace: info, analyze summary, the seed analyses with their plots, placement."""
     from tc_analyses.analyses import trace_info
-    from tc_analyses.analyses.roofline import RooflineError, device_peaks, roofline_of_trace
     from tc_analyses.analyses.summary import summarize
     from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.roofline_plot import write_roofline_plot
-    from tc_analyses.model.graph import build_graph
-    from tc_analyses.reader import read_trace
+    from tc_analyses.export.sections import load, seed_sections
 
     section = Section(str(trace))
     section.blocks.append(Block("Trace", reports.info_text(trace_info.run(trace))))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(summarize(_built(trace, ())))))
-    try:
-        result = roofline_of_trace(trace, device_peaks("cpu"))
-        svg = next(p for p in write_roofline_plot(result, work) if p.suffix == ".svg")
-        section.blocks.append(Block("Roofline", reports.roofline_text(result), inline_svg(svg.read_text())))
-    except RooflineError as exc:
-        section.blocks.append(Block("Roofline", f"not available: {exc}"))
+    with _progress(f"seed analyses of {trace.name}", len(SECTION_KEYS), "items") as advance:
+        for seed in seed_sections(load(trace, device), work, SECTION_KEYS, advance):
+            svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
+            section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
     if devices:
         _, text = _place(trace, devices, work / "placement")
         section.blocks.append(Block(f"Placement on {devices}", text))
     return section
 
 
+def _trajectory_section(traces: list[Path], labels: list[str], axis: str, device: str, work: Path) -> "Any":
+    """Roofline and runtime-overhead trajectories across the traces (those the traces can feed)."""
+    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
+    from tc_analyses.analyses.roofline import device_peaks, roofline_of_trace
+    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
+    from tc_analyses.export.html_report import Block, Section, inline_svg
+    from tc_analyses.export.overhead_report import trajectory_text, write_trajectory_plot as write_overhead_trajectory
+    from tc_analyses.export.roofline_plot import write_trajectory_plot
+    from tc_analyses.model.activity import read_activity
+    from tc_analyses.reader import read_trace
+
+    section = Section(f"Trajectory over {axis}: " + ", ".join(labels))
+    runs, overheads, missing = [], [], []
+    peaks = device_peaks(device)
+    for label, trace in zip(labels, traces):
+        try:
+            runs.append((label, roofline_of_trace(trace, peaks)))
+        except DfcompassError as exc:
+            missing.append(f"roofline of {label}: {exc}")
+        try:
+            overheads.append((label, analyze_overhead(read_activity(read_trace(trace)), str(trace))))
+        except DfcompassError as exc:
+            missing.append(f"runtime overhead of {label}: {exc}")
+    if len(runs) >= 2:
+        trajectory = roofline_trajectory(runs, axis)
+        svg = next(p for p in write_trajectory_plot(trajectory, work) if p.suffix == ".svg")
+        section.blocks.append(Block("Roofline trajectory", reports.roofline_trajectory_text(trajectory),
+                                    inline_svg(svg.read_text())))
+    if len(overheads) >= 2:
+        overhead = overhead_trajectory(overheads)
+        svg = next(p for p in write_overhead_trajectory(overhead, work) if p.suffix == ".svg")
+        section.blocks.append(Block("Runtime-overhead trajectory", trajectory_text(overhead), inline_svg(svg.read_text())))
+    if missing:
+        section.blocks.append(Block("Not in the trajectories", "\n".join(missing) + "\n"))
+    return section
+
+
+def _write_report(output: Path, title: str, traces: list[Path], devices: str | None, labels: list[str],
+                  axis: str, device: str, work: Path) -> None:
+    """The HTML page of `traces`: a section per trace, led by their trajectories when there are several."""
+    from tc_analyses.export.html_report import render
+
+    sections = []
+    for n, trace in enumerate(traces):
+        folder = work / str(n)
+        folder.mkdir(parents=True, exist_ok=True)
+        sections.append(_report_section(trace, folder, devices, device))
+    if len(traces) >= 2:
+        folder = work / "trajectory"
+        folder.mkdir(parents=True, exist_ok=True)
+        sections.insert(0, _trajectory_section(traces, labels, axis, device, folder))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(title, sections), encoding="utf-8")
+
+
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The HTML file to write.")
 @click.option("--devices", help="Also recommend a placement on these devices (as recommend-placement).")
+@click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
+@click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them.")
+@click.option("--device", default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @_handle_errors
-def report(traces: tuple[Path, ...], output: Path, devices: str | None) -> None:
-    """One static HTML page (no server needed) with the reports and plots of each TRACE."""
+def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str) -> None:
+    """One static HTML page (no server needed) with the reports and plots of each TRACE.
+
+    With several traces (the same program with different batch sizes or thread counts) the page
+    opens with their roofline and runtime-overhead trajectories.
+    """
     import tempfile
 
-    from tc_analyses.export.html_report import render
+    from tc_analyses.analyses.labels import default_labels
 
-    sections = []
+    names = default_labels([str(t) for t in traces], labels)
     with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
-        for n, trace in enumerate(traces):
-            work = Path(tmp) / str(n)
-            work.mkdir()
-            sections.append(_report_section(trace, work, devices))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render("dfcompass report", sections), encoding="utf-8")
+        _write_report(output, "dfcompass report", list(traces), devices, names, axis, device, Path(tmp))
     click.echo(f"wrote {output}")
 
 
@@ -437,6 +510,37 @@ def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     sys.exit(code)
 
 
+def _record_torch_workload(trace: Path, args: list[str]) -> int:
+    """Record the embedded torch workload into `trace` (it records itself); its exit code."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
+                                 "or run: dfcompass demo --workload pipeline")
+    import tracer
+
+    env = dict(os.environ)
+    env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
+    package_root = str(Path(tracer.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite", *args]
+    return subprocess.run(command, env=env).returncode
+
+
+def _record_batch_trajectory(folder: Path) -> list[Path]:
+    """The torch workload once per DEMO_BATCHES (one inference and one training step each)."""
+    traces = []
+    with _progress("recording the batch trajectory", len(DEMO_BATCHES), "items") as advance:
+        for batch in DEMO_BATCHES:
+            path = folder / f"batch{batch}"
+            code = _record_torch_workload(path, ["--batch", str(batch), "--steps-infer", "2", "--steps-train", "1"])
+            if code != 0:
+                raise DfcompassError(f"the demo workload (batch {batch}) failed with exit code {code}")
+            traces.append(path)
+            advance(1)
+    return traces
+
+
 @main.command()
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
               help="Folder for everything the demo writes.")
@@ -454,8 +558,6 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
     exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
     """
-    import importlib.util
-
     from tc_analyses.analyses import trace_info
 
     trace = output / "trace"
@@ -463,19 +565,7 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
         code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
                             True)
     else:
-        if importlib.util.find_spec("torch") is None:
-            raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
-                                     "or run: dfcompass demo --workload pipeline")
-        import tracer
-
-        env = dict(os.environ)
-        env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
-        package_root = str(Path(tracer.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite"]
-        if steps is not None:
-            command += ["--steps-train", str(steps)]
-        code = subprocess.run(command, env=env).returncode
+        code = _record_torch_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
     if code != 0:
         raise DfcompassError(f"the demo workload failed with exit code {code}")
     result = trace_info.run(trace)
@@ -499,14 +589,20 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     click.echo(f"\nplacement on {DEMO_DEVICES} (dfcompass recommend-placement):\n")
     click.echo("\n".join(plan_text.splitlines()[:9])
                + f"\n  ... {len(plan.moved)} moved nodes in {output / 'placement' / 'report.txt'}\n")
-    # Everything on one page, roofline plot included (as dfcompass report writes it).
+    # Everything on one page: the seed analyses with their plots, the placement, and a roofline
+    # trajectory over batch sizes from short extra runs of the same workload.
     from tc_analyses.export.html_report import Block, render
 
     (output / "report").mkdir(exist_ok=True)
-    section = _report_section(trace, output / "report", None)
-    section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
-    (output / "report.html").write_text(render("dfcompass demo report", [section]), encoding="utf-8")
-    click.echo(f"\nHTML report (roofline plot included): {output / 'report.html'}")
+    sections = [_report_section(trace, output / "report", None)]
+    sections[0].blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    if workload == "torch":
+        runs = _record_batch_trajectory(output / "trajectory")
+        (output / "report" / "trajectory").mkdir(exist_ok=True)
+        sections.append(_trajectory_section(runs, [str(b) for b in DEMO_BATCHES], "batch", "cpu",
+                                            output / "report" / "trajectory"))
+    (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
+    click.echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}")
     click.echo(f"\ndemo output: {output.resolve()}")
 
 

@@ -147,8 +147,10 @@ def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
     page = out.read_text()
     doc = html.fromstring(page)
     headings = [h.text_content() for h in doc.iter("h3")]
-    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)", "Roofline"]
-    assert len(doc.findall(".//svg")) == 1  # the roofline plot, inline
+    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)", "Roofline (paper b)",
+                        "Runtime overhead (paper d)", "Temporal and idle-time breakdown (HTA-compatible)",
+                        "Memory (paper a)", "Inter-operator parallelism (paper c)"]
+    assert len(doc.findall(".//svg")) == 5  # every seed analysis feeds on this trace and has its plot inline
     assert "src=" not in page and "href=\"http" not in page  # no external resources
 
 

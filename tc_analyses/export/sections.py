@@ -1,0 +1,159 @@
+"""The seed analyses of one trace as report sections, shared by `dfcompass analyze` and `report`.
+
+Each section runs one analysis (roofline, runtime overhead, HTA-compatible breakdown, memory,
+inter-operator parallelism) on a trace read once, renders it as text and, when asked, as plots.
+An analysis the trace cannot feed (a CPU-only trace has no kernels for the overhead analysis, a
+trace without shapes has no roofline) gives a section whose text says why, not an error: the
+other sections are still worth reading.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tc_analyses.errors import DfcompassError
+from tc_analyses.model.activity import Activity, read_activity
+from tc_analyses.reader.fast import DfcTrace
+
+
+@dataclass
+class Inputs:
+    """What the analyses share, made once per trace."""
+
+    path: Path
+    trace: DfcTrace
+    activity: Activity
+    peaks_device: str = "cpu"
+
+
+@dataclass
+class SeedSection:
+    key: str  # "roofline", "overhead", ...
+    title: str
+    result: Any | None  # the analysis result, None when unavailable
+    text: str  # the rendered report, or "not available: <reason>"
+    plots: list[Path] = field(default_factory=list)
+
+    @property
+    def available(self) -> bool:
+        return self.result is not None
+
+
+def _plain(result: Any) -> Any:
+    """A result as plain JSON data: the JSON form its module defines, else its dataclass fields."""
+    if isinstance(result, _WithJson):
+        return result.data
+    if isinstance(result, tuple):  # several results of one analysis, by type
+        return {type(r).__name__: _plain(r) for r in result}
+    from tc_analyses.export import reports
+
+    return json.loads(reports.to_json(result))
+
+
+# --------------------------------------------------------------------------------------- runners
+# Each runner returns (result, text, plot writer or None); a DfcompassError means "not available".
+Runner = Callable[[Inputs], tuple[Any, str, Callable[[Path], list[Path]] | None]]
+
+
+def _roofline(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
+    from tc_analyses.analyses.roofline import device_peaks, roofline
+    from tc_analyses.export import reports
+    from tc_analyses.export.roofline_plot import write_roofline_plot
+    from tc_analyses.model.graph import build_graph
+
+    threads = inputs.trace.metadata.env.get("torch_num_threads")
+    result = roofline(build_graph(inputs.trace), device_peaks(inputs.peaks_device), str(inputs.path),
+                      int(threads) if str(threads).isdigit() else None)
+    return result, reports.roofline_text(result), lambda out: write_roofline_plot(result, out)
+
+
+def _overhead(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
+    from tc_analyses.analyses.overhead import analyze_overhead
+    from tc_analyses.export.overhead_report import overhead_text, write_overhead_plot
+
+    result = analyze_overhead(inputs.activity, str(inputs.path))
+    return result, overhead_text(result), lambda out: write_overhead_plot(result, out)
+
+
+def _breakdown(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
+    from tc_analyses.analyses.breakdown import idle_breakdown, temporal_breakdown
+    from tc_analyses.export.breakdown_report import breakdown_text, write_breakdown_plot
+
+    temporal = temporal_breakdown(inputs.activity, inputs.trace)
+    idle = idle_breakdown(inputs.activity, inputs.trace)
+    return (temporal, idle), breakdown_text(temporal, idle), lambda out: write_breakdown_plot(temporal, idle, out)
+
+
+def _memory(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
+    from tc_analyses.analyses.memory import analyze_memory, as_dict
+    from tc_analyses.export.memory_report import memory_text, write_memory_plot
+
+    result = analyze_memory(inputs.trace)
+    return _WithJson(result, as_dict(result)), memory_text(result), lambda out: write_memory_plot(result, out)
+
+
+def _parallelism(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
+    from tc_analyses.analyses.parallelism import plan_trace
+    from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
+
+    plan = plan_trace(inputs.trace)
+    return _WithJson(plan, plan_json(plan)), plan_text(plan), lambda out: write_parallelism_plot(plan, out)
+
+
+@dataclass(frozen=True)
+class _WithJson:
+    """A result whose module defines its JSON form (e.g. without the plot series)."""
+
+    result: Any
+    data: dict[str, Any]
+
+
+SECTIONS: dict[str, tuple[str, Runner]] = {
+    "roofline": ("Roofline (paper b)", _roofline),
+    "overhead": ("Runtime overhead (paper d)", _overhead),
+    "breakdown": ("Temporal and idle-time breakdown (HTA-compatible)", _breakdown),
+    "memory": ("Memory (paper a)", _memory),
+    "parallelism": ("Inter-operator parallelism (paper c)", _parallelism),
+}
+
+
+def load(path: Path, peaks_device: str = "cpu") -> Inputs:
+    from tc_analyses.reader import read_trace
+
+    trace = read_trace(path)
+    return Inputs(path, trace, read_activity(trace), peaks_device)
+
+
+def seed_sections(inputs: Inputs, plot_dir: Path | None = None, keys: tuple[str, ...] = tuple(SECTIONS),
+                  advance: Callable[[int], None] = lambda n: None) -> list[SeedSection]:
+    """Run the seed analyses named by `keys` on one trace; plots go to `plot_dir` when given."""
+    sections = []
+    for key in keys:
+        title, run = SECTIONS[key]
+        try:
+            result, text, plot = run(inputs)
+        except DfcompassError as exc:
+            sections.append(SeedSection(key, title, None, f"not available: {exc}\n"))
+        else:
+            plots = plot(plot_dir) if plot is not None and plot_dir is not None else []
+            sections.append(SeedSection(key, title, result, text, plots))
+        advance(1)
+    return sections
+
+
+def sections_json(sections: list[SeedSection]) -> dict[str, Any]:
+    """Every section by key: {"available": false, "reason": ...} or {"available": true, ...its result}."""
+    out: dict[str, Any] = {}
+    for s in sections:
+        if s.result is None:
+            out[s.key] = {"available": False, "reason": s.text.removeprefix("not available: ").strip()}
+        else:
+            out[s.key] = {"available": True, **_plain(s.result)}
+    return out
+
+
+def sections_text(sections: list[SeedSection]) -> str:
+    return "".join(f"\n== {s.title} ==\n{s.text}" for s in sections)

@@ -1,0 +1,68 @@
+"""`dfcompass analyze` sections, `report` trajectories: wiring of the seed analyses into the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tracer.builder import TraceBuilder
+
+ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+KEYS = ["breakdown", "memory", "overhead", "parallelism", "roofline"]
+
+
+def _cpu_only(path: Path) -> Path:
+    """Two independent nodes and a join, on the CPU, with no shapes and no GPU."""
+    with TraceBuilder(path, clock_offset_ns=0, overwrite=True) as b:
+        cpu = b.device("cpu", 10)
+        for nid, (start, end) in enumerate(((100, 200), (200, 300), (300, 400))):
+            b.add("node_begin", "1", start, nid, "op", f"n{nid}", cpu, 1, 0)
+            b.add("node_end", "1", end, nid, cpu, 1)
+        b.add("tensor_edge", "1", 300, 0, 2, 1, 64, cpu, cpu)
+        b.add("tensor_edge", "1", 300, 1, 2, 2, 64, cpu, cpu)
+    return path
+
+
+def test_analyze_json_has_every_section(cli: Any) -> None:
+    result = cli("analyze", ALL_CLASSES, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert sorted(data["sections"]) == KEYS and all(s["available"] for s in data["sections"].values())
+    assert "busy" in data  # the summary keeps its top-level keys
+
+
+def test_unavailable_sections_say_why(cli: Any, tmp_path: Path) -> None:
+    trace = _cpu_only(tmp_path / "cpu")
+    result = cli("analyze", trace, "--section", "overhead", "--section", "roofline", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    sections = json.loads(result.stdout)["sections"]
+    assert sorted(sections) == ["overhead", "roofline"]
+    assert not sections["overhead"]["available"] and "no GPU activity" in sections["overhead"]["reason"]
+    assert not sections["roofline"]["available"] and "no input shapes" in sections["roofline"]["reason"]
+    text = cli("analyze", trace, "--section", "overhead").stdout
+    assert "== Runtime overhead (paper d) ==\nnot available: " in text
+
+
+def test_no_sections_keeps_the_old_summary(cli: Any) -> None:
+    result = cli("analyze", ALL_CLASSES, "--no-sections", "--format", "json")
+    assert "sections" not in json.loads(result.stdout)
+
+
+def test_analyze_writes_plots(cli: Any, tmp_path: Path) -> None:
+    result = cli("analyze", ALL_CLASSES, "--section", "memory", "--plots", tmp_path / "plots")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["memory.png", "memory.svg"]
+
+
+def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Path) -> None:
+    from lxml import html
+
+    out = tmp_path / "r.html"
+    result = cli("report", ALL_CLASSES, ALL_CLASSES, "--labels", "2,1", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    doc = html.fromstring(out.read_text())
+    sections = [h.text_content() for h in doc.iter("h2")]
+    assert sections[0] == "Trajectory over batch: 2, 1" and len(sections) == 3
+    blocks = [h.text_content() for h in doc.iter("h3")]
+    assert blocks[:2] == ["Roofline trajectory", "Runtime-overhead trajectory"]
