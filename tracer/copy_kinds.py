@@ -54,3 +54,10 @@ def host_memory_of(copy_kind: str) -> str:
     """``'pageable'``, ``'pinned'`` or ``''`` (not recorded, or no host end) of a ``copy_kind`` value."""
     words = copy_kind.split()
     return words[1] if len(words) > 1 and words[1] in (PAGEABLE, PINNED) else ""
+
+
+def copy_ends(copy_kind: str, device: str, host: str = "cpu") -> tuple[str, str]:
+    """Source and destination of a copy on GPU `device`: H is the `host`, D the device itself."""
+    direction = direction_of(copy_kind)
+    ends = {"H": host, "D": device}
+    return ends.get(direction[:1], device), ends.get(direction[-1:], device)

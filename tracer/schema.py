@@ -172,7 +172,8 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
     EventClass(13, "memcpy_begin", (
         _DEVICE, _QUEUE, _CORR,
         _f("bytes", "u64", "bytes copied"),
-        _f("copy_kind", "sid", "HtoD, DtoH, DtoD, HtoH, PtoP"),
+        _f("copy_kind", "sid", "direction (HtoD, DtoH, DtoD, HtoH, PtoP), then the host memory when known: "
+           "pageable or pinned, e.g. HtoD pageable; Unknown if not recognised"),
         _f("src_device", "u16", "source device"),
         _f("dst_device", "u16", "destination device"),
     ), "A copy starts on a GPU queue.", "gpu_activity"),

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracer import schema
-from tracer.copy_kinds import copy_kind_of
+from tracer.copy_kinds import copy_ends, copy_kind_of
 from tracer.session import Session, active_session
 
 MODULE_MARK = "dfc.module::"
@@ -410,8 +410,9 @@ class TorchRecorder:
                 lower = name.lower()
                 if lower.startswith("memcpy"):
                     kind = copy_kind_of(name)  # "HtoD pageable", "DtoD"... (tracer.copy_kinds)
+                    src, dst = (batch.device(side) for side in copy_ends(kind, f"cuda:{event.device_index()}"))
                     batch.add("memcpy_begin", key, start, device, queue, corr, event.nbytes() if hasattr(event, "nbytes") else 0,
-                              kind, device, device)
+                              kind, src, dst)
                     batch.add("memcpy_end", key, end, device, queue, corr)
                 elif lower.startswith("memset"):
                     batch.add("memset_begin", key, start, device, queue, corr, 0)

@@ -213,12 +213,12 @@ def test_clock_origin_and_offset(kineto: Callable[..., Any], ts: Any, origin: st
 
 
 @pytest.mark.parametrize("name,kind,src,dst", [
-    ("Memcpy HtoD (Pageable -> Device)", "HtoD", "cpu", "cuda:0"),
-    ("Memcpy DtoH (Device -> Pinned)", "DtoH", "cuda:0", "cpu"),
+    ("Memcpy HtoD (Pageable -> Device)", "HtoD pageable", "cpu", "cuda:0"),
+    ("Memcpy DtoH (Device -> Pinned)", "DtoH pinned", "cuda:0", "cpu"),
     ("Memcpy DtoD (Device -> Device)", "DtoD", "cuda:0", "cuda:0"),
-    ("Memcpy HtoH (Pinned -> Pageable)", "HtoH", "cpu", "cpu"),
+    ("Memcpy HtoH (Pinned -> Pageable)", "HtoH pageable", "cpu", "cpu"),
     ("Memcpy PtoP (Device -> Device)", "PtoP", "cuda:0", "cuda:3"),
-    ("Memcpy HtoA (Pinned -> Array)", "HtoD", "cpu", "cuda:0"),
+    ("Memcpy HtoA (Pinned -> Array)", "HtoD pinned", "cpu", "cuda:0"),
     ("Something else", "Unknown", "cuda:0", "cuda:0"),
 ])
 def test_memcpy_kinds(kineto: Callable[..., Any], name: str, kind: str, src: str, dst: str) -> None:

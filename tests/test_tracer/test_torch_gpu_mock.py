@@ -69,7 +69,7 @@ def test_gpu_events_map_to_queues_with_correlation(tmp_path: Path) -> None:
     assert kernels.text("name").tolist() == ["void relu_kernel<float>(float*)"]
     assert kernels["correlation_id"].tolist() == [11] and kernels["queue"].tolist() == [7]
     copies = trace.table("memcpy_begin")
-    assert copies.text("copy_kind").tolist() == ["HtoD"] and copies["queue"].tolist() == [9]
+    assert copies.text("copy_kind").tolist() == ["HtoD pageable"] and copies["queue"].tolist() == [9]
     assert trace.table("memset_begin")["correlation_id"].tolist() == [13]
     api = trace.table("api_enter")
     assert sorted(zip(api.text("name").tolist(), api["correlation_id"].tolist())) == [

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer import schema
+from tracer.copy_kinds import copy_ends
 from tracer.importers.kineto_source import (
     U32_MAX,
     U64_MAX,
@@ -305,8 +306,7 @@ class Converter:
             src, dst = as_int(args.get("fromDevice")), as_int(args.get("toDevice"))
             return (f"cuda:{src}" if src is not None and src >= 0 else device,
                     f"cuda:{dst}" if dst is not None and dst >= 0 else device)
-        ends = {"H": "cpu", "D": device}
-        return ends.get(direction[:1], device), ends.get(direction[-1:], device)
+        return copy_ends(direction, device)
 
     def memory(self, index: int, event: dict[str, Any]) -> None:
         ts, _ = self.time(index, event)

@@ -11,17 +11,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any, Iterable
 
+from tracer.copy_kinds import copy_kind_of
+
 U32_MAX = 0xFFFFFFFF
 U64_MAX = 0xFFFFFFFFFFFFFFFF
 _GZIP_MAGIC = b"\x1f\x8b"
 _THOUSAND = Decimal(1000)
-_COPY_KIND = re.compile(r"^Memcpy\s+([A-Za-z]+)")
 
 
 class KinetoImportError(ValueError):
@@ -104,17 +104,13 @@ def unsigned(value: Any, limit: int, default: int = 0) -> int:
 
 
 def copy_kind(name: str) -> str:
-    """The copy direction of a Kineto memcpy name: 'Memcpy HtoD (Pageable -> Device)' -> 'HtoD'.
+    """The ``copy_kind`` of a Kineto memcpy name: 'Memcpy HtoD (Pageable -> Device)' -> 'HtoD pageable'.
 
-    CUDA arrays count as device memory (HtoA -> HtoD); an unparsable name gives 'Unknown'.
+    The direction, then the host memory (pageable or pinned) when the name gives it; CUDA arrays
+    count as device memory (HtoA -> HtoD); an unparsable name gives 'Unknown'. See
+    :mod:`tracer.copy_kinds`.
     """
-    match = _COPY_KIND.match(name)
-    if match is None:
-        return "Unknown"
-    kind = match.group(1)
-    if len(kind) == 4 and kind[1:3] == "to":
-        kind = kind.replace("A", "D")
-    return kind
+    return copy_kind_of(name)
 
 
 class IdMap:
