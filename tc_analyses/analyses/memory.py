@@ -29,10 +29,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, GpuOp, NodeRun, read_activity
 from tc_analyses.reader import read_trace
 from tc_analyses.reader.fast import DfcTrace
+from tracer import copy_kinds
+from tracer.copy_kinds import direction_of
 
 SHORT_LIVED_NS = 1_000_000  # freed less than 1 ms after it was allocated: a temporary
 CHURN_TURNOVER = 4.0  # bytes allocated per step / peak at or above this is a finding
@@ -206,16 +209,9 @@ def _cross_device_edges(trace: DfcTrace, devices: dict[int, str]) -> list[tuple[
                                                 table["bytes"].tolist()) if s != d]
 
 
-def direction_of(copy_kind: str) -> str:
-    """The direction of a copy_kind value ("HtoD pageable" -> "HtoD"): its first word."""
-    words = copy_kind.split()
-    return words[0] if words else ""
-
-
 def host_memory_of(copy_kind: str) -> str:
     """"pageable", "pinned", or "unknown" when the trace did not record it."""
-    words = copy_kind.split()
-    return words[1] if len(words) > 1 and words[1] in HOST_KINDS else UNKNOWN
+    return copy_kinds.host_memory_of(copy_kind) or UNKNOWN
 
 
 class _StepIndex:
@@ -398,47 +394,26 @@ def _repeated_uploads(activity: Activity, copies: list[GpuOp], steps: _StepIndex
 
 # --- findings --------------------------------------------------------------------------------
 
-def size(nbytes: float) -> str:
-    """Bytes in binary units: '512 B', '1.5 KiB', '3.0 MiB'."""
-    value, unit = float(nbytes), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-
-
-def duration(ns: float) -> str:
-    """'850 ns', '12.5 us', '3.20 ms', '1.50 s'."""
-    if ns < 1_000:
-        return f"{ns:.0f} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.1f} us"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
-
-
 def _findings(r: MemoryResult) -> tuple[Finding, ...]:
     found: list[Finding] = []
     per = "per step" if r.steps else "in the trace"
     steps = max(r.steps, 1)
     if r.repeated_tensors:
         t = r.repeated_tensors[0]
-        at = (f", about {duration(r.tensor_wasted_ns_per_step)} of copy time"
+        at = (f", about {fmt_ns(r.tensor_wasted_ns_per_step)} of copy time"
               if r.tensor_wasted_ns_per_step is not None else "")
         found.append(Finding("redundant_tensor", round((r.tensor_wasted_ns_per_step or 0) * steps), (
             f"{len(r.repeated_tensors)} tensor(s) moved to the same device more than once: "
-            f"{size(r.tensor_wasted_bytes_per_step)} moved again {per}{at} (worst: tensor {t.tensor_id}, "
-            f"{size(t.bytes)} {t.src_device} -> {t.dst_device} {t.moves} times). Move it once and keep "
+            f"{fmt_bytes(r.tensor_wasted_bytes_per_step)} moved again {per}{at} (worst: tensor {t.tensor_id}, "
+            f"{fmt_bytes(t.bytes)} {t.src_device} -> {t.dst_device} {t.moves} times). Move it once and keep "
             f"the device copy: x_dev = x.to(device) before the loop, and pass x_dev to every consumer.")))
     if r.repeated_uploads:
         u = r.repeated_uploads[0]
         where = u.op if u.node in (u.op, UNKNOWN) else f"{u.op} in {u.node}"
         found.append(Finding("repeated_upload", round(r.upload_wasted_ns_per_step * steps), (
             f"{len(r.repeated_uploads)} host-to-device upload(s) repeated in every step: "
-            f"{size(r.upload_wasted_bytes_per_step)} and {duration(r.upload_wasted_ns_per_step)} of copies "
-            f"per step (worst: {where}, {u.copies_per_step:g} x {size(u.bytes)} to {u.device} per step). "
+            f"{fmt_bytes(r.upload_wasted_bytes_per_step)} and {fmt_ns(r.upload_wasted_ns_per_step)} of copies "
+            f"per step (worst: {where}, {u.copies_per_step:g} x {fmt_bytes(u.bytes)} to {u.device} per step). "
             f"If the data does not change between steps (weights, masks, constants, lookup tables; not the "
             f"input batch), create it on the device once, outside the step loop (torch.tensor(..., "
             f"device=dev) or a module's register_buffer).")))
@@ -451,7 +426,7 @@ def _findings(r: MemoryResult) -> tuple[Finding, ...]:
         versus = f" (pinned copies here: {pb / pns:.2f} GB/s)" if pinned and pns else ""
         dirs = ", ".join(f"{k.copies} {k.direction}" for k in pageable)
         found.append(Finding("pageable", ns, (
-            f"{n} copies ({dirs}) use pageable host memory: {size(b)} in {duration(ns)}{rate}{versus}. "
+            f"{n} copies ({dirs}) use pageable host memory: {fmt_bytes(b)} in {fmt_ns(ns)}{rate}{versus}. "
             f"Pageable copies are staged through a driver buffer and block the host. Pin the host buffer: "
             f"DataLoader(pin_memory=True) or tensor.pin_memory(), then copy with .to(device, "
             f"non_blocking=True) so the copy overlaps compute.")))
@@ -460,11 +435,11 @@ def _findings(r: MemoryResult) -> tuple[Finding, ...]:
             found.append(Finding("churn", 0, _churn_advice(c, r.steps)))
     for p in r.peaks:
         if p.peak_bytes and p.largest:
-            blocks = ", ".join(f"{size(b.bytes)} from {b.node}" for b in p.largest[:3])
+            blocks = ", ".join(f"{fmt_bytes(b.bytes)} from {b.node}" for b in p.largest[:3])
             step = f" in step {p.step}" if p.step >= 0 else ""
             during = f"while {p.node} runs" if p.node != UNKNOWN else "(no single node running)"
             found.append(Finding("peak", 0, (
-                f"{p.device} peaks at {size(p.peak_bytes)} at {duration(p.time_ns - r.start_ns)}{step} "
+                f"{p.device} peaks at {fmt_bytes(p.peak_bytes)} at {fmt_ns(p.time_ns - r.start_ns)}{step} "
                 f"{during}; largest live allocations: {blocks}. To lower the peak, release what holds "
                 f"them before this point (del, or no reference kept across steps), recompute activations "
                 f"(torch.utils.checkpoint), or use a smaller batch or lower precision.")))
@@ -474,11 +449,11 @@ def _findings(r: MemoryResult) -> tuple[Finding, ...]:
 
 def _churn_advice(c: DeviceChurn, steps: int) -> str:
     if c.allocations_per_step is not None and c.bytes_per_step is not None:
-        rate = f"{c.allocations_per_step:g} allocations and {size(c.bytes_per_step)} per step"
+        rate = f"{c.allocations_per_step:g} allocations and {fmt_bytes(c.bytes_per_step)} per step"
     else:
-        rate = f"{c.allocations} allocations and {size(c.bytes_allocated)} in the trace"
+        rate = f"{c.allocations} allocations and {fmt_bytes(c.bytes_allocated)} in the trace"
     head = (f"{c.device}: {rate}, {c.turnover:.1f}x its peak, {c.short_lived_share:.0%} freed within "
-            f"{duration(SHORT_LIVED_NS)}: the allocator recycles the same memory many times")
+            f"{fmt_ns(SHORT_LIVED_NS)}: the allocator recycles the same memory many times")
     if _is_host(c.device):
         return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); every CPU "
                 "allocation goes to malloc, so a caching allocator (LD_PRELOAD jemalloc or tcmalloc) helps.")

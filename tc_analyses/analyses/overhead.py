@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from tc_analyses.analyses.labels import label_number, order_runs
+from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
 
@@ -289,17 +290,6 @@ def _step(number: int, lo: int, hi: int, ops: list[OpOverhead], gpu: list[GpuOp]
 
 
 # ---------------------------------------------------------------------------------------- findings
-def fmt_ns(ns: float) -> str:
-    """A duration with a unit a person reads at a glance: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
-    if abs(ns) < 1e3:
-        return f"{ns:.0f} ns"
-    if abs(ns) < 1e6:
-        return f"{ns / 1e3:.1f} µs"
-    if abs(ns) < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
-
-
 def _step_name(s: StepOverhead) -> str:
     return "the whole trace" if s.step == WHOLE_TRACE else f"step {s.step}"
 

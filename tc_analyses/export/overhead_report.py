@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tc_analyses.analyses.overhead import WHOLE_TRACE, OverheadResult, Trajectory, fmt_ns
+from tc_analyses.analyses.overhead import WHOLE_TRACE, OverheadResult, Trajectory
+from tc_analyses.analyses.units import fmt_ns
 
 DPI = 100
 RC = {"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans", "font.size": 9,

@@ -1,0 +1,24 @@
+"""Durations and sizes as people read them in reports and findings."""
+
+from __future__ import annotations
+
+
+def fmt_ns(ns: float) -> str:
+    """850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
+    if abs(ns) < 1e3:
+        return f"{ns:.0f} ns"
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def fmt_bytes(nbytes: float) -> str:
+    """Bytes in binary units: 512 B, 1.5 KiB, 3.0 MiB."""
+    value, unit = float(nbytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
