@@ -1,0 +1,34 @@
+"""Inter-operator parallelism: Nimble-style stream assignment and its predicted speedup.
+
+Nimble (Kwon et al., NeurIPS 2020) runs the independent ops of one step concurrently on several
+GPU streams. Its stream assignment, reproduced here on the computation graph of a trace:
+
+1. the DAG of the ops of one device: for a GPU trace, the ops that launched GPU work, each
+   weighted by the mean GPU time of the kernels, copies and memsets it launched; for a CPU trace,
+   the ops of that device weighted by their own mean durations (the lanes are then inter-op
+   threads). Ops left out are contracted: their predecessors feed their successors directly;
+2. its transitive reduction (the minimum equivalent graph);
+3. the bipartite graph ``u_out -> v_in`` of the reduced edges and a maximum matching of it
+   (Hopcroft-Karp); a matched edge ``u -> v`` puts ``v`` right after ``u`` on ``u``'s lane, so
+   the matching cuts the DAG into ``n - |matching|`` chains, each a path of the reduced DAG;
+4. one lane per chain; with more chains than ``max_streams``, chains are merged greedily
+   (heaviest first onto the least loaded lane) and each lane runs its ops in the recorded order;
+5. each reduced edge between two lanes is a synchronisation (``cudaEventRecord`` after the
+   producer, ``cudaStreamWaitEvent`` before the consumer); after a merge, syncs implied by lane
+   order and other syncs are dropped (vector clocks).
+
+The prediction is **modelled**: the placement simulator runs the plan with one "device" per lane,
+every op costing its measured mean on every lane and each sync ``sync_ns``. Lanes are independent
+processors there, so contention for SMs, memory bandwidth or cores is not modelled and the
+speedup is an upper bound. The baseline is one lane in the recorded order (the sum of the work).
+"""
+
+from __future__ import annotations
+
+from tc_analyses.analyses.parallelism.gpu import gpu_work
+from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
+from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
+                                                     LaneSummary, ParallelismError, PlannedOp, StreamPlan, SyncEdge)
+
+__all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary", "ParallelismError",
+           "PlannedOp", "StreamPlan", "SyncEdge", "gpu_work", "plan_placement", "plan_streams", "plan_trace"]

@@ -1,0 +1,212 @@
+"""Nimble's chain decomposition and the graph measures around it, on a DAG of tasks 0..n-1.
+
+Tasks are numbered in a topological order (the recorded order); ``succ``/``pred`` hold the edges
+of the transitive reduction. Pure functions: no trace, no simulator.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from collections import defaultdict
+from typing import Any
+
+import networkx as nx
+
+WIDTH_PAIR_LIMIT = 2_000_000  # reachable pairs above which the exact width is not computed
+
+
+def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
+    """The DAG on the kept nodes: u -> v when a path joins them through dropped nodes only."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(n for n in graph.nodes if n in keep)
+    for u in dag.nodes:
+        stack, seen = list(graph.successors(u)), set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in keep:
+                dag.add_edge(u, v)
+            else:
+                stack.extend(graph.successors(v))
+    return dag
+
+
+def upward_rank(n: int, work: list[int], succ: dict[int, list[int]]) -> list[int]:
+    """Longest path (in work) from each task to a sink, itself included."""
+    rank = [0] * n
+    for t in reversed(range(n)):  # tasks are numbered in a topological order
+        rank[t] = work[t] + max((rank[s] for s in succ[t]), default=0)
+    return rank
+
+
+def match(n: int, succ: dict[int, list[int]], rank: list[int], critical: list[int]) -> dict[int, int]:
+    """Maximum matching of u_out -> v_in over the reduced edges: task u -> the task after it.
+
+    Any maximum matching gives the fewest chains. Among them, prefer one that keeps the critical
+    path on one lane (no sync on it): match the critical path's edges first and the rest around
+    them; that matching is used when it is as large as an unconstrained maximum matching.
+    """
+    free = max_matching(n, succ, rank, {})
+    fixed = dict(zip(critical, critical[1:]))
+    if not fixed:
+        return free
+    kept = max_matching(n, succ, rank, fixed)
+    return kept if len(kept) >= len(free) else free
+
+
+def max_matching(n: int, succ: dict[int, list[int]], rank: list[int], fixed: dict[int, int]) -> dict[int, int]:
+    """Hopcroft-Karp (networkx) with the edges of `fixed` forced into the matching.
+
+    Left vertices are 0..n-1 (u_out), right ones n..2n-1 (v_in): integers keep networkx's
+    iteration order deterministic (recorded order). Successors are listed heaviest path first, so
+    the greedy first phase follows the longest paths.
+    """
+    taken = set(fixed.values())
+    bip = nx.Graph()
+    bip.add_nodes_from(range(2 * n))
+    for u in range(n):
+        if u in fixed:
+            continue
+        for v in sorted(succ[u], key=lambda s: (-rank[s], s)):
+            if v not in taken:
+                bip.add_edge(u, n + v)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * n + 1000))  # Hopcroft-Karp's DFS recurses along augmenting paths
+    try:
+        matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=range(n))
+    finally:
+        sys.setrecursionlimit(limit)
+    found = {u: matching[u] - n for u in range(n) if u in matching}
+    found.update(fixed)
+    return found
+
+
+def chains(n: int, nxt: dict[int, int], work: list[int]) -> list[list[int]]:
+    has_prev = set(nxt.values())
+    chains = []
+    for head in range(n):
+        if head in has_prev:
+            continue
+        chain = [head]
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
+        chains.append(chain)
+    chains.sort(key=lambda c: (-sum(work[t] for t in c), c[0]))  # heaviest first: it gets lane 0
+    return chains
+
+
+def merge(chains: list[list[int]], work: list[int], max_streams: int) -> tuple[list[int], int]:
+    """Chain -> lane: one lane each when they fit, else heaviest chain onto the least loaded lane."""
+    if len(chains) <= max_streams:
+        return list(range(len(chains))), len(chains)
+    loads = [(0, s) for s in range(max_streams)]
+    heapq.heapify(loads)
+    lane_of = []
+    for chain in chains:  # already heaviest first
+        load, s = heapq.heappop(loads)
+        lane_of.append(s)
+        heapq.heappush(loads, (load + sum(work[t] for t in chain), s))
+    return lane_of, max_streams
+
+
+def prune_syncs(n: int, cross: list[tuple[int, int]], stream: list[int], pos: list[int],
+                 lane_tasks: dict[int, list[int]], streams: int) -> list[tuple[int, int]]:
+    """Drop the cross-lane edges already implied by lane order and the syncs kept (vector clocks).
+
+    ``clock[t][s]`` is the last position of lane ``s`` known to be done when ``t`` ends. A sync
+    ``u -> v`` is redundant when the clock ``v`` starts with already covers ``u``.
+    """
+    incoming: dict[int, list[int]] = defaultdict(list)
+    for u, v in cross:
+        incoming[v].append(u)
+    prev = {t: tasks[i - 1] for tasks in lane_tasks.values() for i, t in enumerate(tasks) if i}
+    clock: list[list[int]] = [[] for _ in range(n)]
+    kept = []
+    for t in range(n):  # a topological order of lane order and syncs
+        base = list(clock[prev[t]]) if t in prev else [-1] * streams
+        for u in sorted(incoming[t], reverse=True):  # later producers first: they imply more
+            if base[stream[u]] >= pos[u]:
+                continue
+            kept.append((u, t))
+            base = [max(a, b) for a, b in zip(base, clock[u])]
+        base[stream[t]] = pos[t]
+        clock[t] = base
+    return sorted(kept)
+
+
+def critical_path(n: int, work: list[int], succ: dict[int, list[int]]) -> list[int]:
+    rank = upward_rank(n, work, succ)
+    if not n:
+        return []
+    has_pred = {v for vs in succ.values() for v in vs}
+    t = max((s for s in range(n) if s not in has_pred), key=lambda s: (rank[s], -s))
+    path = [t]
+    while succ[t]:
+        t = max(succ[t], key=lambda s: (rank[s], -s))
+        path.append(t)
+    return path
+
+
+def reachability(n: int, succ: dict[int, list[int]]) -> list[int]:
+    """Bit ``v`` of ``reach[u]`` is set when a path leads from ``u`` to ``v`` (``u`` excluded)."""
+    reach = [0] * n
+    for t in reversed(range(n)):  # tasks are numbered in a topological order
+        bits = 0
+        for s in succ[t]:
+            bits |= reach[s] | (1 << s)
+        reach[t] = bits
+    return reach
+
+
+def transitive_reduction(n: int, succ: dict[int, list[int]], reach: list[int]) -> list[tuple[int, int]]:
+    """The edges ``u -> v`` that no other path joins: v is not reachable from another successor.
+
+    Same result as ``networkx.transitive_reduction`` with bitsets: networkx's per-node depth-first
+    searches take minutes on deep 10k-op graphs, this takes well under a second.
+    """
+    edges = []
+    for u in range(n):
+        covered = 0
+        for w in succ[u]:
+            covered |= reach[w]
+        edges += [(u, v) for v in sorted(set(succ[u])) if not covered >> v & 1]
+    return edges
+
+
+def width(n: int, reach: list[int]) -> int | None:
+    """Dilworth: the most pairwise independent ops = n - maximum matching of the transitive closure."""
+    if sum(r.bit_count() for r in reach) > WIDTH_PAIR_LIMIT:
+        return None
+    bip = nx.Graph()
+    bip.add_nodes_from(range(2 * n))
+    for u in range(n):
+        bits, v = reach[u], 0
+        while bits:
+            if bits & 1:
+                bip.add_edge(u, n + v)
+            bits >>= 1
+            v += 1
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * n + 1000))
+    try:
+        matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=range(n))
+    finally:
+        sys.setrecursionlimit(limit)
+    return n - sum(1 for u in range(n) if u in matching)
+
+
+def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int:
+    """Most ops running at once when each starts as soon as its inputs are done (unlimited lanes)."""
+    start = [0] * n
+    for t in range(n):
+        start[t] = max((start[p] + work[p] for p in pred[t]), default=0)
+    points = sorted([(start[t], 1) for t in range(n) if work[t] > 0] +
+                    [(start[t] + work[t], -1) for t in range(n) if work[t] > 0])  # ends sort before starts
+    peak = running = 0
+    for _, delta in points:
+        running += delta
+        peak = max(peak, running)
+    return max(peak, 1 if n else 0)

@@ -1,0 +1,273 @@
+"""Plan the ops of one device onto lanes and predict the speedup (see the package docstring)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Hashable
+
+import networkx as nx
+
+from tc_analyses.analyses.parallelism import chains as decompose
+from tc_analyses.analyses.parallelism.findings import findings
+from tc_analyses.analyses.parallelism.gpu import gpu_work
+from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
+                                                     LaneSummary, Node, ParallelismError, PlannedOp, StreamPlan,
+                                                     SyncEdge)
+from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
+                                                    PlacementProblem, Slot, Task)
+from tc_analyses.analyses.placement.simulate import simulate
+from tc_analyses.errors import GraphError
+from tc_analyses.model import graph_keys as K
+from tc_analyses.model.activity import read_activity
+from tc_analyses.model.graph import build_graph
+from tc_analyses.reader.fast import DfcTrace
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points.
+
+def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[Node, int] | None = None,
+                 max_streams: int | None = None, sync_ns: int | None = None, lane: str | None = None,
+                 unattributed_ns: int = 0) -> StreamPlan:
+    """Assign the ops of `device` in `graph` to lanes (Nimble) and predict the speedup.
+
+    Parameters
+    ----------
+    graph : nx.DiGraph
+        A computation graph (:func:`~tc_analyses.model.graph.build_graph`) or any DAG whose nodes
+        carry ``mean_ns`` (and optionally ``op``, ``name``, ``device``).
+    device : str, optional
+        Plan the nodes of this device; default: the device with the most work. Ignored when
+        `weights` is given.
+    weights : dict, optional
+        node -> work in ns; only these nodes are planned (GPU plans: :func:`gpu_work`).
+    max_streams : int, optional
+        Lanes available; default 4 streams on a GPU, ``os.cpu_count()`` threads on a CPU.
+    sync_ns : int, optional
+        Cost of one synchronisation; default 2 µs (GPU streams), 5 µs (CPU threads).
+    lane : {"stream", "thread"}, optional
+        Default: "stream" unless the device is a CPU.
+    """
+    source = str(graph.graph.get(K.SOURCE, ""))
+    where = source or "graph"
+    if graph.number_of_nodes() and not nx.is_directed_acyclic_graph(graph):
+        cycle = nx.find_cycle(graph)
+        raise GraphError(f"{where}: the computation graph has a cycle through nodes "
+                         f"{[u for u, _ in cycle[:6]]}: stream assignment needs a DAG")
+    if weights is None:
+        device = device if device is not None else _busiest_device(graph)
+        keep = {n: int(a.get(K.MEAN_NS, 0)) for n, a in graph.nodes(data=True)
+                if str(a.get(K.DEVICE, "")) == device}
+        work_kind = "op duration"
+    else:
+        keep = {n: int(w) for n, w in weights.items() if n in graph}
+        device = device or "gpu"
+        work_kind = "gpu time launched"
+    if not keep:
+        raise ParallelismError(f"{where}: no ops to plan on device {device!r}")
+    lane = lane or (THREAD if str(device).startswith("cpu") else STREAM)
+    if lane not in (STREAM, THREAD):
+        raise ParallelismError(f"{where}: lane must be 'stream' or 'thread', not {lane!r}")
+    if max_streams is None:
+        max_streams = DEFAULT_GPU_STREAMS if lane == STREAM else (os.cpu_count() or 1)
+    if max_streams < 1:
+        raise ParallelismError(f"{where}: max_streams must be at least 1, not {max_streams}")
+    sync = DEFAULT_SYNC_NS[lane] if sync_ns is None else int(sync_ns)
+    if sync < 0:
+        raise ParallelismError(f"{where}: sync_ns must not be negative, not {sync}")
+    return _plan(graph, keep, source, str(device), lane, work_kind, max_streams, sync, unattributed_ns)
+
+
+
+NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unknown (Kineto imports carry "
+            "none): record with the PyTorch source or tracer.node to plan streams")
+
+
+def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None = None,
+               max_streams: int | None = None, sync_ns: int | None = None) -> StreamPlan:
+    """Read a trace and plan it: its GPU work when it has any (or `device` names a GPU), else the
+    ops of `device` (default: the busiest) on threads."""
+    if not isinstance(trace, DfcTrace):
+        from tc_analyses.reader import read_trace  # noqa: PLC0415 - callers with a DfcTrace skip it
+
+        trace = read_trace(trace)
+    graph = build_graph(trace)
+    if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
+        # Without edges every op looks independent: a plan would promise parallelism that is not there.
+        raise ParallelismError(f"{trace.path}: {NO_EDGES}")
+    activity = read_activity(trace)
+    gpu_devices = {op.device for op in activity.gpu}
+    if activity.gpu and (device is None or device in gpu_devices):
+        gpu, weights, unattributed = gpu_work(graph, activity, device)
+        if weights:
+            return plan_streams(graph, device=gpu, weights=weights, max_streams=max_streams, sync_ns=sync_ns,
+                                lane=STREAM, unattributed_ns=unattributed)
+        if device is not None:
+            raise ParallelismError(f"{trace.path}: no op of the graph launched GPU work on {device}")
+    return plan_streams(graph, device=device, max_streams=max_streams, sync_ns=sync_ns)
+
+
+def plan_placement(plan: StreamPlan) -> tuple[PlacementProblem, Placement]:
+    """The plan as a placement problem (one device per lane) and its schedule, for the views.
+
+    Tasks are numbered in recorded order; each task's ``actual_device`` is lane 0 (the single
+    lane of the baseline), so the views show which ops the plan moves to other lanes.
+    """
+    index = {op.node: i for i, op in enumerate(plan.ops)}
+    problem = _problem(plan.ops, plan.lane, plan.device, plan.streams, plan.sync_ns,
+                       _plan_edges(plan, index))
+    schedule = [Slot(index[op.node], _lane_name(plan.lane, op.stream), op.start_ns, op.end_ns) for op in plan.ops]
+    schedule.sort(key=lambda s: (s.start_ns, s.task))
+    assignment = {index[op.node]: _lane_name(plan.lane, op.stream) for op in plan.ops}
+    return problem, Placement(assignment, plan.plan_ns, schedule, f"nimble {plan.lane}s")
+
+
+# ---------------------------------------------------------------------------------------------
+# The algorithm.
+
+def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, lane: str, work_kind: str,
+          max_streams: int, sync: int, unattributed_ns: int) -> StreamPlan:
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    dag = decompose.contract(graph, keep)
+    order = list(nx.lexicographical_topological_sort(dag, key=lambda n: position[n]))
+    idx = {n: i for i, n in enumerate(order)}
+    work = [keep[n] for n in order]
+    full: dict[int, list[int]] = defaultdict(list)
+    for u, v in dag.edges:
+        full[idx[u]].append(idx[v])
+    reach = decompose.reachability(len(order), full)
+    red_edges = decompose.transitive_reduction(len(order), full, reach)
+    succ: dict[int, list[int]] = defaultdict(list)
+    pred: dict[int, list[int]] = defaultdict(list)
+    for u, v in red_edges:
+        succ[u].append(v)
+        pred[v].append(u)
+    n = len(order)
+    rank = decompose.upward_rank(n, work, succ)
+    cp_tasks = decompose.critical_path(n, work, succ)
+    nxt = decompose.match(n, succ, rank, cp_tasks)
+    chains = decompose.chains(n, nxt, work)
+    stream_of_chain, streams = decompose.merge(chains, work, max_streams)
+    stream = [0] * n
+    chain_of = [0] * n
+    for c, chain in enumerate(chains):
+        for t in chain:
+            stream[t], chain_of[t] = stream_of_chain[c], c
+    lane_tasks: dict[int, list[int]] = defaultdict(list)
+    for t in range(n):  # lanes run their ops in recorded order, a topological order
+        lane_tasks[stream[t]].append(t)
+    pos = [0] * n
+    for tasks in lane_tasks.values():
+        for p, t in enumerate(tasks):
+            pos[t] = p
+    cross = [(u, v) for u, v in red_edges if stream[u] != stream[v]]
+    kept = decompose.prune_syncs(n, cross, stream, pos, lane_tasks, streams) if len(chains) > streams else cross
+    kept_set = set(kept)
+
+    edge_bytes = {(idx[u], idx[v]): int(a.get(K.BYTES, 0)) for u, v, a in graph.edges(data=True)
+                  if u in idx and v in idx}
+    sim_edges = {(u, v): edge_bytes.get((u, v), 0) for u, v in red_edges
+                 if stream[u] == stream[v] or (u, v) in kept_set}
+    labels = [_label(graph, n_) for n_ in order]
+    protos = [(_attr(graph, n_, K.OP), lab, w) for n_, lab, w in zip(order, labels, work)]
+    problem = _problem_from(protos, lane, device, streams, sync, sim_edges)
+    override = {e: sync for e in kept_set}
+    try:
+        planned = simulate(problem, {t: _lane_name(lane, stream[t]) for t in range(n)}, list(range(n)),
+                           transfer_override=override, algorithm=f"nimble {lane}s")
+    except PlacementError as exc:  # not expected: lanes follow a topological order
+        raise ParallelismError(f"{source or 'graph'}: {exc}") from exc
+    slots = {s.task: s for s in planned.schedule}
+    baseline_start = [0] * n
+    clock = 0
+    for t in range(n):
+        baseline_start[t] = clock
+        clock += work[t]
+    baseline_ns = clock
+
+    critical = set(cp_tasks)
+    waits: dict[int, list[int]] = defaultdict(list)
+    records: set[int] = set()
+    for u, v in kept:
+        waits[v].append(u)
+        records.add(u)
+    ops = tuple(PlannedOp(
+        node=order[t], op=protos[t][0], name=_attr(graph, order[t], K.NAME), stream=stream[t], order=pos[t],
+        chain=chain_of[t], work_ns=work[t], start_ns=slots[t].start_ns, end_ns=slots[t].end_ns,
+        baseline_start_ns=baseline_start[t], waits_for=tuple(order[u] for u in sorted(waits[t])),
+        records_event=t in records, on_critical_path=t in critical) for t in range(n))
+    sync_edges = tuple(SyncEdge(order[u], order[v], stream[u], stream[v], edge_bytes.get((u, v), 0))
+                       for u, v in sorted(kept))
+    lanes = tuple(LaneSummary(s, _lane_name(lane, s), len(lane_tasks[s]), sum(work[t] for t in lane_tasks[s]),
+                              tuple(c for c in range(len(chains)) if stream_of_chain[c] == s))
+                  for s in range(streams))
+    total = sum(work)
+    cp_ns = sum(work[t] for t in cp_tasks)
+    plan_ns = planned.makespan_ns
+    speedup = baseline_ns / plan_ns if plan_ns > 0 else 1.0
+    ideal = total / cp_ns if cp_ns > 0 else 1.0
+    result = dict(
+        source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=dag.number_of_edges(),
+        components=nx.number_weakly_connected_components(dag) if n else 0,
+        reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(order[t] for t in c) for c in chains),
+        streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept),
+        redundant_syncs=len(cross) - len(kept), ops=ops, sync_edges=sync_edges, lanes=lanes,
+        dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
+        critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
+        width=decompose.width(n, reach), peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
+        plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
+        unattributed_ns=unattributed_ns)
+    return StreamPlan(**result, findings=findings(result, ops))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# The problem handed to the simulator and to the views.
+
+def _lane_name(lane: str, s: int) -> str:
+    return f"{lane} {s}"
+
+
+def _problem_from(protos: list[tuple[str, str, int]], lane: str, device: str, streams: int, sync: int,
+                  edges: dict[tuple[int, int], int]) -> PlacementProblem:
+    names = [_lane_name(lane, s) for s in range(streams)]
+    tasks = [Task(i, label, op, names[0]) for i, (op, label, _) in enumerate(protos)]
+    devices = [Device(name, f"{device} {lane}") for name in names]
+    costs = {(i, name): Cost(w, CostSource.MEASURED) for i, (_, _, w) in enumerate(protos) for name in names}
+    # bytes never count: a sync costs the same whatever the tensor (bytes_per_ns infinite)
+    link = Link(float(sync), float("inf"), f"sync model: {sync} ns per cross-{lane} dependency")
+    links = {(a, b): link for a in names for b in names if a != b}
+    return PlacementProblem(tasks, devices, costs, dict(edges), links)
+
+
+def _problem(ops: tuple[PlannedOp, ...], lane: str, device: str, streams: int, sync: int,
+             edges: dict[tuple[int, int], int]) -> PlacementProblem:
+    protos = [(op.op, f"{op.name} ({op.op})" if op.name and op.name != op.op else op.op or str(op.node), op.work_ns)
+              for op in ops]
+    return _problem_from(protos, lane, device, streams, sync, edges)
+
+
+def _plan_edges(plan: StreamPlan, index: dict[Node, int]) -> dict[tuple[int, int], int]:
+    """Dependencies the plan keeps: same-lane reduced edges and the syncs."""
+    lane = {op.node: op.stream for op in plan.ops}
+    edges = {(index[u], index[v]): 0 for u, v in plan.dependencies if lane[u] == lane[v]}
+    edges.update({(index[e.producer], index[e.consumer]): e.bytes for e in plan.sync_edges})
+    return edges
+
+
+def _attr(graph: nx.DiGraph, node: Hashable, key: str) -> str:
+    return str(graph.nodes[node].get(key, "") or "")
+
+
+def _label(graph: nx.DiGraph, node: Hashable) -> str:
+    op, name = _attr(graph, node, K.OP), _attr(graph, node, K.NAME)
+    if name and op and name != op:
+        return f"{name} ({op})"
+    return name or op or str(node)
+
+
+def _busiest_device(graph: nx.DiGraph) -> str:
+    work: dict[str, int] = defaultdict(int)
+    for _, a in graph.nodes(data=True):
+        work[str(a.get(K.DEVICE, ""))] += int(a.get(K.MEAN_NS, 0))
+    return max(sorted(work), key=lambda d: work[d]) if work else ""

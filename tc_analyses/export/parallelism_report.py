@@ -1,0 +1,117 @@
+"""A :class:`~tc_analyses.analyses.parallelism.StreamPlan` as text, JSON and a Gantt chart.
+
+The Gantt chart (PNG and SVG, byte-for-byte deterministic like the roofline plot) has two panels
+on one time axis: the baseline (every op on one lane, in recorded order) and the plan (one row per
+lane). Ops on the critical path are red, the others blue; grey lines join the two ends of each sync
+(at most :data:`MAX_SYNC_LINES`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from tc_analyses.analyses.parallelism import StreamPlan
+
+SIZE_IN = (10.0, 5.5)
+DPI = 100
+MAX_SYNC_LINES = 300
+MAX_ROWS = 40  # ops listed per lane in the text
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def plan_json(plan: StreamPlan) -> dict[str, Any]:
+    """The plan as JSON-ready data (what ``dataclasses.asdict`` gives, node ids kept as they are)."""
+    data: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(plan), default=str))
+    return data
+
+
+def plan_text(plan: StreamPlan) -> str:
+    """The plan as text: the numbers, each lane's ops in order with the events they wait on, findings."""
+    lane = plan.lane
+    width = "-" if plan.width is None else str(plan.width)
+    lines = [
+        f"trace:      {plan.source or '-'}",
+        f"device:     {plan.device} ({plan.nodes} ops, weighted by {plan.work}; {lane}s)",
+        f"graph:      {plan.edges} dependencies, {plan.reduced_edges} after transitive reduction; "
+        f"width {width}, up to {plan.peak_concurrency} ops at once",
+        f"chains:     {len(plan.chains)} (= {plan.nodes} ops - {plan.matching} matched edges)",
+        f"plan:       {plan.streams} {lane}(s) (max {plan.max_streams}), {plan.syncs} sync(s) of {plan.sync_ns} ns"
+        + (f", {plan.redundant_syncs} implied by {lane} order" if plan.redundant_syncs else ""),
+        f"work:       {_ms(plan.total_work_ns)}; critical path {_ms(plan.critical_path_ns)} "
+        f"({len(plan.critical_path)} ops); bound work/critical path {plan.ideal_speedup:.2f}x",
+        f"baseline:   {_ms(plan.baseline_ns)} (one {lane}, recorded order)",
+        f"predicted:  {_ms(plan.plan_ns)} (simulated plan)",
+        f"speedup:    {plan.speedup:.2f}x",
+        f"model:      {plan.model}",
+        "",
+        f"{lane}s:",
+    ]
+    lines += [f"  {s.label}: {s.ops} ops, {_ms(s.work_ns)} of work, {len(s.chains)} chain(s)" for s in plan.lanes]
+    lines += ["", f"ops per {lane} (order, op, name, work, waits on):"]
+    by_lane: dict[int, list[Any]] = {}
+    for op in plan.ops:
+        by_lane.setdefault(op.stream, []).append(op)
+    for s in plan.lanes:
+        ops = sorted(by_lane.get(s.stream, []), key=lambda o: o.order)
+        lines.append(f"  {s.label}:")
+        for op in ops[:MAX_ROWS]:
+            waits = ", ".join(f"event({w})" for w in op.waits_for)
+            mark = " *" if op.on_critical_path else ""
+            lines.append(f"    {op.order:4d}  node {op.node}  {op.op}  {op.name}  {op.work_ns / 1e3:.1f} us{mark}"
+                         + (f"  waits on {waits}" if waits else "") + ("  records event" if op.records_event else ""))
+        if len(ops) > MAX_ROWS:
+            lines.append(f"    ... {len(ops) - MAX_ROWS} more (all in the JSON)")
+    lines += ["  (* on the critical path; event(N) is recorded after node N on its own "
+              f"{lane})", "", "findings:"] + [f"  - {f}" for f in plan.findings]
+    return "\n".join(lines) + "\n"
+
+
+def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
+    """Write ``out_dir/parallelism.png`` and ``.svg``: baseline vs plan, one row per lane."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scale, unit = (1e6, "ms") if plan.baseline_ns >= 1e6 else (1e3, "us")
+    with matplotlib.rc_context({"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans",
+                                "font.size": 9, "path.simplify": False}):
+        rows = max(1, plan.streams)
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=SIZE_IN, dpi=DPI, sharex=True,
+                                          gridspec_kw={"height_ratios": [1, max(1.5, rows * 0.6)]})
+        try:
+            colors = ["tab:red" if op.on_critical_path else "tab:blue" for op in plan.ops]
+            top.broken_barh([(op.baseline_start_ns / scale, op.work_ns / scale) for op in plan.ops], (0.1, 0.8),
+                            facecolors=colors, edgecolor="white", linewidth=0.2)
+            top.set_yticks([0.5], [f"one {plan.lane}"])
+            top.set_title(f"baseline {_ms(plan.baseline_ns)} vs plan {_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
+                          f"modelled upper bound\n{plan.streams} {plan.lane}s, {plan.syncs} syncs of "
+                          f"{plan.sync_ns} ns; red = critical path, grey = syncs", fontsize=9)
+            for s in range(rows):
+                ops = [op for op in plan.ops if op.stream == s]
+                bottom.broken_barh([(op.start_ns / scale, op.work_ns / scale) for op in ops], (s + 0.1, 0.8),
+                                   facecolors=["tab:red" if op.on_critical_path else "tab:blue" for op in ops],
+                                   edgecolor="white", linewidth=0.2)
+            end_of = {op.node: op for op in plan.ops}
+            for e in plan.sync_edges[:MAX_SYNC_LINES]:
+                u, v = end_of[e.producer], end_of[e.consumer]
+                bottom.plot([u.end_ns / scale, v.start_ns / scale], [u.stream + 0.5, v.stream + 0.5],
+                            color="gray", lw=0.5, alpha=0.6)
+            bottom.set_yticks([s + 0.5 for s in range(rows)], [lane.label for lane in plan.lanes] or [plan.lane])
+            bottom.set_ylim(rows, 0)
+            bottom.set_xlabel(f"time from the step's start ({unit})")
+            bottom.set_xlim(0, max(plan.baseline_ns, plan.plan_ns, 1) / scale)
+            fig.tight_layout()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            png, svg = out_dir / "parallelism.png", out_dir / "parallelism.svg"
+            fig.savefig(png, format="png", metadata={"Software": None})
+            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+        finally:
+            plt.close(fig)
+    return [png, svg]

@@ -1,0 +1,81 @@
+"""A stream plan as files Trace Compass opens next to the real run.
+
+Reuses the placement views (:mod:`tc_analyses.export.placement_views`): the plan becomes a
+placement problem with one device per lane (``stream 0``, ``stream 1``... or ``thread N``), and
+every op's "actual device" is lane 0, the single lane of the baseline. So in the predicted trace
+
+* ``stream 0: kept here`` holds the ops that stay on the first lane, and ``stream K: moved here``
+  the ops the plan moves to lane K, labelled ``name (from stream 0)``;
+* each sync is a ``dfc:tensor_edge`` from the producer to the consumer on another lane;
+* timestamps start at the real trace's first op, so an experiment of both traces lines them up.
+
+``out_dir`` receives ``predicted/`` (the CTF trace), ``views/`` (its Trace Compass analyses),
+``graph.dot``/``graph.graphml`` (the planned ops coloured by lane) and ``plan.json``/``report.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import networkx as nx
+
+from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
+from tc_analyses.analyses.placement.problem import Placement
+from tc_analyses.export.parallelism_report import plan_json, plan_text
+from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
+from tc_analyses.model import graph_keys as K
+
+DEFAULT_START_NS = 1_000  # when there is no real trace to line up with
+
+
+def _real_trace_clock(trace_path: str | os.PathLike[str] | None) -> tuple[int, int]:
+    """(first op's begin, clock offset) of the real trace, to line the predicted one up with it."""
+    if trace_path is None or not Path(trace_path).is_dir():
+        return DEFAULT_START_NS, 0
+    from tc_analyses.reader import read_trace  # noqa: PLC0415 - only when there is a trace
+
+    trace = read_trace(trace_path)
+    begins = trace.table("node_begin")["timestamp"]
+    start = int(begins.min()) if len(begins) else DEFAULT_START_NS
+    return start, int(trace.metadata.clock_offset_ns)
+
+
+def _plan_graph(plan: StreamPlan) -> nx.DiGraph:
+    """The planned ops and the dependencies the plan keeps (reduced edges), with op and name."""
+    g = nx.DiGraph()
+    for op in plan.ops:
+        g.add_node(op.node, **{K.OP: op.op, K.NAME: op.name, K.MEAN_NS: op.work_ns, "stream": op.stream,
+                                "order": op.order})
+    g.add_edges_from(plan.dependencies)
+    for e in plan.sync_edges:
+        g.edges[e.producer, e.consumer]["sync"] = True
+    return g
+
+
+def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None, out_dir: Path) -> dict[str, Path]:
+    """Write the predicted schedule (CTF trace + Trace Compass analyses), the plan graph and the plan.
+
+    Returns the paths written, by kind: ``predicted``, ``views``, ``graph.dot``, ``graph.graphml``,
+    ``plan.json``, ``report.txt``.
+    """
+    from tc_analyses.export.tracecompass import write_output  # noqa: PLC0415 - heavy, only here
+    from tc_analyses.export.tracecompass.facts import trace_facts  # noqa: PLC0415
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    problem, placement = plan_placement(plan)
+    start, offset = _real_trace_clock(trace_path if trace_path is not None else (plan.source or None))
+    predicted = write_predicted_trace(out_dir / "predicted", problem, placement, start, offset)
+    write_output(out_dir / "views", trace_facts(predicted))
+    graph = _plan_graph(plan)
+    index = {op.node: i for i, op in enumerate(plan.ops)}
+    # write_plan_graph keys the assignment by task id; map it back to the graph's node ids.
+    by_node = Placement({op.node: placement.assignment[index[op.node]] for op in plan.ops},
+                        placement.makespan_ns, placement.schedule, placement.algorithm)
+    write_plan_graph(out_dir, graph, by_node)
+    dot, graphml = out_dir / "graph.dot", out_dir / "graph.graphml"
+    (out_dir / "plan.json").write_text(json.dumps(plan_json(plan), indent=2, sort_keys=True) + "\n")
+    (out_dir / "report.txt").write_text(plan_text(plan))
+    return {"predicted": predicted, "views": out_dir / "views", "graph.dot": dot, "graph.graphml": graphml,
+            "plan.json": out_dir / "plan.json", "report.txt": out_dir / "report.txt"}

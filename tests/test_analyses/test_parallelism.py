@@ -1,0 +1,290 @@
+"""Nimble-style stream assignment: chains, syncs and the modelled speedup, computed by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from tc_analyses.analyses.parallelism import (ParallelismError, StreamPlan, gpu_work, plan_placement,
+                                              plan_streams, plan_trace)
+from tc_analyses.errors import DfcompassError, GraphError
+from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
+from tc_analyses.export.parallelism_views import write_plan_view
+from tc_analyses.model import graph_keys as K
+from tc_analyses.model.activity import read_activity
+from tc_analyses.model.graph import build_graph
+from tc_analyses.reader import read_trace
+from tracer.builder import TraceBuilder
+
+
+def dag(durations: dict[str, int], edges: list[tuple[str, str]], device: str = "cuda:0") -> nx.DiGraph:
+    g = nx.DiGraph()
+    for name, ns in durations.items():
+        g.add_node(name, **{K.OP: f"op_{name}", K.NAME: name, K.DEVICE: device, K.MEAN_NS: ns})
+    g.add_edges_from(edges, **{K.BYTES: 64})
+    return g
+
+
+def by_node(plan: StreamPlan) -> dict:
+    return {op.node: op for op in plan.ops}
+
+
+def assert_chains_are_paths(plan: StreamPlan) -> None:
+    deps = set(plan.dependencies)
+    for chain in plan.chains:
+        assert all((u, v) in deps for u, v in zip(chain, chain[1:])), chain
+
+
+DIAMOND = dict(durations={"a": 10_000, "b": 30_000, "c": 20_000, "d": 5_000},
+               edges=[("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+
+
+def test_diamond() -> None:
+    plan = plan_streams(dag(**DIAMOND), sync_ns=2_000)
+    # Critical path a-b-d (10+30+5 = 45 us) is one chain; c is the other: 4 ops - 2 matched = 2 chains.
+    assert plan.chains == (("a", "b", "d"), ("c",))
+    assert (plan.matching, plan.streams, plan.lane, plan.device) == (2, 2, "stream", "cuda:0")
+    # Syncs: a -> c (stream 0 -> 1) and c -> d (stream 1 -> 0).
+    assert [(e.producer, e.consumer, e.src_stream, e.dst_stream, e.bytes) for e in plan.sync_edges] == [
+        ("a", "c", 0, 1, 64), ("c", "d", 1, 0, 64)]
+    assert plan.syncs == 2 and plan.redundant_syncs == 0
+    ops = by_node(plan)
+    # Plan: a 0-10, b 10-40 on stream 0; c waits a's event: 10+2 = 12, runs 12-32 on stream 1;
+    # d waits b (stream order) and c's event 32+2 = 34: starts max(40, 34) = 40, ends 45 us.
+    assert [(n, ops[n].stream, ops[n].order, ops[n].start_ns, ops[n].end_ns) for n in "abcd"] == [
+        ("a", 0, 0, 0, 10_000), ("b", 0, 1, 10_000, 40_000), ("c", 1, 0, 12_000, 32_000), ("d", 0, 2, 40_000, 45_000)]
+    assert ops["c"].waits_for == ("a",) and ops["d"].waits_for == ("c",)
+    assert ops["a"].records_event and ops["c"].records_event and not ops["b"].records_event
+    # Baseline: one stream, 10+30+20+5 = 65 us; speedup 65/45.
+    assert (plan.baseline_ns, plan.plan_ns) == (65_000, 45_000)
+    assert plan.speedup == pytest.approx(65 / 45)
+    assert (plan.total_work_ns, plan.critical_path_ns, plan.critical_path) == (65_000, 45_000, ("a", "b", "d"))
+    assert plan.ideal_speedup == pytest.approx(65 / 45)
+    # b || c: width 2; ASAP b 10-40 and c 10-30 overlap: 2 at once.
+    assert (plan.width, plan.peak_concurrency, plan.components) == (2, 2, 1)
+    assert [ops[n].baseline_start_ns for n in "abcd"] == [0, 10_000, 40_000, 60_000]
+    assert plan.model.startswith("modelled:")
+
+
+def test_costly_syncs_make_the_plan_slower() -> None:
+    plan = plan_streams(dag(**DIAMOND), sync_ns=100_000)
+    # c starts at 10+100 = 110, ends 130; d at 130+100 = 230, ends 235 us: 65/235 < 1.
+    assert plan.plan_ns == 235_000
+    assert plan.speedup == pytest.approx(65 / 235)
+    assert any("cost more than the overlap gains" in f for f in plan.findings)
+
+
+def test_chain_has_one_stream() -> None:
+    plan = plan_streams(dag({"a": 5, "b": 7, "c": 9}, [("a", "b"), ("b", "c")]))
+    assert plan.chains == (("a", "b", "c"),) and plan.streams == 1 and plan.syncs == 0
+    assert plan.speedup == 1.0 and plan.plan_ns == plan.baseline_ns == 21
+    assert (plan.width, plan.peak_concurrency) == (1, 1)
+    assert any("single chain" in f for f in plan.findings)
+
+
+def test_transitive_edge_is_reduced() -> None:
+    plan = plan_streams(dag({"a": 1, "b": 1, "c": 1}, [("a", "b"), ("b", "c"), ("a", "c")]))
+    assert (plan.edges, plan.reduced_edges) == (3, 2)
+    assert plan.dependencies == (("a", "b"), ("b", "c"))  # a -> c is implied by a -> b -> c
+    assert plan.chains == (("a", "b", "c"),) and plan.syncs == 0
+
+
+def test_reduction_equals_networkx() -> None:
+    from tc_analyses.analyses.parallelism import chains
+
+    g = nx.gnp_random_graph(60, 0.15, seed=3, directed=True)
+    dag_ = nx.DiGraph((u, v) for u, v in g.edges if u < v)  # edges forward in index order: a DAG
+    dag_.add_nodes_from(range(60))
+    succ = {u: sorted(dag_.successors(u)) for u in range(60)}
+    reach = chains.reachability(60, succ)
+    assert set(chains.transitive_reduction(60, succ, reach)) == set(nx.transitive_reduction(dag_).edges)
+    assert [reach[0] >> v & 1 for v in range(60)] == [int(nx.has_path(dag_, 0, v) and v != 0) for v in range(60)]
+
+
+def fork_join() -> nx.DiGraph:
+    xs = [f"x{i}" for i in range(1, 6)]
+    return dag({"s": 1_000, **{x: 10_000 for x in xs}, "t": 1_000}, [("s", x) for x in xs] + [(x, "t") for x in xs])
+
+
+def test_wide_fork_join_merged_onto_max_streams() -> None:
+    plan = plan_streams(fork_join(), max_streams=2, sync_ns=0)
+    # 7 ops - 2 matched (s -> x1 -> t, the critical path) = 5 chains: [s x1 t] 12 us, [x2]..[x5] 10 us.
+    assert plan.chains == (("s", "x1", "t"), ("x2",), ("x3",), ("x4",), ("x5",))
+    # Heaviest onto the least loaded: [s x1 t] -> 0 (12), x2 -> 1 (10), x3 -> 1 (20), x4 -> 0 (22), x5 -> 1 (30).
+    assert [lane.chains for lane in plan.lanes] == [(0, 3), (1, 2, 4)]
+    ops = by_node(plan)
+    assert [(n, ops[n].stream, ops[n].order) for n in ("s", "x1", "x4", "t", "x2", "x3", "x5")] == [
+        ("s", 0, 0), ("x1", 0, 1), ("x4", 0, 2), ("t", 0, 3), ("x2", 1, 0), ("x3", 1, 1), ("x5", 1, 2)]
+    # 6 cross-stream edges (s->x2, s->x3, s->x5, x2->t, x3->t, x5->t); stream order implies all but
+    # s -> x2 (the first op of stream 1) and x5 -> t (the last one).
+    assert [(e.producer, e.consumer) for e in plan.sync_edges] == [("s", "x2"), ("x5", "t")]
+    assert (plan.syncs, plan.redundant_syncs) == (2, 4)
+    # Stream 0: s 0-1, x1 1-11, x4 11-21; stream 1: x2 1-11, x3 11-21, x5 21-31; t 31-32 us.
+    assert (plan.baseline_ns, plan.plan_ns) == (52_000, 32_000)
+    assert plan.speedup == pytest.approx(52 / 32)
+    assert plan.ideal_speedup == pytest.approx(52 / 12)  # critical path s-x1-t
+    assert (plan.width, plan.peak_concurrency) == (5, 5)
+    assert any("merged onto 2 streams" in f for f in plan.findings)
+    assert_chains_are_paths(plan)
+
+
+def test_fork_join_with_sync_cost() -> None:
+    plan = plan_streams(fork_join(), max_streams=2, sync_ns=1_000)
+    # x2 starts at 1+1 = 2: stream 1 runs 2-32; t waits x5's event at 33, ends 34 us.
+    assert plan.plan_ns == 34_000
+    unlimited = plan_streams(fork_join(), max_streams=8, sync_ns=1_000)
+    # 5 streams: every x starts at 1 (x1) or 2 (the others), ends by 12; t at 12+1 = 13, ends 14 us.
+    assert (unlimited.streams, unlimited.syncs, unlimited.plan_ns) == (5, 8, 14_000)
+
+
+def test_plan_placement_matches_the_plan() -> None:
+    plan = plan_streams(dag(**DIAMOND), sync_ns=2_000)
+    problem, placement = plan_placement(plan)
+    assert [d.name for d in problem.devices] == ["stream 0", "stream 1"]
+    assert {t.actual_device for t in problem.tasks} == {"stream 0"}
+    assert placement.assignment == {0: "stream 0", 1: "stream 0", 2: "stream 1", 3: "stream 0"}
+    assert placement.makespan_ns == 45_000
+    assert problem.transfer_ns("stream 0", "stream 1", 1) == 2_000
+
+
+def test_errors_name_the_graph() -> None:
+    with pytest.raises(ParallelismError, match="no ops to plan"):
+        plan_streams(nx.DiGraph())
+    g = dag({"a": 1, "b": 1}, [("a", "b"), ("b", "a")])
+    g.graph[K.SOURCE] = "/x/trace"
+    with pytest.raises(GraphError, match="^/x/trace: .*cycle"):
+        plan_streams(g)
+    with pytest.raises(ParallelismError, match="device 'tpu'"):
+        plan_streams(dag(**DIAMOND), device="tpu")
+    assert issubclass(ParallelismError, DfcompassError)
+
+
+def test_report_json_text_and_plot(tmp_path: Path) -> None:
+    plan = plan_streams(dag(**DIAMOND), sync_ns=2_000)
+    data = plan_json(plan)
+    json.dumps(dataclasses.asdict(plan), default=str)  # what the lead's reports do
+    op_c = next(o for o in data["ops"] if o["node"] == "c")
+    assert (op_c["op"], op_c["name"], op_c["stream"], op_c["order"], op_c["waits_for"]) == ("op_c", "c", 1, 0, ["a"])
+    text = plan_text(plan)
+    assert "2 stream(s) (max 4), 2 sync(s) of 2000 ns" in text and "speedup:    1.44x" in text
+    assert "waits on event(a)" in text
+    first = [p.read_bytes() for p in write_parallelism_plot(plan, tmp_path / "1")]
+    second = [p.read_bytes() for p in write_parallelism_plot(plan, tmp_path / "2")]
+    assert first == second and first[0].startswith(b"\x89PNG") and b"<svg" in first[1]
+
+
+def test_plan_view_opens_as_a_trace(tmp_path: Path) -> None:
+    plan = plan_streams(dag(**DIAMOND), sync_ns=2_000)
+    written = write_plan_view(plan, None, tmp_path / "view")
+    trace = read_trace(written["predicted"])
+    begins = trace.table("node_begin")
+    # Start 1000 ns (no real trace); c moved to stream 1 at 12 us.
+    assert sorted(zip(begins["timestamp"].tolist(), begins.text("name").tolist())) == [
+        (1_000, "a (op_a)"), (11_000, "b (op_b)"), (13_000, "c (op_c) (from stream 0)"), (41_000, "d (op_d)")]
+    assert sorted(trace.table("thread_info").text("name").tolist()) == [
+        "stream 0: kept here", "stream 0: moved here", "stream 1: kept here", "stream 1: moved here"]
+    assert len(trace.table("tensor_edge")) == 4  # a->b, b->d on stream 0; the syncs a->c, c->d
+    assert (written["views"] / "xml").is_dir() and written["graph.dot"].exists()
+    assert json.loads(written["plan.json"].read_text())["syncs"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: each op's work is the GPU time it launched.
+
+def gpu_trace(tmp_path: Path) -> Path:
+    out = tmp_path / "gpu"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, gpu = b.device("cpu", ts=10), b.device("cuda:0", ts=10)
+        b.add("step_begin", "1", 100, 0, 1)
+        launches = {1: (100, "mm1"), 2: (200, "mm2"), 3: (400, "add")}
+        for corr, (ts, name) in launches.items():
+            b.add("node_begin", "1", ts, corr, "aten::" + name[:2], name, gpu, 1, 0)
+            b.add("api_enter", "1", ts + 10, 1, "cudaLaunchKernel", corr)
+            b.add("api_exit", "1", ts + 20, 1, "cudaLaunchKernel", corr)
+            b.add("node_end", "1", ts + 90, corr, gpu, 1)
+        b.add("node_begin", "1", 300, 4, "aten::view", "x", cpu, 1, 0)  # launches nothing: contracted
+        b.add("node_end", "1", 390, 4, cpu, 1)
+        b.add("tensor_edge", "1", 400, 1, 3, 11, 4096, gpu, gpu)  # mm1 -> add
+        b.add("tensor_edge", "1", 300, 2, 4, 12, 4096, gpu, cpu)  # mm2 -> x -> add
+        b.add("tensor_edge", "1", 400, 4, 3, 13, 4096, cpu, gpu)
+        kernels = [(1, 1_000, 2_000, "k1"), (2, 2_000, 4_000, "k2"), (3, 4_300, 4_800, "k3"), (9, 5_000, 5_050, "orphan")]
+        for corr, start, end, name in kernels:
+            b.add("kernel_begin", "g", start, gpu, 7, corr, name, 1, 1, 1, 1, 1, 1)
+            b.add("kernel_end", "g", end, gpu, 7, corr)
+        b.add("memcpy_begin", "g", 4_000, gpu, 7, 2, 4096, "DtoD", gpu, gpu)  # also launched by mm2
+        b.add("memcpy_end", "g", 4_300, gpu, 7, 2)
+        b.add("step_end", "1", 5_100, 0, 1)
+    return out
+
+
+def test_gpu_work_joins_launches(tmp_path: Path) -> None:
+    trace = read_trace(gpu_trace(tmp_path))
+    graph = build_graph(trace)
+    device, work, unattributed = gpu_work(graph, read_activity(trace))
+    names = {graph.nodes[n][K.NAME]: w for n, w in work.items()}
+    # mm1: k1 1000 ns; mm2: k2 2000 + memcpy 300; add: k3 500; the orphan kernel (50 ns) has no launch.
+    assert (device, names, unattributed) == ("cuda:0", {"mm1": 1_000, "mm2": 2_300, "add": 500}, 50)
+
+
+def test_gpu_plan(tmp_path: Path) -> None:
+    path = gpu_trace(tmp_path)
+    plan = plan_trace(path, sync_ns=0)
+    names = {op.node: op.name for op in plan.ops}
+    # x is contracted: mm1 -> add and mm2 -> add. Critical path mm2 -> add (2300 + 500) is chain 0.
+    assert [[names[n] for n in c] for c in plan.chains] == [["mm2", "add"], ["mm1"]]
+    assert (plan.device, plan.lane, plan.work, plan.streams, plan.syncs) == ("cuda:0", "stream", "gpu time launched", 2, 1)
+    # Baseline 1000 + 2300 + 500 = 3800; plan: mm1 || mm2, add after mm2 at 2300: 2800 ns.
+    assert (plan.baseline_ns, plan.plan_ns, plan.unattributed_ns) == (3_800, 2_800, 50)
+    # With the default 2 us sync: add waits mm1's event at 1000 + 2000 = 3000, ends 3500.
+    assert plan_trace(path).plan_ns == 3_500
+    assert "streams:" in plan_text(plan) and plan.source == str(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end on a real PyTorch CPU trace.
+
+def test_torch_branchy_model(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from tracer.torch_source import TorchRecorder
+
+    torch.manual_seed(0)
+    weights = [torch.randn(384, 384) for _ in range(3)]
+    x = torch.randn(384, 384)
+    out = tmp_path / "trace"
+    with TorchRecorder(str(out), cuda=False):
+        with torch.no_grad():
+            a = torch.relu(torch.mm(x, weights[0]))
+            b = torch.tanh(torch.mm(x, weights[1]))
+            c = torch.mm(x, weights[2])
+            torch.sum(a + b + c)
+    plan = plan_trace(out, max_streams=4)
+    graph = build_graph(read_trace(out))
+    assert plan.lane == "thread" and plan.device == "cpu"
+    assert plan.streams >= 2 and plan.syncs >= 1
+    assert sorted(op.node for op in plan.ops) == sorted(graph.nodes)  # every node once
+    assert sorted(n for c in plan.chains for n in c) == sorted(graph.nodes)
+    assert_chains_are_paths(plan)
+    assert plan.speedup >= 1.0 and plan.plan_ns >= plan.critical_path_ns
+    assert "threads:" in plan_text(plan)
+    written = write_plan_view(plan, out, tmp_path / "view")
+    predicted = read_trace(written["predicted"])
+    assert len(predicted.table("node_begin")) == plan.nodes
+    # Lined up with the real run: the plan starts at the real trace's first op.
+    assert int(predicted.table("node_begin")["timestamp"].min()) == int(read_trace(out).table("node_begin")["timestamp"].min())
+
+
+def test_trace_without_edges_is_refused(tmp_path: Path) -> None:
+    from tc_analyses.analyses.parallelism import ParallelismError, plan_trace
+
+    out = tmp_path / "noedges"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", 10)
+        for nid in range(2):
+            b.add("node_begin", "1", 100 + 100 * nid, nid, "op", f"n{nid}", cpu, 1, 0)
+            b.add("node_end", "1", 150 + 100 * nid, nid, cpu, 1)
+    with pytest.raises(ParallelismError, match="noedges: no dfc:tensor_edge events"):
+        plan_trace(out)
