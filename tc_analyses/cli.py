@@ -362,6 +362,128 @@ def _place(input_path: Path, devices: str, output: Path) -> "tuple[Any, str]":
     return result, text
 
 
+def _activity(trace: Path) -> "tuple[Any, Any]":
+    from tc_analyses.model.activity import read_activity
+    from tc_analyses.reader import read_trace
+
+    dfc = read_trace(trace)
+    return dfc, read_activity(dfc)
+
+
+def _emit(text: str, data: Any, fmt: str, plots: list[Path]) -> None:
+    """A report as text (with where its plots went) or as JSON."""
+    if fmt == "json":
+        click.echo(reports.to_json_document(data) if isinstance(data, dict) else reports.to_json(data), nl=False)
+        return
+    if plots:
+        text += "plots: " + ", ".join(str(p.resolve()) for p in plots) + "\n"
+    click.echo(text, nl=False)
+
+
+_OUT = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Folder for the plots (PNG and SVG).")
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
+@_OUT
+@_FORMAT
+@_handle_errors
+def overhead(traces: tuple[Path, ...], labels: str | None, output: Path | None, fmt: str) -> None:
+    """Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step
+    the overhead-hiding ratio and exposed host time. Several TRACES (e.g. batch sizes) give a trajectory."""
+    from tc_analyses.analyses.labels import default_labels
+    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
+    from tc_analyses.export.overhead_report import overhead_text, trajectory_text, write_overhead_plot, write_trajectory_plot
+
+    names = default_labels([str(t) for t in traces], labels)
+    results = []
+    with _progress("runtime overhead", len(traces) if len(traces) > 1 else None, "items") as advance:
+        for trace in traces:
+            results.append(analyze_overhead(_activity(trace)[1], str(trace)))
+            advance(1)
+    plots: list[Path] = []
+    if len(results) == 1:
+        if output is not None:
+            plots = write_overhead_plot(results[0], output)
+        _emit(overhead_text(results[0]), results[0], fmt, plots)
+        return
+    trajectory = overhead_trajectory(list(zip(names, results)))
+    if output is not None:
+        plots = write_trajectory_plot(trajectory, output)
+        for label, result in zip(names, results):
+            plots += write_overhead_plot(result, output / label)
+    _emit("\n".join(overhead_text(r) for r in results) + "\n" + trajectory_text(trajectory),
+          {"runs": results, "trajectory": trajectory}, fmt, plots)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--include-last-step", is_flag=True, help="Keep the GPU work launched in the last step (HTA drops it by default).")
+@click.option("--kernel-delay-us", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Gaps shorter than this between back-to-back GPU ops are kernel wait (HTA's consecutive_kernel_delay).")
+@_OUT
+@_FORMAT
+@_handle_errors
+def breakdown(trace: Path, include_last_step: bool, kernel_delay_us: float, output: Path | None, fmt: str) -> None:
+    """HTA-compatible temporal breakdown (idle / compute / non-compute GPU time) and idle-time breakdown
+    per queue (host wait / kernel wait / other)."""
+    from tc_analyses.analyses.breakdown import idle_breakdown, temporal_breakdown
+    from tc_analyses.export.breakdown_report import breakdown_text, write_breakdown_plot
+
+    dfc, activity = _activity(trace)
+    temporal = temporal_breakdown(activity, dfc, exclude_last_step=not include_last_step)
+    idle = idle_breakdown(activity, dfc, consecutive_kernel_delay_ns=int(kernel_delay_us * 1000),
+                          exclude_last_step=not include_last_step)
+    plots = write_breakdown_plot(temporal, idle, output) if output is not None else []
+    _emit(breakdown_text(temporal, idle), {"temporal": temporal, "idle": idle}, fmt, plots)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@_OUT
+@_FORMAT
+@_handle_errors
+def memory(trace: Path, output: Path | None, fmt: str) -> None:
+    """Memory (paper 1.a): peaks per device, allocation churn, redundant host-to-device transfers,
+    pageable against pinned copies, each finding with advice."""
+    from tc_analyses.analyses.memory import analyze_memory, as_dict
+    from tc_analyses.export.memory_report import memory_text, write_memory_plot
+
+    result = analyze_memory(trace)
+    plots = write_memory_plot(result, output) if output is not None else []
+    _emit(memory_text(result), {"memory": as_dict(result)}, fmt, plots)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--device", help="Plan this device's ops (default: the GPU work if any, else the busiest device).")
+@click.option("--max-streams", type=click.IntRange(min=1), help="At most this many streams/threads (default: 4 on a GPU, the CPU count on a CPU).")
+@click.option("--sync-ns", type=click.IntRange(min=0), help="Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for plan.json, report.txt, the Gantt plot and the predicted trace with its Trace Compass views.")
+@_FORMAT
+@_handle_errors
+def parallelism(trace: Path, device: str | None, max_streams: int | None, sync_ns: int | None, output: Path | None,
+                fmt: str) -> None:
+    """Inter-operator parallelism (paper 1.c): assign independent ops to streams (GPU) or threads (CPU)
+    by Nimble-style chain decomposition, with the speedup the simulator predicts."""
+    from tc_analyses.analyses.parallelism import plan_trace
+    from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
+    from tc_analyses.export.parallelism_views import write_plan_view
+
+    plan = plan_trace(trace, device=device, max_streams=max_streams, sync_ns=sync_ns)
+    plots: list[Path] = []
+    if output is not None:
+        write_plan_view(plan, trace, output)
+        plots = write_parallelism_plot(plan, output)
+    text = plan_text(plan)
+    if output is not None:
+        text += f"plan, predicted trace and Trace Compass views: {output.resolve()}\n"
+    _emit(text, {"plan": plan_json(plan)}, fmt, plots)
+
+
 def _report_section(trace: Path, work: Path, devices: str | None, device: str = "cpu") -> "Any":
     """The report section of one trace: info, analyze summary, the seed analyses with their plots, placement."""
     from tc_analyses.analyses import trace_info

@@ -66,3 +66,38 @@ def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Pa
     assert sections[0] == "Trajectory over batch: 2, 1" and len(sections) == 3
     blocks = [h.text_content() for h in doc.iter("h3")]
     assert blocks[:2] == ["Roofline trajectory", "Runtime-overhead trajectory"]
+
+
+def test_seed_commands_on_the_committed_trace(cli: Any, tmp_path: Path) -> None:
+    """Each command prints its report, its JSON and its plots on a trace with every event class."""
+    expected_plots = {"overhead": ["overhead.png", "overhead.svg"], "breakdown": ["breakdown.png", "breakdown.svg"],
+                      "memory": ["memory.png", "memory.svg"]}
+    for command, plots in expected_plots.items():
+        out = tmp_path / command
+        text = cli(command, ALL_CLASSES, "-o", out)
+        assert text.exit_code == 0, text.stderr
+        assert sorted(p.name for p in out.iterdir()) == plots and "plots: " in text.stdout
+        as_json = cli(command, ALL_CLASSES, "--format", "json")
+        assert as_json.exit_code == 0 and isinstance(json.loads(as_json.stdout), dict)
+    plan = cli("parallelism", ALL_CLASSES, "-o", tmp_path / "par", "--format", "json")
+    assert plan.exit_code == 0, plan.stderr
+    assert json.loads(plan.stdout)["plan"]["ops"]
+    assert {"plan.json", "parallelism.svg", "predicted", "views"} <= {p.name for p in (tmp_path / "par").iterdir()}
+
+
+def test_seed_commands_fail_in_one_line(cli: Any, tmp_path: Path) -> None:
+    trace = _cpu_only(tmp_path / "cpu")
+    for command in ("overhead", "breakdown"):
+        result = cli(command, trace)
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and str(trace) in result.stderr
+    missing = cli("memory", tmp_path / "absent")
+    assert missing.exit_code != 0 and "Traceback" not in missing.stderr and str(tmp_path / "absent") in missing.stderr
+
+
+def test_overhead_trajectory_from_the_cli(cli: Any, tmp_path: Path) -> None:
+    result = cli("overhead", ALL_CLASSES, ALL_CLASSES, "--labels", "16,8", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [p["label"] for p in data["trajectory"]["points"]] == ["8", "16"]
+    assert len(data["runs"]) == 2
