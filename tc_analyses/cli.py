@@ -484,8 +484,9 @@ def parallelism(trace: Path, device: str | None, max_streams: int | None, sync_n
     _emit(text, {"plan": plan_json(plan)}, fmt, plots)
 
 
-def _report_section(trace: Path, work: Path, devices: str | None, device: str = "cpu") -> "Any":
-    """The report section of one trace: info, analyze summary, the seed analyses with their plots, placement."""
+def _report_section(trace: Path, work: Path, devices: str | None, device: str = "cpu") -> "tuple[Any, list[Any]]":
+    """The report section of one trace (info, analyze summary, the seed analyses with their plots,
+    placement) and the seed sections themselves."""
     from tc_analyses.analyses import trace_info
     from tc_analyses.analyses.summary import summarize
     from tc_analyses.export.html_report import Block, Section, inline_svg
@@ -495,13 +496,14 @@ def _report_section(trace: Path, work: Path, devices: str | None, device: str = 
     section.blocks.append(Block("Trace", reports.info_text(trace_info.run(trace))))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(summarize(_built(trace, ())))))
     with _progress(f"seed analyses of {trace.name}", len(SECTION_KEYS), "items") as advance:
-        for seed in seed_sections(load(trace, device), work, SECTION_KEYS, advance):
-            svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
-            section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
+        seeds = seed_sections(load(trace, device), work, SECTION_KEYS, advance)
+    for seed in seeds:
+        svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
+        section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
     if devices:
         _, text = _place(trace, devices, work / "placement")
         section.blocks.append(Block(f"Placement on {devices}", text))
-    return section
+    return section, seeds
 
 
 def _trajectory_section(traces: list[Path], labels: list[str], axis: str, device: str, work: Path) -> "Any":
@@ -550,7 +552,7 @@ def _write_report(output: Path, title: str, traces: list[Path], devices: str | N
     for n, trace in enumerate(traces):
         folder = work / str(n)
         folder.mkdir(parents=True, exist_ok=True)
-        sections.append(_report_section(trace, folder, devices, device))
+        sections.append(_report_section(trace, folder, devices, device)[0])
     if len(traces) >= 2:
         folder = work / "trajectory"
         folder.mkdir(parents=True, exist_ok=True)
@@ -716,8 +718,12 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     from tc_analyses.export.html_report import Block, render
 
     (output / "report").mkdir(exist_ok=True)
-    sections = [_report_section(trace, output / "report", None)]
-    sections[0].blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    main_section, seeds = _report_section(trace, output / "report", None)
+    main_section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    sections = [main_section]
+    click.echo("\nseed analyses (dfcompass analyze), first finding of each:")
+    for seed in seeds:
+        click.echo(f"  {seed.title}: {seed.headline()}")
     if workload == "torch":
         runs = _record_batch_trajectory(output / "trajectory")
         (output / "report" / "trajectory").mkdir(exist_ok=True)

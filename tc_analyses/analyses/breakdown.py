@@ -278,3 +278,24 @@ def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
     return Activity(activity.path, activity.nodes, steps(activity.steps), calls(activity.api),
                     ops(activity.gpu), activity.devices, activity.unpaired, activity.span)
 
+
+
+def breakdown_findings(temporal: TemporalBreakdown, idle: IdleBreakdown) -> list[str]:
+    """What the two breakdowns say, most important first, each with what to do."""
+    t = temporal.total
+    out = [f"the GPU is idle {t.idle_pct:.1f}% of its kernel time, computes {t.compute_pct:.1f}% and spends "
+           f"{t.non_compute_pct:.1f}% in communication, copies and other non-compute work"]
+    waited = idle.host_wait_ns + idle.kernel_wait_ns + idle.other_ns
+    if waited:
+        host, other = idle.host_wait_ns / waited, idle.other_ns / waited
+        if host >= 0.5:
+            out.append(f"{host:.0%} of the queues' idle time is host wait (the next op was launched only after the "
+                       "previous one ended): the host was dispatching, blocked in a sync or busy elsewhere (data "
+                       "loading, Python); dfcompass overhead tells whether per-op dispatch cost is the cause")
+        elif other >= 0.5:
+            out.append(f"{other:.0%} of the queues' idle time is 'other' (launched in time, yet waiting): the queues "
+                       "wait on synchronisation, other streams or copies; look for blocking syncs and serial streams")
+    if t.non_compute_ns > t.compute_ns:
+        out.append("non-compute work takes more GPU time than compute: overlap communication and copies with "
+                   "compute (separate streams, bucketed all-reduce, pinned non_blocking copies)")
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tc_analyses.analyses.breakdown import IdleBreakdown, TemporalBreakdown
+from tc_analyses.analyses.breakdown import IdleBreakdown, TemporalBreakdown, breakdown_findings
 
 SIZE_IN = (10.0, 5.0)
 DPI = 100
@@ -49,6 +49,7 @@ def breakdown_text(temporal: TemporalBreakdown, idle: IdleBreakdown) -> str:
                      f"{_us(q.other_ns):>14}{100 * q.other_ratio:>8.2f}")
     if idle.ops_without_launch:
         lines.append(f"  {idle.ops_without_launch} operations have no recorded launch: their gaps are never host wait")
+    lines += ["", "findings:"] + [f"  - {f}" for f in breakdown_findings(temporal, idle)]
     return "\n".join(lines) + "\n"
 
 

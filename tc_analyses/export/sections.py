@@ -41,6 +41,19 @@ class SeedSection:
     def available(self) -> bool:
         return self.result is not None
 
+    def headline(self) -> str:
+        """The first finding of the report (or why the section is unavailable), on one line."""
+        lines = self.text.splitlines()
+        if not self.available:
+            return lines[0] if lines else ""
+        starts = [i for i, line in enumerate(lines) if line.strip().lower().startswith("findings")]
+        for line in lines[starts[0] + 1:] if starts else []:
+            text = line.strip().lstrip("-").strip()
+            if text:
+                text = text.split(". ", 1)[1] if text[:1].isdigit() and ". " in text[:4] else text
+                return "no findings" if text == "none" else text
+        return lines[0] if lines else ""
+
 
 def _plain(result: Any) -> Any:
     """A result as plain JSON data: the JSON form its module defines, else its dataclass fields."""
