@@ -35,3 +35,14 @@ def test_every_cli_command_has_a_doc_entry() -> None:
     text = (ROOT / "docs" / "cli.md").read_text()
     for name in main.commands:
         assert f"## `dfcompass {name}`" in text, f"docs/cli.md lacks dfcompass {name}"
+
+
+def test_every_seed_analysis_has_a_page() -> None:
+    from tc_analyses.cli import SECTION_KEYS
+
+    seed = ROOT / "docs" / "analyses-seed"
+    index = (seed / "README.md").read_text()
+    for key in SECTION_KEYS:
+        page = (seed / f"{key}.md").read_text()
+        assert "## Definition" in page and "## Events used" in page, key
+        assert f"`dfcompass {key}`" in index and f"({key}.md)" in index, key
