@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|placement] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -21,6 +21,7 @@ import engine_speed  # noqa: E402
 import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
+import seed_speed  # noqa: E402
 import torch_overhead  # noqa: E402
 from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
 
@@ -125,6 +126,20 @@ def engine_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def seed_rows(r: dict[str, Any]) -> list[Row]:
+    c = r["cases"]
+    bt, ours = c["babeltrace2 dummy"], c["seed analyses"]
+    return [
+        ("seed analyses / babeltrace2 dummy", _x(r["ratio"]), "events/s against events/s, same trace"),
+        ("seed analyses: read + all five", f"{ours['events_per_s'] / 1e6:.2f} M ev/s",
+         f"target >= {r['target_events_per_s'] / 1e6:.2f} M ev/s (10M events in 30 s); best {ours['best_s']:.2f} s; "
+         f"ran: {', '.join(ours['available'])}"),
+        ("  verdict", verdict(r["pass"]), ""),
+        ("babeltrace2 --output-format=dummy", f"{bt['events_per_s'] / 1e6:.2f} M ev/s", f"best {bt['best_s']:.3f} s"),
+        ("trace", f"{r['events']:,} events", r["trace"]),
+    ]
+
+
 def placement_rows(r: dict[str, Any]) -> list[Row]:
     g, big, two, ok, tg = r["milp_gap"], r["big"], r["two_host"], r["pass"], r["targets"]
     rows: list[Row] = [
@@ -165,7 +180,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "placement"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -181,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
     if args.only in (None, "engine"):
         ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
+    if args.only in (None, "seed"):
+        ok &= _run_one("seed_speed", lambda: seed_speed.run(args.rounds or 3), results)
     if args.only in (None, "placement"):
         ok &= _run_one("placement", placement_bench.run, results)
     write_json(OUT_DIR / "results.json", results)
@@ -190,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("read_speed", "Read speed (5M events)", read_rows),
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
+                                ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows)):
         if key in results:
             r = results[key]

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.breakdown import IdleBreakdown, TemporalBreakdown, breakdown_findings
+from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (10.0, 5.0)
-DPI = 100
 TEMPORAL_COLORS = {"idle": "#bbbbbb", "compute": "tab:green", "non-compute": "tab:orange"}
 IDLE_COLORS = {"host wait": "tab:red", "kernel wait": "tab:blue", "other": "#bbbbbb"}
 
@@ -55,11 +55,6 @@ def breakdown_text(temporal: TemporalBreakdown, idle: IdleBreakdown) -> str:
 
 def write_breakdown_plot(temporal: TemporalBreakdown, idle: IdleBreakdown, out_dir: Path) -> list[Path]:
     """Write ``out_dir/breakdown.png`` and ``out_dir/breakdown.svg``; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = list(temporal.devices) + ([temporal.total] if len(temporal.devices) > 1 else [])
     shares = {"idle": [d.idle_pct for d in rows], "compute": [d.compute_pct for d in rows],
               "non-compute": [d.non_compute_pct for d in rows]}
@@ -67,23 +62,13 @@ def write_breakdown_plot(temporal: TemporalBreakdown, idle: IdleBreakdown, out_d
     waits = {"host wait": [100 * q.host_wait_ratio for q in queues],
              "kernel wait": [100 * q.kernel_wait_ratio for q in queues],
              "other": [100 * q.other_ratio for q in queues]}
-    with matplotlib.rc_context({"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-                                "font.size": 9, "path.simplify": False}):
-        fig, (left, right) = plt.subplots(1, 2, figsize=SIZE_IN, dpi=DPI,
-                                          gridspec_kw={"width_ratios": [max(len(rows), 2), max(len(queues), 3)]})
-        try:
-            _stacked(left, [d.device for d in rows], shares, TEMPORAL_COLORS)
-            left.set_title("Temporal breakdown (% of kernel time)")
-            _stacked(right, [f"{q.device}\nq{q.queue}" for q in queues], waits, IDLE_COLORS)
-            right.set_title("Idle time per queue (% of its idle time)")
-            fig.tight_layout()
-            out_dir.mkdir(parents=True, exist_ok=True)
-            png, svg = out_dir / "breakdown.png", out_dir / "breakdown.svg"
-            fig.savefig(png, format="png", metadata={"Software": None})
-            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-        finally:
-            plt.close(fig)
-    return [png, svg]
+    ratios = [max(len(rows), 2), max(len(queues), 3)]
+    with figure(1, 2, figsize=SIZE_IN, gridspec_kw={"width_ratios": ratios}) as (fig, (left, right)):
+        _stacked(left, [d.device for d in rows], shares, TEMPORAL_COLORS)
+        left.set_title("Temporal breakdown (% of kernel time)")
+        _stacked(right, [f"{q.device}\nq{q.queue}" for q in queues], waits, IDLE_COLORS)
+        right.set_title("Idle time per queue (% of its idle time)")
+        return save(fig, out_dir, "breakdown")
 
 
 def _stacked(ax: Any, labels: list[str], parts: dict[str, list[float]], colors: dict[str, str]) -> None:

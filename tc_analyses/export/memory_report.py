@@ -12,9 +12,9 @@ from typing import Any
 
 from tc_analyses.analyses.memory import SHORT_LIVED_NS, MemoryResult
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
+from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (8.0, 4.5)
-DPI = 100
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
@@ -83,42 +83,27 @@ def memory_text(r: MemoryResult) -> str:
 
 def write_memory_plot(result: MemoryResult, out_dir: Path) -> list[Path]:
     """Write ``out_dir/memory.png`` and ``out_dir/memory.svg`` (bytes in use over time); returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out_dir = Path(out_dir)
-    with matplotlib.rc_context({"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-                                "font.size": 9, "path.simplify": False}):
-        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
-        try:
-            top = max((p.peak_bytes for p in result.peaks), default=0)
-            scale, unit = next(((1024.0 ** k, u) for k, u in ((3, "GiB"), (2, "MiB"), (1, "KiB"))
-                                if top >= 1024 ** k), (1.0, "B"))
-            for p in result.peaks:
-                xs = [(t - result.start_ns) / 1e6 for t, _ in p.series]
-                ys = [v / scale for _, v in p.series]
-                line, = ax.step(xs, ys, where="post", lw=1, label=p.device)
-                px, py = (p.time_ns - result.start_ns) / 1e6, p.peak_bytes / scale
-                ax.plot([px], [py], marker="v", color=line.get_color(), markersize=7, zorder=3)
-                ax.annotate(f"peak {fmt_bytes(p.peak_bytes)}" + (f", step {p.step}" if p.step >= 0 else ""),
-                            (px, py), textcoords="offset points", xytext=(4, 6), fontsize=7)
-            if not result.peaks:
-                ax.text(0.5, 0.5, "no memory events in this trace", ha="center", va="center",
-                        transform=ax.transAxes)
-            ax.set_xlabel("time since trace start (ms)")
-            ax.set_ylabel(f"bytes in use ({unit})")
-            ax.set_ylim(bottom=0)
-            ax.set_title("Memory in use per device; peak marked")
-            ax.grid(True, ls=":", lw=0.5)
-            if result.peaks:
-                ax.legend(loc="upper left", fontsize=7)
-            fig.tight_layout()
-            out_dir.mkdir(parents=True, exist_ok=True)
-            png, svg = out_dir / "memory.png", out_dir / "memory.svg"
-            fig.savefig(png, format="png", metadata={"Software": None})
-            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-        finally:
-            plt.close(fig)
-    return [png, svg]
+    with figure(figsize=SIZE_IN) as (fig, ax):
+        top = max((p.peak_bytes for p in result.peaks), default=0)
+        scale, unit = next(((1024.0 ** k, u) for k, u in ((3, "GiB"), (2, "MiB"), (1, "KiB"))
+                            if top >= 1024 ** k), (1.0, "B"))
+        for p in result.peaks:
+            xs = [(t - result.start_ns) / 1e6 for t, _ in p.series]
+            ys = [v / scale for _, v in p.series]
+            line, = ax.step(xs, ys, where="post", lw=1, label=p.device)
+            px, py = (p.time_ns - result.start_ns) / 1e6, p.peak_bytes / scale
+            ax.plot([px], [py], marker="v", color=line.get_color(), markersize=7, zorder=3)
+            ax.annotate(f"peak {fmt_bytes(p.peak_bytes)}" + (f", step {p.step}" if p.step >= 0 else ""),
+                        (px, py), textcoords="offset points", xytext=(4, 6), fontsize=7)
+        if not result.peaks:
+            ax.text(0.5, 0.5, "no memory events in this trace", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_xlabel("time since trace start (ms)")
+        ax.set_ylabel(f"bytes in use ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.set_title("Memory in use per device; peak marked")
+        ax.grid(True, ls=":", lw=0.5)
+        if result.peaks:
+            ax.legend(loc="upper left", fontsize=7)
+        return save(fig, out_dir, "memory")

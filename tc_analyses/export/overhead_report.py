@@ -16,10 +16,8 @@ from typing import Any, Iterable, Sequence
 
 from tc_analyses.analyses.overhead import WHOLE_TRACE, OverheadResult, Trajectory
 from tc_analyses.analyses.units import fmt_ns
+from tc_analyses.export.plotting import figure, save
 
-DPI = 100
-RC = {"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans", "font.size": 9,
-      "path.simplify": False}
 TOP_TYPES = 20  # op types in the text table
 PLOT_TYPES = 12  # op types in the bar chart
 COLOR_TYPES = 8  # op types with their own colour in the scatter
@@ -96,33 +94,15 @@ def trajectory_text(traj: Trajectory) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
-    fig.savefig(png, format="png", metadata={"Software": None})
-    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-    return [png, svg]
-
-
 FLOOR_US = 0.01  # zero times sit at 10 ns on the log axes
 
 
 def write_overhead_plot(result: OverheadResult, out_dir: Path) -> list[Path]:
     """Write ``out_dir/overhead.png`` and ``overhead.svg``; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context(RC):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(13.0, 6.5), dpi=DPI, gridspec_kw={"width_ratios": [1, 1.3]})
-        try:
-            _scatter(left, result)
-            _bars(right, result)
-            fig.tight_layout()
-            return _save(fig, Path(out_dir), "overhead")
-        finally:
-            plt.close(fig)
+    with figure(1, 2, figsize=(13.0, 6.5), gridspec_kw={"width_ratios": [1, 1.3]}) as (fig, (left, right)):
+        _scatter(left, result)
+        _bars(right, result)
+        return save(fig, Path(out_dir), "overhead")
 
 
 def _scatter(ax: Any, r: OverheadResult) -> None:
@@ -175,42 +155,32 @@ def _bars(ax: Any, r: OverheadResult) -> None:
 
 def write_trajectory_plot(traj: Trajectory, out_dir: Path) -> list[Path]:
     """Write ``out_dir/overhead-trajectory.png`` and ``.svg``; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     xs = list(range(len(traj.points)))
     ratios = [p.hiding_ratio for p in traj.points]
-    with matplotlib.rc_context(RC):
-        fig, ax = plt.subplots(figsize=(7.0, 5.0), dpi=DPI)
-        try:
-            measured = [(x, v) for x, v in zip(xs, ratios) if v is not None and v > 0]
-            ax.plot([x for x, _ in measured], [v for _, v in measured], marker="o", color="tab:blue",
-                    label="hiding ratio ΣK / Σ(H+L)")
-            ax.axhline(1.0, color="tab:blue", ls="--", lw=0.8)
-            values = [v for _, v in measured] + [1.0]
-            if max(values) / min(values) > 20:
-                ax.set_yscale("log")
-            ax.set_ylabel("hiding ratio (below 1: host-bound)", color="tab:blue")
-            ax.set_xlabel("label")
-            ax.set_xticks(xs)
-            ax.set_xticklabels([p.label for p in traj.points])
-            share = ax.twinx()
-            share.plot(xs, [100 * p.exposed_host_share for p in traj.points], marker="s", color="tab:red",
-                       label="exposed host share (%)")
-            share.set_ylim(0, 105)
-            share.set_ylabel("exposed host share of step time (%)", color="tab:red")
-            if traj.crossing is not None:
-                ax.axvline(xs[[p.label for p in traj.points].index(traj.crossing)], color="gray", ls=":", lw=1)
-            lines = ax.get_legend_handles_labels()
-            more = share.get_legend_handles_labels()
-            ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper center", bbox_to_anchor=(0.5, -0.14),
-                      ncol=2, fontsize=7, frameon=False)
-            ax.set_title("Runtime overhead trajectory" + (f": hidden from {traj.crossing} on"
-                                                           if traj.crossing is not None else ""))
-            ax.grid(True, ls=":", lw=0.5)
-            fig.tight_layout()
-            return _save(fig, Path(out_dir), "overhead-trajectory")
-        finally:
-            plt.close(fig)
+    with figure(figsize=(7.0, 5.0)) as (fig, ax):
+        measured = [(x, v) for x, v in zip(xs, ratios) if v is not None and v > 0]
+        ax.plot([x for x, _ in measured], [v for _, v in measured], marker="o", color="tab:blue",
+                label="hiding ratio ΣK / Σ(H+L)")
+        ax.axhline(1.0, color="tab:blue", ls="--", lw=0.8)
+        values = [v for _, v in measured] + [1.0]
+        if max(values) / min(values) > 20:
+            ax.set_yscale("log")
+        ax.set_ylabel("hiding ratio (below 1: host-bound)", color="tab:blue")
+        ax.set_xlabel("label")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([p.label for p in traj.points])
+        share = ax.twinx()
+        share.plot(xs, [100 * p.exposed_host_share for p in traj.points], marker="s", color="tab:red",
+                   label="exposed host share (%)")
+        share.set_ylim(0, 105)
+        share.set_ylabel("exposed host share of step time (%)", color="tab:red")
+        if traj.crossing is not None:
+            ax.axvline(xs[[p.label for p in traj.points].index(traj.crossing)], color="gray", ls=":", lw=1)
+        lines = ax.get_legend_handles_labels()
+        more = share.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                  ncol=2, fontsize=7, frameon=False)
+        ax.set_title("Runtime overhead trajectory" + (f": hidden from {traj.crossing} on"
+                                                       if traj.crossing is not None else ""))
+        ax.grid(True, ls=":", lw=0.5)
+        return save(fig, Path(out_dir), "overhead-trajectory")

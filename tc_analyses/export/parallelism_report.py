@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.parallelism import StreamPlan
+from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (10.0, 5.5)
-DPI = 100
 MAX_SYNC_LINES = 300
 MAX_ROWS = 40  # ops listed per lane in the text
 
@@ -74,44 +74,29 @@ def plan_text(plan: StreamPlan) -> str:
 
 def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
     """Write ``out_dir/parallelism.png`` and ``.svg``: baseline vs plan, one row per lane."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     scale, unit = (1e6, "ms") if plan.baseline_ns >= 1e6 else (1e3, "us")
-    with matplotlib.rc_context({"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-                                "font.size": 9, "path.simplify": False}):
-        rows = max(1, plan.streams)
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=SIZE_IN, dpi=DPI, sharex=True,
-                                          gridspec_kw={"height_ratios": [1, max(1.5, rows * 0.6)]})
-        try:
-            colors = ["tab:red" if op.on_critical_path else "tab:blue" for op in plan.ops]
-            top.broken_barh([(op.baseline_start_ns / scale, op.work_ns / scale) for op in plan.ops], (0.1, 0.8),
-                            facecolors=colors, edgecolor="white", linewidth=0.2)
-            top.set_yticks([0.5], [f"one {plan.lane}"])
-            top.set_title(f"baseline {_ms(plan.baseline_ns)} vs plan {_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
-                          f"modelled upper bound\n{plan.streams} {plan.lane}s, {plan.syncs} syncs of "
-                          f"{plan.sync_ns} ns; red = critical path, grey = syncs", fontsize=9)
-            for s in range(rows):
-                ops = [op for op in plan.ops if op.stream == s]
-                bottom.broken_barh([(op.start_ns / scale, op.work_ns / scale) for op in ops], (s + 0.1, 0.8),
-                                   facecolors=["tab:red" if op.on_critical_path else "tab:blue" for op in ops],
-                                   edgecolor="white", linewidth=0.2)
-            end_of = {op.node: op for op in plan.ops}
-            for e in plan.sync_edges[:MAX_SYNC_LINES]:
-                u, v = end_of[e.producer], end_of[e.consumer]
-                bottom.plot([u.end_ns / scale, v.start_ns / scale], [u.stream + 0.5, v.stream + 0.5],
-                            color="gray", lw=0.5, alpha=0.6)
-            bottom.set_yticks([s + 0.5 for s in range(rows)], [lane.label for lane in plan.lanes] or [plan.lane])
-            bottom.set_ylim(rows, 0)
-            bottom.set_xlabel(f"time from the step's start ({unit})")
-            bottom.set_xlim(0, max(plan.baseline_ns, plan.plan_ns, 1) / scale)
-            fig.tight_layout()
-            out_dir.mkdir(parents=True, exist_ok=True)
-            png, svg = out_dir / "parallelism.png", out_dir / "parallelism.svg"
-            fig.savefig(png, format="png", metadata={"Software": None})
-            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-        finally:
-            plt.close(fig)
-    return [png, svg]
+    rows = max(1, plan.streams)
+    heights = [1, max(1.5, rows * 0.6)]
+    with figure(2, 1, figsize=SIZE_IN, sharex=True, gridspec_kw={"height_ratios": heights}) as (fig, (top, bottom)):
+        colors = ["tab:red" if op.on_critical_path else "tab:blue" for op in plan.ops]
+        top.broken_barh([(op.baseline_start_ns / scale, op.work_ns / scale) for op in plan.ops], (0.1, 0.8),
+                        facecolors=colors, edgecolor="white", linewidth=0.2)
+        top.set_yticks([0.5], [f"one {plan.lane}"])
+        top.set_title(f"baseline {_ms(plan.baseline_ns)} vs plan {_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
+                      f"modelled upper bound\n{plan.streams} {plan.lane}s, {plan.syncs} syncs of "
+                      f"{plan.sync_ns} ns; red = critical path, grey = syncs", fontsize=9)
+        for s in range(rows):
+            ops = [op for op in plan.ops if op.stream == s]
+            bottom.broken_barh([(op.start_ns / scale, op.work_ns / scale) for op in ops], (s + 0.1, 0.8),
+                               facecolors=["tab:red" if op.on_critical_path else "tab:blue" for op in ops],
+                               edgecolor="white", linewidth=0.2)
+        end_of = {op.node: op for op in plan.ops}
+        for e in plan.sync_edges[:MAX_SYNC_LINES]:
+            u, v = end_of[e.producer], end_of[e.consumer]
+            bottom.plot([u.end_ns / scale, v.start_ns / scale], [u.stream + 0.5, v.stream + 0.5],
+                        color="gray", lw=0.5, alpha=0.6)
+        bottom.set_yticks([s + 0.5 for s in range(rows)], [lane.label for lane in plan.lanes] or [plan.lane])
+        bottom.set_ylim(rows, 0)
+        bottom.set_xlabel(f"time from the step's start ({unit})")
+        bottom.set_xlim(0, max(plan.baseline_ns, plan.plan_ns, 1) / scale)
+        return save(fig, out_dir, "parallelism")

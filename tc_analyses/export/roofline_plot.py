@@ -15,22 +15,9 @@ from typing import Any
 
 from tc_analyses.analyses.roofline import Peaks, RooflineResult
 from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
+from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (8.0, 5.5)
-DPI = 100
-
-
-_RC = {"svg.hashsalt": "dfcompass", "svg.fonttype": "path", "font.family": "DejaVu Sans", "font.size": 9,
-       "path.simplify": False}
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _draw_roof(ax: Any, peaks: Peaks, intensities: list[float]) -> None:
@@ -54,64 +41,41 @@ def _draw_roof(ax: Any, peaks: Peaks, intensities: list[float]) -> None:
     ax.grid(True, which="major", ls=":", lw=0.5)
 
 
-def _save(fig: Any, output: Path, stem: str) -> list[Path]:
-    fig.tight_layout()
-    output.mkdir(parents=True, exist_ok=True)
-    png, svg = output / f"{stem}.png", output / f"{stem}.svg"
-    fig.savefig(png, format="png", metadata={"Software": None})
-    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-    return [png, svg]
-
-
 def write_roofline_plot(result: RooflineResult, output: Path) -> list[Path]:
     """Write ``output/roofline.png`` and ``output/roofline.svg``; returns their paths."""
-    import matplotlib
-
-    plt = _pyplot()
     ops = [o for o in result.ops if o.flops > 0 and o.achieved_flops > 0]
     peaks = result.peaks
-    with matplotlib.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
-        try:
-            _draw_roof(ax, peaks, [o.intensity for o in ops])
-            total = sum(o.total_ns for o in ops) or 1
-            for i, o in enumerate(ops):
-                color = "tab:blue" if o.bound == "memory" else "tab:red"
-                ax.scatter([o.intensity], [o.achieved_flops], s=30 + 600 * o.total_ns / total, color=color,
-                           alpha=0.6, edgecolors="black", linewidths=0.5, zorder=3)
-                ax.annotate(f"{o.op} ({o.efficiency:.0%})", (o.intensity, o.achieved_flops),
-                            textcoords="offset points", xytext=(6, 4 + (i % 3) * 6), fontsize=7)
-            ax.set_title(f"Roofline on {peaks.model} ({peaks.source}); point area = op time")
-            ax.legend(loc="lower right", fontsize=7)
-            return _save(fig, output, "roofline")
-        finally:
-            plt.close(fig)
+    with figure(figsize=SIZE_IN) as (fig, ax):
+        _draw_roof(ax, peaks, [o.intensity for o in ops])
+        total = sum(o.total_ns for o in ops) or 1
+        for i, o in enumerate(ops):
+            color = "tab:blue" if o.bound == "memory" else "tab:red"
+            ax.scatter([o.intensity], [o.achieved_flops], s=30 + 600 * o.total_ns / total, color=color,
+                       alpha=0.6, edgecolors="black", linewidths=0.5, zorder=3)
+            ax.annotate(f"{o.op} ({o.efficiency:.0%})", (o.intensity, o.achieved_flops),
+                        textcoords="offset points", xytext=(6, 4 + (i % 3) * 6), fontsize=7)
+        ax.set_title(f"Roofline on {peaks.model} ({peaks.source}); point area = op time")
+        ax.legend(loc="lower right", fontsize=7)
+        return save(fig, output, "roofline")
 
 
 def write_trajectory_plot(trajectory: RooflineTrajectory, output: Path) -> list[Path]:
     """Write ``output/roofline-trajectory.png`` and ``.svg``: each op type's path across the runs."""
-    import matplotlib
-
-    plt = _pyplot()
     paths = [t for t in (trajectory.overall, *trajectory.ops)
              if all(p.intensity > 0 and p.achieved_flops > 0 for p in t.points)]
-    with matplotlib.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
-        try:
-            _draw_roof(ax, trajectory.peaks, [p.intensity for t in paths for p in t.points])
-            for i, t in enumerate(paths):
-                xs, ys = [p.intensity for p in t.points], [p.achieved_flops for p in t.points]
-                overall = t.op == trajectory.overall.op
-                ax.plot(xs, ys, marker="o", ms=4, lw=2.2 if overall else 1.2, color="black" if overall else f"C{i % 10}",
-                        label=t.op, zorder=3)
-                for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:]):
-                    ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "lw": 0.8,
-                                                                   "color": "black" if overall else f"C{i % 10}"})
-                ax.annotate(t.points[0].label, (xs[0], ys[0]), textcoords="offset points", xytext=(-10, -10), fontsize=6)
-                ax.annotate(t.points[-1].label, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 4), fontsize=6)
-            ax.set_title(f"Roofline trajectory over {trajectory.axis} ({', '.join(trajectory.labels)}) "
-                         f"on {trajectory.peaks.model}")
-            ax.legend(loc="lower right", fontsize=7)
-            return _save(fig, output, "roofline-trajectory")
-        finally:
-            plt.close(fig)
+    with figure(figsize=SIZE_IN) as (fig, ax):
+        _draw_roof(ax, trajectory.peaks, [p.intensity for t in paths for p in t.points])
+        for i, t in enumerate(paths):
+            xs, ys = [p.intensity for p in t.points], [p.achieved_flops for p in t.points]
+            overall = t.op == trajectory.overall.op
+            ax.plot(xs, ys, marker="o", ms=4, lw=2.2 if overall else 1.2, color="black" if overall else f"C{i % 10}",
+                    label=t.op, zorder=3)
+            for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:]):
+                ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->", "lw": 0.8,
+                                                               "color": "black" if overall else f"C{i % 10}"})
+            ax.annotate(t.points[0].label, (xs[0], ys[0]), textcoords="offset points", xytext=(-10, -10), fontsize=6)
+            ax.annotate(t.points[-1].label, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 4), fontsize=6)
+        ax.set_title(f"Roofline trajectory over {trajectory.axis} ({', '.join(trajectory.labels)}) "
+                     f"on {trajectory.peaks.model}")
+        ax.legend(loc="lower right", fontsize=7)
+        return save(fig, output, "roofline-trajectory")
