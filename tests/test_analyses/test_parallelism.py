@@ -288,3 +288,14 @@ def test_trace_without_edges_is_refused(tmp_path: Path) -> None:
             b.add("node_end", "1", 150 + 100 * nid, nid, cpu, 1)
     with pytest.raises(ParallelismError, match="noedges: no dfc:tensor_edge events"):
         plan_trace(out)
+
+
+def test_large_graphs_skip_the_reduction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past REDUCTION_LIMIT ops the plan matches on the recorded edges: a -> c stays, and it says so."""
+    from tc_analyses.analyses.parallelism import chains
+
+    monkeypatch.setattr(chains, "REDUCTION_LIMIT", 2)
+    g = dag({"a": 1000, "b": 1000, "c": 1000}, [("a", "b"), ("b", "c"), ("a", "c")])
+    plan = plan_streams(g, sync_ns=0)
+    assert plan.reduced_edges == 3 and plan.width is None  # the transitive edge 0 -> 2 is kept
+    assert any("transitive reduction and the width were skipped" in f for f in plan.findings)

@@ -14,6 +14,7 @@ from typing import Any
 import networkx as nx
 
 WIDTH_PAIR_LIMIT = 2_000_000  # reachable pairs above which the exact width is not computed
+REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) is skipped
 
 
 def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:

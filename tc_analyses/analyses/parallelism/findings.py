@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tc_analyses.analyses.parallelism import chains
 from tc_analyses.analyses.parallelism.result import STREAM, PlannedOp
 
 LOW_GAIN = 1.05  # predicted speedups below this are "no useful parallelism"
@@ -22,6 +23,9 @@ def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[str, ...]:
     if r["nodes"] > 1 and r["edges"] == 0:
         out.append("no dependencies between these ops were recorded (dfc:tensor_edge): they look independent, "
                    "so the plan overstates the parallelism; record with the PyTorch source to get edges")
+    if r["width"] is None and r["nodes"] > chains.REDUCTION_LIMIT:
+        out.append(f"{r['nodes']} ops exceed {chains.REDUCTION_LIMIT:,}: the transitive reduction and the width were "
+                   "skipped (n^2 memory), so the plan may keep syncs that the reduction would drop")
     if r["components"] > 1 and r["edges"]:
         out.append(f"the ops form {r['components']} independent parts (e.g. different models, or several passes "
                    f"folded into one step): overlapping them pays only if they really run in the same step")

@@ -136,8 +136,11 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     full: dict[int, list[int]] = defaultdict(list)
     for u, v in dag.edges:
         full[idx[u]].append(idx[v])
-    reach = decompose.reachability(len(order), full)
-    red_edges = decompose.transitive_reduction(len(order), full, reach)
+    # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
+    # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
+    reach = decompose.reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
+    red_edges = (decompose.transitive_reduction(len(order), full, reach) if reach is not None
+                 else sorted({(u, v) for u, vs in full.items() for v in vs}))
     succ: dict[int, list[int]] = defaultdict(list)
     pred: dict[int, list[int]] = defaultdict(list)
     for u, v in red_edges:
@@ -215,7 +218,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         redundant_syncs=len(cross) - len(kept), ops=ops, sync_edges=sync_edges, lanes=lanes,
         dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
-        width=decompose.width(n, reach), peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
+        width=decompose.width(n, reach) if reach is not None else None,
+        peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
         plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
     return StreamPlan(**result, findings=findings(result, ops))  # type: ignore[arg-type]
