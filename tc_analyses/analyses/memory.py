@@ -149,10 +149,10 @@ class MemoryResult:
     findings: tuple[Finding, ...]  # most important first
 
 
-def analyze_memory(trace: str | Path | DfcTrace) -> MemoryResult:
+def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = None) -> MemoryResult:
     """The memory analysis of a dfcompass trace (a path or a trace already read)."""
     dfc = trace if isinstance(trace, DfcTrace) else read_trace(trace)
-    activity = read_activity(dfc)
+    activity = activity if activity is not None else read_activity(dfc)
     path = str(dfc.path)
     events = _memory_events(dfc, activity.devices)
     copies = [g for g in activity.gpu if g.kind == "memcpy"]

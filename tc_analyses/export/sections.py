@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +28,12 @@ class Inputs:
     trace: DfcTrace
     activity: Activity
     peaks_device: str = "cpu"
+
+    @cached_property
+    def graph(self) -> Any:
+        from tc_analyses.model.graph import build_graph
+
+        return build_graph(self.trace)
 
 
 @dataclass
@@ -75,10 +82,9 @@ def _roofline(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | 
     from tc_analyses.analyses.roofline import device_peaks, roofline
     from tc_analyses.export import reports
     from tc_analyses.export.roofline_plot import write_roofline_plot
-    from tc_analyses.model.graph import build_graph
 
     threads = inputs.trace.metadata.env.get("torch_num_threads")
-    result = roofline(build_graph(inputs.trace), device_peaks(inputs.peaks_device), str(inputs.path),
+    result = roofline(inputs.graph, device_peaks(inputs.peaks_device), str(inputs.path),
                       int(threads) if str(threads).isdigit() else None)
     return result, reports.roofline_text(result), lambda out: write_roofline_plot(result, out)
 
@@ -104,7 +110,7 @@ def _memory(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | No
     from tc_analyses.analyses.memory import analyze_memory, as_dict
     from tc_analyses.export.memory_report import memory_text, write_memory_plot
 
-    result = analyze_memory(inputs.trace)
+    result = analyze_memory(inputs.trace, inputs.activity)
     return _WithJson(result, as_dict(result)), memory_text(result), lambda out: write_memory_plot(result, out)
 
 
@@ -112,7 +118,7 @@ def _parallelism(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]]
     from tc_analyses.analyses.parallelism import plan_trace
     from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
 
-    plan = plan_trace(inputs.trace)
+    plan = plan_trace(inputs.trace, graph=inputs.graph, activity=inputs.activity)
     return _WithJson(plan, plan_json(plan)), plan_text(plan), lambda out: write_parallelism_plot(plan, out)
 
 

@@ -19,7 +19,7 @@ from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Li
 from tc_analyses.analyses.placement.simulate import simulate
 from tc_analyses.errors import GraphError
 from tc_analyses.model import graph_keys as K
-from tc_analyses.model.activity import read_activity
+from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader.fast import DfcTrace
 
@@ -85,18 +85,19 @@ NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unkn
 
 
 def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None = None,
-               max_streams: int | None = None, sync_ns: int | None = None) -> StreamPlan:
+               max_streams: int | None = None, sync_ns: int | None = None, graph: nx.DiGraph | None = None,
+               activity: Activity | None = None) -> StreamPlan:
     """Read a trace and plan it: its GPU work when it has any (or `device` names a GPU), else the
     ops of `device` (default: the busiest) on threads."""
     if not isinstance(trace, DfcTrace):
         from tc_analyses.reader import read_trace  # noqa: PLC0415 - callers with a DfcTrace skip it
 
         trace = read_trace(trace)
-    graph = build_graph(trace)
+    graph = graph if graph is not None else build_graph(trace)
     if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
         raise ParallelismError(f"{trace.path}: {NO_EDGES}")
-    activity = read_activity(trace)
+    activity = activity if activity is not None else read_activity(trace)
     gpu_devices = {op.device for op in activity.gpu}
     if activity.gpu and (device is None or device in gpu_devices):
         gpu, weights, unattributed = gpu_work(graph, activity, device)
