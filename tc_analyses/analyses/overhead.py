@@ -24,7 +24,9 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
+
+import numpy as np
 
 from tc_analyses.analyses.labels import label_number, order_runs
 from tc_analyses.analyses.units import fmt_ns
@@ -158,7 +160,12 @@ def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
                        key=lambda o: (o.start, o.tid, o.node_id)))
     op_types = _op_types(ops)
     min_hiding = {t.op: t.min_hiding_kernel_ns for t in op_types}
-    steps = tuple(_step(number, lo, hi, [o for o in ops if o.step == number], activity.gpu)
+    by_step: dict[int, list[OpOverhead]] = defaultdict(list)
+    for o in ops:
+        by_step[o.step].append(o)
+    gpu_starts = np.fromiter((g.start for g in activity.gpu), np.int64, len(activity.gpu))
+    gpu_ends = np.fromiter((g.end for g in activity.gpu), np.int64, len(activity.gpu))
+    steps = tuple(_step(number, lo, hi, by_step.get(number, []), gpu_starts, gpu_ends)
                   for number, (lo, hi) in windows)
     kernels = [g for g in activity.gpu if g.kind == "kernel"]
     owned_kernels = [(activity.nodes[i].op, g) for i, calls in owned.items() for _, gs in calls for g in gs
@@ -276,10 +283,11 @@ def _op_types(ops: Iterable[OpOverhead]) -> tuple[OpTypeOverhead, ...]:
     return tuple(sorted(types, key=lambda t: (-t.exposed_overhead_ns, -t.count, t.op)))
 
 
-def _step(number: int, lo: int, hi: int, ops: list[OpOverhead], gpu: list[GpuOp]) -> StepOverhead:
+def _step(number: int, lo: int, hi: int, ops: list[OpOverhead], starts: np.ndarray[Any, Any],
+          ends: np.ndarray[Any, Any]) -> StepOverhead:
     duration = hi - lo
-    inside = [g for g in gpu if g.start < hi and g.end > lo]
-    busy = clipped_union_ns([g.start for g in inside], [g.end for g in inside], lo, hi)
+    inside = (starts < hi) & (ends > lo)  # GPU operations overlapping the step
+    busy = clipped_union_ns(starts[inside], ends[inside], lo, hi)
     device, host, launch = (sum(o.device_ns for o in ops), sum(o.host_ns for o in ops),
                             sum(o.launch_ns for o in ops))
     ratio = _ratio(device, host + launch)

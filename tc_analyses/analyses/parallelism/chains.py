@@ -7,7 +7,6 @@ of the transitive reduction. Pure functions: no trace, no simulator.
 from __future__ import annotations
 
 import heapq
-import sys
 from collections import defaultdict
 from typing import Any
 
@@ -178,22 +177,20 @@ def width(n: int, reach: list[int]) -> int | None:
     """Dilworth: the most pairwise independent ops = n - maximum matching of the transitive closure."""
     if sum(r.bit_count() for r in reach) > WIDTH_PAIR_LIMIT:
         return None
-    bip = nx.Graph()
-    bip.add_nodes_from(range(2 * n))
-    for u in range(n):
-        bits, v = reach[u], 0
-        while bits:
-            if bits & 1:
-                bip.add_edge(u, n + v)
-            bits >>= 1
-            v += 1
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * n + 1000))
-    try:
-        matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=range(n))
-    finally:
-        sys.setrecursionlimit(limit)
-    return n - sum(1 for u in range(n) if u in matching)
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    nbytes = (n + 7) // 8
+    rows = [np.flatnonzero(np.unpackbits(np.frombuffer(r.to_bytes(nbytes, "little"), dtype=np.uint8),
+                                         bitorder="little")[:n]) for r in reach]
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int32) if rows else np.empty(0, dtype=np.int32)
+    if not len(indices):
+        return n
+    closure = csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
+    matched = maximum_bipartite_matching(closure, perm_type="column")
+    return n - int((matched >= 0).sum())
 
 
 def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int:
