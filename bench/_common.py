@@ -67,6 +67,18 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter_ns() - t0) / 1e9, value
 
 
+def babeltrace2_dummy(trace: Path) -> Callable[[], "Sample"]:
+    """A benchmark case: ``babeltrace2 --output-format=dummy TRACE``, failing loudly if it fails."""
+    def case() -> Sample:
+        seconds, done = timed(lambda: subprocess.run(["babeltrace2", "--output-format=dummy", str(trace)],
+                                                     capture_output=True))
+        if done.returncode != 0:
+            raise RuntimeError(f"babeltrace2 failed: {done.stderr.decode()[:200]}")
+        return Sample(seconds)
+
+    return case
+
+
 def babeltrace2_version() -> str:
     try:
         out = subprocess.run(["babeltrace2", "--version"], capture_output=True, text=True, check=True).stdout

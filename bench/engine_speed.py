@@ -8,12 +8,11 @@ so the trace size does not favour either side); the 5M-event trace would take mi
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import OUT_DIR, Sample, alternate, log, timed
+from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
 from tc_analyses.analyses.states import build
 from tc_analyses.export.tracecompass.facts import trace_facts
 from tc_analyses.export.tracecompass.render import render_xml
@@ -33,13 +32,6 @@ def run(rounds: int) -> dict[str, Any]:
         files.append(workdir / name)
     log(f"engine speed: {len(files)} generated analyses on a {EVENTS:,}-event trace, {rounds} rounds")
 
-    def babeltrace2() -> Sample:
-        seconds, done = timed(lambda: subprocess.run(["babeltrace2", "--output-format=dummy", str(trace)],
-                                                     capture_output=True))
-        if done.returncode != 0:
-            raise RuntimeError(f"babeltrace2 failed: {done.stderr.decode()[:200]}")
-        return Sample(seconds)
-
     def engine() -> Sample:
         seconds, built = timed(lambda: build(trace, files))
         intervals = sum(len(i) for ss in built.systems.values() for _, i in ss.items())
@@ -48,7 +40,7 @@ def run(rounds: int) -> dict[str, Any]:
             raise RuntimeError("the engine built nothing: the benchmark would measure no work")
         return Sample(seconds, {"intervals": intervals, "segments": segments, "analyses": len(built.systems)})
 
-    timings = alternate({"babeltrace2 dummy": babeltrace2, "engine": engine}, rounds, log)
+    timings = alternate({"babeltrace2 dummy": babeltrace2_dummy(trace), "engine": engine}, rounds, log)
     bt, ours = timings["babeltrace2 dummy"].best, timings["engine"].best
     ratio = (EVENTS / ours.seconds) / (EVENTS / bt.seconds)
     return {

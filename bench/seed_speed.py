@@ -11,10 +11,9 @@ sink on this machine; the table reports both.
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
-from _common import OUT_DIR, Sample, alternate, log, timed
+from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
 from tc_analyses.export.sections import SECTIONS, load, seed_sections
 from gpu_tracegen import ensure_gpu_trace
 
@@ -27,13 +26,6 @@ def run(rounds: int) -> dict[str, Any]:
     events = ensure_gpu_trace(trace, EVENTS)
     log(f"seed analyses speed: {len(SECTIONS)} analyses on a {events:,}-event synthetic GPU trace, {rounds} rounds")
 
-    def babeltrace2() -> Sample:
-        seconds, done = timed(lambda: subprocess.run(["babeltrace2", "--output-format=dummy", str(trace)],
-                                                     capture_output=True))
-        if done.returncode != 0:
-            raise RuntimeError(f"babeltrace2 failed: {done.stderr.decode()[:200]}")
-        return Sample(seconds)
-
     def seeds() -> Sample:
         seconds, sections = timed(lambda: seed_sections(load(trace)))
         available = [s.key for s in sections if s.available]
@@ -41,7 +33,7 @@ def run(rounds: int) -> dict[str, Any]:
             raise RuntimeError(f"only {available} ran on the benchmark trace: it must feed every analysis")
         return Sample(seconds, {"available": available})
 
-    timings = alternate({"babeltrace2 dummy": babeltrace2, "seed analyses": seeds}, rounds, log)
+    timings = alternate({"babeltrace2 dummy": babeltrace2_dummy(trace), "seed analyses": seeds}, rounds, log)
     bt, ours = timings["babeltrace2 dummy"].best, timings["seed analyses"].best
     ours_rate = events / ours.seconds
     return {
