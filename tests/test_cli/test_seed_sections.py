@@ -101,3 +101,13 @@ def test_overhead_trajectory_from_the_cli(cli: Any, tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert [p["label"] for p in data["trajectory"]["points"]] == ["8", "16"]
     assert len(data["runs"]) == 2
+
+
+def test_headline_is_the_first_finding() -> None:
+    from tc_analyses.export.sections import SeedSection
+
+    text = "trace: t\n\nfindings:\n  1. first thing. More detail\n  2. second\n"
+    assert SeedSection("memory", "Memory", object(), text).headline() == "first thing. More detail"
+    assert SeedSection("roofline", "Roofline", object(), "x\nfindings:\n  - a finding\n").headline() == "a finding"
+    assert SeedSection("memory", "Memory", object(), "x\nfindings:\n  none\n").headline() == "no findings"
+    assert SeedSection("overhead", "Overhead", None, "not available: t: why\n").headline() == "not available: t: why"
