@@ -27,7 +27,7 @@ from tc_analyses.reader.fast import DfcTrace
 NO_STEP = 0xFFFFFFFF
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuOp:
     kind: str  # "kernel", "memcpy" or "memset"
     device: str
@@ -45,7 +45,7 @@ class GpuOp:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ApiCall:
     tid: int
     name: str
@@ -59,7 +59,7 @@ class ApiCall:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeRun:
     node_id: int
     op: str
@@ -76,7 +76,7 @@ class NodeRun:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepRun:
     step: int
     tid: int
@@ -178,10 +178,66 @@ def _outermost_index(nodes: list[NodeRun]) -> dict[int, tuple[list[int], list[in
     return per_tid
 
 
+def _pair_in_order(begin_keys: list[np.ndarray[Any, Any]], begin_ts: np.ndarray[Any, Any],
+                   end_keys: list[np.ndarray[Any, Any]], end_ts: np.ndarray[Any, Any]
+                   ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """Indexes pairing the i-th begin of each key with its i-th end, when that is the whole story.
+
+    Sorted by key then time, begins and ends pair position by position exactly when every key
+    has as many ends as begins and no end comes before its begin: then first-in first-out
+    pairing per key gives the same pairs. Otherwise (a truncated trace) None: the caller pairs
+    event by event and counts what is left over.
+    """
+    if len(begin_ts) != len(end_ts):
+        return None
+    by_begin = np.lexsort((begin_ts, *reversed(begin_keys)))
+    by_end = np.lexsort((end_ts, *reversed(end_keys)))
+    if any(not np.array_equal(b[by_begin], e[by_end]) for b, e in zip(begin_keys, end_keys)):
+        return None
+    if np.any(end_ts[by_end] < begin_ts[by_begin]):
+        return None
+    return by_begin, by_end
+
+
 def _api(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
-    # Calls are paired first in, first out per (thread, name, correlation id): correlation ids
-    # tell calls apart, and a call of zero duration has its exit at its enter's timestamp.
+    # Calls pair first in, first out per (thread, name, correlation id): correlation ids tell
+    # calls apart, and a call of zero duration has its exit at its enter's timestamp.
+    keys = ("tid", "name", "correlation_id")
+    paired = _pair_in_order([enters[k] for k in keys], enters["timestamp"], [exits[k] for k in keys],
+                            exits["timestamp"])
+    if paired is None:
+        return _api_slow(trace, nodes)
+    by_enter, by_exit = paired
+    starts, ends = enters["timestamp"][by_enter], exits["timestamp"][by_exit]
+    tids = enters["tid"][by_enter]
+    order = np.lexsort((tids, starts))
+    starts, ends, tids = starts[order], ends[order], tids[order]
+    names = enters.text("name")[by_enter][order]
+    corrs = enters["correlation_id"][by_enter][order]
+    owners = _owners(nodes, tids, starts)
+    calls = [ApiCall(tid, name or "", corr, start, end, owner) for tid, name, corr, start, end, owner in zip(
+        tids.tolist(), names.tolist(), corrs.tolist(), starts.tolist(), ends.tolist(), owners.tolist())]
+    return calls, 0
+
+
+def _owners(nodes: list[NodeRun], tids: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Index of the outermost node open on each call's thread at its start, -1 when none."""
+    owners = np.full(len(starts), -1, dtype=np.int64)
+    for tid, (node_starts, indexes) in _outermost_index(nodes).items():
+        mine = np.flatnonzero(tids == tid)
+        if not len(mine):
+            continue
+        index = np.asarray(indexes, dtype=np.int64)
+        node_ends = np.fromiter((nodes[i].end for i in indexes), np.int64, len(indexes))
+        at = np.searchsorted(np.asarray(node_starts, dtype=np.int64), starts[mine], side="right") - 1
+        inside = (at >= 0) & (starts[mine] <= node_ends[np.maximum(at, 0)])
+        owners[mine[inside]] = index[at[inside]]
+    return owners
+
+
+def _api_slow(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
+    enters, exits = trace.table("api_enter"), trace.table("api_exit")
     exit_times: dict[tuple[int, str, int], deque[int]] = defaultdict(deque)
     for ts, tid, name, corr in zip(exits["timestamp"].tolist(), exits["tid"].tolist(),
                                    exits.text("name").tolist(), exits["correlation_id"].tolist()):
@@ -225,6 +281,18 @@ def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
     for kind, begin_name, end_name in _GPU_CLASSES:
         begins, ends = trace.table(begin_name), trace.table(end_name)
         if not len(begins) and not len(ends):
+            continue
+        keys = ("device", "queue", "correlation_id")
+        paired = _pair_in_order([begins[k] for k in keys], begins["timestamp"], [ends[k] for k in keys],
+                                ends["timestamp"])
+        if paired is not None:
+            by_begin, by_end = paired
+            details = _details(kind, begins, devices)
+            ops += [GpuOp(kind, devices.get(dev, f"device{dev}"), queue, corr, start, end, *details[i])
+                    for i, dev, queue, corr, start, end in zip(
+                        by_begin.tolist(), begins["device"][by_begin].tolist(), begins["queue"][by_begin].tolist(),
+                        begins["correlation_id"][by_begin].tolist(), begins["timestamp"][by_begin].tolist(),
+                        ends["timestamp"][by_end].tolist())]
             continue
         end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
         for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),

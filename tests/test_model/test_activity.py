@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tc_analyses.model.activity import clipped_union_ns, merge_intervals, read_activity, union_ns
 from tc_analyses.reader import read_trace
@@ -55,3 +56,26 @@ def test_union_of_intervals() -> None:
     assert union_ns(starts, ends) == 4 + 10 + 10
     assert clipped_union_ns(starts, ends, 3, 25) == 1 + 10 + 5
     assert union_ns([], []) == 0
+
+
+def test_vectorised_pairing_agrees_with_event_by_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Complete traces take the numpy path; it must give exactly what pairing event by event gives."""
+    from tc_analyses.model import activity as module
+
+    trace = read_trace(Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes")
+    fast = read_activity(trace)
+    assert fast.api and fast.gpu
+    monkeypatch.setattr(module, "_pair_in_order", lambda *args: None)
+    slow = read_activity(trace)
+    assert (fast.api, fast.gpu, fast.unpaired) == (slow.api, slow.gpu, slow.unpaired)
+
+
+def test_pairing_in_order_refuses_what_it_cannot_pair() -> None:
+    from tc_analyses.model.activity import _pair_in_order
+
+    key = [np.array([1, 1])]
+    pairs = _pair_in_order(key, np.array([10, 20]), key, np.array([25, 15]))
+    assert pairs is not None and [p.tolist() for p in pairs] == [[0, 1], [1, 0]]  # ends sorted: 15 pairs 10
+    assert _pair_in_order(key, np.array([10, 20]), key, np.array([5, 25])) is None  # an end before its begin
+    assert _pair_in_order(key, np.array([10, 20]), [np.array([1, 2])], np.array([15, 25])) is None  # other keys
+    assert _pair_in_order(key, np.array([10, 20]), [np.array([1])], np.array([15])) is None  # counts differ
