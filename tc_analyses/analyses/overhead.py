@@ -202,20 +202,21 @@ Launches = list[tuple[ApiCall, list[GpuOp]]]
 
 def _launches(activity: Activity) -> tuple[dict[int, Launches], list[GpuOp], list[GpuOp]]:
     """Node index -> its launching calls with their GPU ops; GPU ops without owner; without launch."""
-    by_call: dict[int, tuple[ApiCall, list[GpuOp]]] = {}
+    by_call: dict[int, list[GpuOp]] = defaultdict(list)  # API call index -> the GPU ops it launched
     unowned: list[GpuOp] = []
     unlaunched: list[GpuOp] = []
     for g in activity.gpu:
-        call = activity.launch_of(g)
-        if call is None:
+        at = activity.launch_index(g)
+        if at < 0:
             unlaunched.append(g)
-        elif call.owner < 0:
+        elif activity.api[at].owner < 0:
             unowned.append(g)
         else:
-            by_call.setdefault(id(call), (call, []))[1].append(g)
+            by_call[at].append(g)
     owned: dict[int, Launches] = defaultdict(list)
-    for call, gs in sorted(by_call.values(), key=lambda cg: (cg[0].start, cg[0].tid)):
-        owned[call.owner].append((call, gs))
+    for at in sorted(by_call):  # api is by (start, tid): calls stay in that order
+        call = activity.api[at]
+        owned[call.owner].append((call, by_call[at]))
     return dict(owned), unowned, unlaunched
 
 
@@ -253,12 +254,18 @@ def _queue(call: ApiCall, g: GpuOp) -> int:
 
 def _op(node: NodeRun, calls: Launches, step_of: Callable[[NodeRun], int]) -> OpOverhead:
     host = calls[0][0].start - node.start  # calls are by start
-    launch = sum(c.duration for c, _ in calls)
-    gpu = sorted(((c, g) for c, gs in calls for g in gs), key=lambda cg: (cg[1].start, cg[1].queue))
-    queues = [_queue(c, g) for c, g in gpu]
-    device = sum(g.duration for _, g in gpu)
+    launch = device = 0
+    gpu: list[tuple[int, int, int]] = []  # (start, queue, queue delay) of each GPU op; loops: this runs per op
+    for call, ops in calls:
+        launch += call.end - call.start
+        for g in ops:
+            device += g.end - g.start
+            gpu.append((g.start, g.queue, _queue(call, g)))
+    if len(gpu) > 1:
+        gpu.sort(key=lambda item: (item[0], item[1]))
+    delays = [delay for _, _, delay in gpu]
     return OpOverhead(node.node_id, node.op, node.name, node.tid, step_of(node), node.start, host, launch,
-                      host + launch, sum(queues) / len(queues), queues[0], device, len(calls), len(gpu),
+                      host + launch, sum(delays) / len(delays), delays[0], device, len(calls), len(gpu),
                       device < host + launch)
 
 

@@ -96,12 +96,16 @@ class Activity:
     span: tuple[int, int] = (0, 0)  # first and last event time of the trace
     _launch: dict[int, int] = field(default_factory=dict, repr=False)
 
-    def launch_of(self, op: GpuOp) -> ApiCall | None:
-        """The API call that launched `op` (same correlation id), if it was recorded."""
+    def launch_index(self, op: GpuOp) -> int:
+        """Index in :attr:`api` of the call that launched `op` (same correlation id), -1 if not recorded."""
         if not self._launch:
             self._launch = {c.correlation_id: i for i, c in enumerate(self.api) if c.correlation_id}
-        at = self._launch.get(op.correlation_id) if op.correlation_id else None
-        return None if at is None else self.api[at]
+        return self._launch.get(op.correlation_id, -1) if op.correlation_id else -1
+
+    def launch_of(self, op: GpuOp) -> ApiCall | None:
+        """The API call that launched `op` (same correlation id), if it was recorded."""
+        at = self.launch_index(op)
+        return None if at < 0 else self.api[at]
 
 
 def read_activity(trace: DfcTrace) -> Activity:
