@@ -473,7 +473,8 @@ def parallelism(trace: Path, device: str | None, max_streams: int | None, sync_n
     from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
     from tc_analyses.export.parallelism_views import write_plan_view
 
-    plan = plan_trace(trace, device=device, max_streams=max_streams, sync_ns=sync_ns)
+    with _progress("planning streams", None):  # seconds on graphs of tens of thousands of ops
+        plan = plan_trace(trace, device=device, max_streams=max_streams, sync_ns=sync_ns)
     plots: list[Path] = []
     if output is not None:
         write_plan_view(plan, trace, output)
@@ -521,12 +522,13 @@ def _trajectory_section(traces: list[Path], labels: list[str], axis: str, device
     runs, overheads, missing = [], [], []
     peaks = device_peaks(device)
     for label, trace in zip(labels, traces):
+        dfc = read_trace(trace)
         try:
-            runs.append((label, roofline_of_trace(trace, peaks)))
+            runs.append((label, roofline_of_trace(dfc, peaks)))
         except DfcompassError as exc:
             missing.append(f"roofline of {label}: {exc}")
         try:
-            overheads.append((label, analyze_overhead(read_activity(read_trace(trace)), str(trace))))
+            overheads.append((label, analyze_overhead(read_activity(dfc), str(trace))))
         except DfcompassError as exc:
             missing.append(f"runtime overhead of {label}: {exc}")
     if len(runs) >= 2:

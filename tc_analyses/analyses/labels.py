@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TypeVar
+
+from tc_analyses.errors import ConfigurationError
 
 T = TypeVar("T")
 
@@ -24,13 +27,9 @@ def order_runs(runs: list[tuple[str, T]]) -> list[tuple[str, T]]:
 
 def default_labels(paths: list[str], given: str | None) -> list[str]:
     """Labels from a comma-separated option, else each trace's folder name."""
-    from pathlib import Path
-
     if given:
         labels = [label.strip() for label in given.split(",")]
         if len(labels) != len(paths):
-            from tc_analyses.errors import ConfigurationError
-
             raise ConfigurationError(f"--labels has {len(labels)} label(s) for {len(paths)} trace(s)")
         return labels
     return [Path(p).name or str(p) for p in paths]

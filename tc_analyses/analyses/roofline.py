@@ -38,6 +38,7 @@ from tc_analyses.analyses.placement.cost import estimate_op, task_memory
 from tc_analyses.analyses.placement.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model import graph_keys as K
+from tc_analyses.reader.fast import DfcTrace
 
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
 MAX_FINDINGS = 5
@@ -171,15 +172,19 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
                           1.0 - memory if total else 0.0, tuple(_findings(ops, memory, peaks, skipped) + [_thread_finding(memory, peaks, threads)]))
 
 
-def roofline_of_trace(path: str | Path, peaks: Peaks) -> RooflineResult:
-    """Read the trace at `path`, build its graph and put it on `peaks`' roofline."""
+def recorded_threads(trace: DfcTrace) -> int | None:
+    """The intra-op thread count the run used (``torch_num_threads`` in the metadata), if recorded."""
+    threads = str(trace.metadata.env.get("torch_num_threads", ""))
+    return int(threads) if threads.isdigit() else None
+
+
+def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks) -> RooflineResult:
+    """Read the trace at `path` (unless already read), build its graph and put it on `peaks`' roofline."""
     from tc_analyses.model.graph import build_graph
     from tc_analyses.reader import read_trace
 
-    trace = read_trace(path)
-    threads = trace.metadata.env.get("torch_num_threads")
-    return roofline(build_graph(trace), peaks, str(path), int(threads) if isinstance(threads, int) or
-                    (isinstance(threads, str) and threads.isdigit()) else None)
+    trace = path if isinstance(path, DfcTrace) else read_trace(path)
+    return roofline(build_graph(trace), peaks, str(trace.path), recorded_threads(trace))
 
 
 def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:

@@ -14,6 +14,11 @@ def fmt_ns(ns: float) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
+def fmt_ms(ns: float) -> str:
+    """Milliseconds with three decimals, for tables that line up: 12.345 ms."""
+    return f"{ns / 1e6:.3f} ms"
+
+
 def fmt_bytes(nbytes: float) -> str:
     """Bytes in binary units: 512 B, 1.5 KiB, 3.0 MiB."""
     value, unit = float(nbytes), "B"

@@ -15,14 +15,11 @@ from typing import Any
 
 from tc_analyses.analyses.parallelism import StreamPlan
 from tc_analyses.export.plotting import figure, save
+from tc_analyses.analyses.units import fmt_ms
 
 SIZE_IN = (10.0, 5.5)
 MAX_SYNC_LINES = 300
 MAX_ROWS = 40  # ops listed per lane in the text
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 def plan_json(plan: StreamPlan) -> dict[str, Any]:
@@ -43,16 +40,16 @@ def plan_text(plan: StreamPlan) -> str:
         f"chains:     {len(plan.chains)} (= {plan.nodes} ops - {plan.matching} matched edges)",
         f"plan:       {plan.streams} {lane}(s) (max {plan.max_streams}), {plan.syncs} sync(s) of {plan.sync_ns} ns"
         + (f", {plan.redundant_syncs} implied by {lane} order" if plan.redundant_syncs else ""),
-        f"work:       {_ms(plan.total_work_ns)}; critical path {_ms(plan.critical_path_ns)} "
+        f"work:       {fmt_ms(plan.total_work_ns)}; critical path {fmt_ms(plan.critical_path_ns)} "
         f"({len(plan.critical_path)} ops); bound work/critical path {plan.ideal_speedup:.2f}x",
-        f"baseline:   {_ms(plan.baseline_ns)} (one {lane}, recorded order)",
-        f"predicted:  {_ms(plan.plan_ns)} (simulated plan)",
+        f"baseline:   {fmt_ms(plan.baseline_ns)} (one {lane}, recorded order)",
+        f"predicted:  {fmt_ms(plan.plan_ns)} (simulated plan)",
         f"speedup:    {plan.speedup:.2f}x",
         f"model:      {plan.model}",
         "",
         f"{lane}s:",
     ]
-    lines += [f"  {s.label}: {s.ops} ops, {_ms(s.work_ns)} of work, {len(s.chains)} chain(s)" for s in plan.lanes]
+    lines += [f"  {s.label}: {s.ops} ops, {fmt_ms(s.work_ns)} of work, {len(s.chains)} chain(s)" for s in plan.lanes]
     lines += ["", f"ops per {lane} (order, op, name, work, waits on):"]
     by_lane: dict[int, list[Any]] = {}
     for op in plan.ops:
@@ -82,7 +79,7 @@ def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
         top.broken_barh([(op.baseline_start_ns / scale, op.work_ns / scale) for op in plan.ops], (0.1, 0.8),
                         facecolors=colors, edgecolor="white", linewidth=0.2)
         top.set_yticks([0.5], [f"one {plan.lane}"])
-        top.set_title(f"baseline {_ms(plan.baseline_ns)} vs plan {_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
+        top.set_title(f"baseline {fmt_ms(plan.baseline_ns)} vs plan {fmt_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
                       f"modelled upper bound\n{plan.streams} {plan.lane}s, {plan.syncs} syncs of "
                       f"{plan.sync_ns} ns; red = critical path, grey = syncs", fontsize=9)
         for s in range(rows):

@@ -11,6 +11,7 @@ from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.roofline import RooflineResult
 from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
 from tc_analyses.analyses.summary import Summary
+from tc_analyses.analyses.units import fmt_ms
 from tc_analyses.analyses.trace_info import TraceInfo
 from tracer.importers import ImportSummary
 
@@ -173,7 +174,7 @@ def roofline_trajectory_text(t: RooflineTrajectory) -> str:
 
 
 def _ms(ns: float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+    return "-" if ns is None else fmt_ms(ns)
 
 
 def placement_text(r: Recommendation) -> str:

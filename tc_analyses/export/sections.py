@@ -79,13 +79,12 @@ Runner = Callable[[Inputs], tuple[Any, str, Callable[[Path], list[Path]] | None]
 
 
 def _roofline(inputs: Inputs) -> tuple[Any, str, Callable[[Path], list[Path]] | None]:
-    from tc_analyses.analyses.roofline import device_peaks, roofline
+    from tc_analyses.analyses.roofline import device_peaks, recorded_threads, roofline
     from tc_analyses.export import reports
     from tc_analyses.export.roofline_plot import write_roofline_plot
 
-    threads = inputs.trace.metadata.env.get("torch_num_threads")
     result = roofline(inputs.graph, device_peaks(inputs.peaks_device), str(inputs.path),
-                      int(threads) if str(threads).isdigit() else None)
+                      recorded_threads(inputs.trace))
     return result, reports.roofline_text(result), lambda out: write_roofline_plot(result, out)
 
 

@@ -322,14 +322,14 @@ def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
 
 
 def _details(kind: str, begins: Any, devices: dict[int, str]) -> list[tuple[str, int, str, str]]:
-    n = len(begins)
+    """(name, bytes, source device, destination device) of each begin event, in table order."""
     if kind == "kernel":
         return [(name or "", 0, "", "") for name in begins.text("name").tolist()]
     if kind == "memset":
         return [("memset", b, "", "") for b in begins["bytes"].tolist()]
     return [(k or "", b, devices.get(s, f"device{s}"), devices.get(d, f"device{d}"))
             for k, b, s, d in zip(begins.text("copy_kind").tolist(), begins["bytes"].tolist(),
-                                  begins["src_device"].tolist(), begins["dst_device"].tolist())][:n]
+                                  begins["src_device"].tolist(), begins["dst_device"].tolist())]
 
 
 def merge_intervals(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

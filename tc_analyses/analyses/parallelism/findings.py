@@ -6,19 +6,16 @@ from typing import Any
 
 from tc_analyses.analyses.parallelism import chains
 from tc_analyses.analyses.parallelism.result import STREAM, PlannedOp
+from tc_analyses.analyses.units import fmt_ms
 
 LOW_GAIN = 1.05  # predicted speedups below this are "no useful parallelism"
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[str, ...]:
     lane, out = r["lane"], []
     n_chains = len(r["chains"])
     out.append(f"{r['nodes']} ops form {n_chains} chain(s); the plan runs them on {r['streams']} {lane}(s) with "
-               f"{r['syncs']} sync(s): predicted {r['speedup']:.2f}x ({_ms(r['baseline_ns'])} -> {_ms(r['plan_ns'])}, "
+               f"{r['syncs']} sync(s): predicted {r['speedup']:.2f}x ({fmt_ms(r['baseline_ns'])} -> {fmt_ms(r['plan_ns'])}, "
                f"modelled upper bound)")
     if r["nodes"] > 1 and r["edges"] == 0:
         out.append("no dependencies between these ops were recorded (dfc:tensor_edge): they look independent, "
@@ -52,9 +49,9 @@ def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[str, ...]:
                    f"path): syncs and lane merging cost the rest")
     if r["ideal_speedup"] > 1.0 and r["critical_path"]:
         on_cp = sorted((o for o in ops if o.on_critical_path), key=lambda o: -o.work_ns)[:3]
-        names = ", ".join(f"{o.name or o.op} ({o.op}, {_ms(o.work_ns)})" for o in on_cp)
-        out.append(f"the critical path ({_ms(r['critical_path_ns'])}, {len(r['critical_path'])} ops) caps the "
+        names = ", ".join(f"{o.name or o.op} ({o.op}, {fmt_ms(o.work_ns)})" for o in on_cp)
+        out.append(f"the critical path ({fmt_ms(r['critical_path_ns'])}, {len(r['critical_path'])} ops) caps the "
                    f"speedup at {r['ideal_speedup']:.2f}x; shorten its longest ops: {names}")
     if r["unattributed_ns"]:
-        out.append(f"{_ms(r['unattributed_ns'])} of GPU time was launched outside any recorded op and is not planned")
+        out.append(f"{fmt_ms(r['unattributed_ns'])} of GPU time was launched outside any recorded op and is not planned")
     return tuple(out)
