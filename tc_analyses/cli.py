@@ -8,9 +8,6 @@ traceback only under ``--debug``.
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
 import sys
 import traceback
 from contextlib import contextmanager
@@ -20,13 +17,10 @@ from typing import Any, Callable, Iterator, TypeVar
 import click
 
 from tc_analyses.errors import ConfigurationError, DfcompassError, TraceError
-from tc_analyses.export import reports
 
+# Only click and the error classes load at start-up, so `dfcompass --help` answers at once; each
+# command imports what it uses.
 F = TypeVar("F", bound=Callable[..., Any])
-RECORD_ENV = "DFCOMPASS_RECORD_DIR"
-RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
-DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
-DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
 SECTION_KEYS = ("roofline", "overhead", "breakdown", "memory", "parallelism")  # tc_analyses.export.sections
 
 
@@ -61,7 +55,7 @@ def _handle_errors(func: F) -> F:
 
 
 @contextmanager
-def _progress(label: str, total: int | None, unit: str = "bytes") -> Iterator[Callable[[int], None]]:
+def _progress(label: str, total: int | None, unit: str = "items") -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr when interactive; a no-op otherwise. `unit`: bytes or items."""
     if not _State.progress or not sys.stderr.isatty():
         yield lambda n: None
@@ -99,7 +93,9 @@ def info(trace: Path, fmt: str, reader: str) -> None:
     """Events per class, streams, time span and discarded events of a CTF TRACE directory."""
     from tc_analyses.analyses import trace_info
 
-    with _progress("reading", _trace_bytes(trace) if reader != "bt2" else None) as advance:
+    from tc_analyses.export import reports
+
+    with _progress("reading", _trace_bytes(trace) if reader != "bt2" else None, "bytes") as advance:
         result = trace_info.run(trace, reader, advance)  # type: ignore[arg-type]
     click.echo(reports.to_json(result) if fmt == "json" else reports.info_text(result), nl=False)
 
@@ -128,6 +124,7 @@ def repair(trace: Path, dry_run: bool) -> None:
 @_handle_errors
 def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
     """Convert a PyTorch profiler (Kineto) trace FILE (.json or .json.gz) into a dfcompass trace."""
+    from tc_analyses.export import reports
     from tracer.ctf import TraceExistsError
     from tracer.importers import KinetoImportError
     from tracer.importers import import_kineto as convert
@@ -172,39 +169,6 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         click.echo(f"validated {sum(k.startswith('xml/') for k in written)} files against the XSD and the lint")
 
 
-def _check_user_xml(xml: tuple[Path, ...], xsd: Path | None) -> None:
-    """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""
-    import os as _os
-
-    from tc_analyses.export.tracecompass.validate import ENV, find_xsd, load_schema, validate_xsd
-
-    if not xml or (xsd is None and not _os.environ.get(ENV, "").strip()):
-        return  # no schema at hand: the engine still names the element and line of what it refuses
-    schema = load_schema(find_xsd(xsd))
-    problems = [problem for path in xml for problem in validate_xsd(path, schema)]
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ConfigurationError(f"{problems[0]}{more}")
-
-
-def _built(trace: Path, xml: tuple[Path, ...]) -> "Any":
-    """Run the given XML analyses (default: the generated ones for this trace) headless."""
-    import tempfile
-
-    from tc_analyses.analyses import states
-    from tc_analyses.export.tracecompass.facts import trace_facts
-    from tc_analyses.export.tracecompass.render import render_xml
-
-    with tempfile.TemporaryDirectory(prefix="dfcompass-xml-") as tmp:
-        files = list(xml)
-        if not files:
-            for name, data in render_xml(trace_facts(trace)).items():
-                (Path(tmp) / name).write_bytes(data)
-                files.append(Path(tmp) / name)
-        with _progress("analysing events", None) as advance:
-            return states.build(trace, files, advance)
-
-
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -223,21 +187,13 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
     """Summarise TRACE: busy %, top nodes, memory peaks and lost events from the Trace Compass analyses
     run headless, then the seed analyses: roofline, runtime overhead, HTA-compatible breakdown,
     memory and inter-operator parallelism."""
-    from tc_analyses.analyses.summary import summarize
-    from tc_analyses.export.sections import load, sections_json, sections_text, seed_sections
+    from tc_analyses import app
+    from tc_analyses.inputs import TraceInputs
 
-    _check_user_xml(xml, xsd)
-    result = summarize(_built(trace, xml), top)
-    sections = []
-    if not no_sections:
-        keys = section_keys or SECTION_KEYS
-        with _progress("seed analyses", len(keys), "items") as advance:
-            sections = seed_sections(load(trace, device), plots, keys, advance)
-    if fmt == "json":
-        click.echo(reports.to_json_document({**json.loads(reports.to_json(result)), "sections": sections_json(sections)})
-                   if sections else reports.to_json(result), nl=False)
-    else:
-        click.echo(reports.summary_text(result) + sections_text(sections), nl=False)
+    app.check_user_xml(xml, xsd)
+    keys = () if no_sections else section_keys or SECTION_KEYS
+    result = app.analyze(TraceInputs(trace, _progress), xml, top, keys, device, plots, _progress)
+    click.echo(result.json() if fmt == "json" else result.text(), nl=False)
 
 
 @main.command()
@@ -260,12 +216,13 @@ def roofline(traces: tuple[Path, ...], device: str, measure_peaks: bool, labels:
     from tc_analyses.analyses.labels import default_labels
     from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline_of_trace
     from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
+    from tc_analyses.export import reports
     from tc_analyses.export.roofline_plot import write_roofline_plot, write_trajectory_plot
 
     names = default_labels([str(t) for t in traces], labels)
     peaks = measure() if measure_peaks else device_peaks(device)
     results = []
-    with _progress("roofline", len(traces) if len(traces) > 1 else None, "items") as advance:
+    with _progress("roofline", len(traces) if len(traces) > 1 else None) as advance:
         for trace in traces:
             results.append(roofline_of_trace(trace, peaks))
             advance(1)
@@ -302,10 +259,12 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
     import csv
 
-    _check_user_xml(xml, xsd)
+    from tc_analyses import app
     from tc_analyses.analyses.states import rows
+    from tc_analyses.inputs import TraceInputs
 
-    found = rows(_built(trace, xml), path_glob, at)
+    app.check_user_xml(xml, xsd)
+    found = rows(TraceInputs(trace, _progress).built(xml), path_glob, at)
     if csv_out is not None:
         with open(csv_out, "w", newline="", encoding="utf-8") as out:
             writer = csv.writer(out)
@@ -326,40 +285,13 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @_handle_errors
 def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
+    from tc_analyses import app
+    from tc_analyses.export import reports
+
     with _progress("planning", None):  # the search runs for seconds on large graphs
-        result, text = _place(input_path, devices, output)
+        result, text = app.place(input_path, devices, output)
     click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
                nl=False)
-
-
-def _place(input_path: Path, devices: str, output: Path) -> "tuple[Any, str]":
-    """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}."""
-    from tc_analyses.analyses.placement.devices import parse_devices
-    from tc_analyses.analyses.placement.recommend import problem_from_graph_file, problem_from_trace, recommend
-    from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
-    from tc_analyses.export.tracecompass import write_output
-    from tc_analyses.export.tracecompass.facts import trace_facts
-
-    parsed = parse_devices(devices)
-    graph = trace = None
-    if input_path.is_dir():
-        problem, graph, trace = problem_from_trace(input_path, parsed)
-    elif input_path.is_file():
-        problem = problem_from_graph_file(input_path, parsed)
-    else:
-        raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, trace)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "plan.json").write_text(reports.to_json(result))
-    text = reports.placement_text(result)
-    (output / "report.txt").write_text(text)
-    start = int(min(trace.table("node_begin")["timestamp"])) if trace is not None else 1_000
-    offset = trace.metadata.clock_offset_ns if trace is not None else 0
-    predicted_trace = write_predicted_trace(output / "predicted", problem, predicted, start, offset)
-    write_output(output / "views", trace_facts(predicted_trace))
-    if graph is not None:
-        write_plan_graph(output, graph, predicted)
-    return result, text
 
 
 def _activity(trace: Path) -> "tuple[Any, Any]":
@@ -372,6 +304,8 @@ def _activity(trace: Path) -> "tuple[Any, Any]":
 
 def _emit(text: str, data: Any, fmt: str, plots: list[Path]) -> None:
     """A report as text (with where its plots went) or as JSON."""
+    from tc_analyses.export import reports
+
     if fmt == "json":
         click.echo(reports.to_json_document(data) if isinstance(data, dict) else reports.to_json(data), nl=False)
         return
@@ -399,7 +333,7 @@ def overhead(traces: tuple[Path, ...], labels: str | None, output: Path | None, 
 
     names = default_labels([str(t) for t in traces], labels)
     results = []
-    with _progress("runtime overhead", len(traces) if len(traces) > 1 else None, "items") as advance:
+    with _progress("runtime overhead", len(traces) if len(traces) > 1 else None) as advance:
         for trace in traces:
             results.append(analyze_overhead(_activity(trace)[1], str(trace)))
             advance(1)
@@ -485,84 +419,6 @@ def parallelism(trace: Path, device: str | None, max_streams: int | None, sync_n
     _emit(text, {"plan": plan_json(plan)}, fmt, plots)
 
 
-def _report_section(trace: Path, work: Path, devices: str | None, device: str = "cpu") -> "tuple[Any, list[Any]]":
-    """The report section of one trace (info, analyze summary, the seed analyses with their plots,
-    placement) and the seed sections themselves."""
-    from tc_analyses.analyses import trace_info
-    from tc_analyses.analyses.summary import summarize
-    from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.sections import load, seed_sections
-
-    section = Section(str(trace))
-    section.blocks.append(Block("Trace", reports.info_text(trace_info.run(trace))))
-    section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(summarize(_built(trace, ())))))
-    with _progress(f"seed analyses of {trace.name}", len(SECTION_KEYS), "items") as advance:
-        seeds = seed_sections(load(trace, device), work, SECTION_KEYS, advance)
-    for seed in seeds:
-        svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
-        section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
-    if devices:
-        _, text = _place(trace, devices, work / "placement")
-        section.blocks.append(Block(f"Placement on {devices}", text))
-    return section, seeds
-
-
-def _trajectory_section(traces: list[Path], labels: list[str], axis: str, device: str, work: Path) -> "Any":
-    """Roofline and runtime-overhead trajectories across the traces (those the traces can feed)."""
-    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
-    from tc_analyses.analyses.roofline import device_peaks, roofline_of_trace
-    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
-    from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.overhead_report import trajectory_text, write_trajectory_plot as write_overhead_trajectory
-    from tc_analyses.export.roofline_plot import write_trajectory_plot
-    from tc_analyses.model.activity import read_activity
-    from tc_analyses.reader import read_trace
-
-    section = Section(f"Trajectory over {axis}: " + ", ".join(labels))
-    runs, overheads, missing = [], [], []
-    peaks = device_peaks(device)
-    for label, trace in zip(labels, traces):
-        dfc = read_trace(trace)
-        try:
-            runs.append((label, roofline_of_trace(dfc, peaks)))
-        except DfcompassError as exc:
-            missing.append(f"roofline of {label}: {exc}")
-        try:
-            overheads.append((label, analyze_overhead(read_activity(dfc), str(trace))))
-        except DfcompassError as exc:
-            missing.append(f"runtime overhead of {label}: {exc}")
-    if len(runs) >= 2:
-        trajectory = roofline_trajectory(runs, axis)
-        svg = next(p for p in write_trajectory_plot(trajectory, work) if p.suffix == ".svg")
-        section.blocks.append(Block("Roofline trajectory", reports.roofline_trajectory_text(trajectory),
-                                    inline_svg(svg.read_text())))
-    if len(overheads) >= 2:
-        overhead = overhead_trajectory(overheads)
-        svg = next(p for p in write_overhead_trajectory(overhead, work) if p.suffix == ".svg")
-        section.blocks.append(Block("Runtime-overhead trajectory", trajectory_text(overhead), inline_svg(svg.read_text())))
-    if missing:
-        section.blocks.append(Block("Not in the trajectories", "\n".join(missing) + "\n"))
-    return section
-
-
-def _write_report(output: Path, title: str, traces: list[Path], devices: str | None, labels: list[str],
-                  axis: str, device: str, work: Path) -> None:
-    """The HTML page of `traces`: a section per trace, led by their trajectories when there are several."""
-    from tc_analyses.export.html_report import render
-
-    sections = []
-    for n, trace in enumerate(traces):
-        folder = work / str(n)
-        folder.mkdir(parents=True, exist_ok=True)
-        sections.append(_report_section(trace, folder, devices, device)[0])
-    if len(traces) >= 2:
-        folder = work / "trajectory"
-        folder.mkdir(parents=True, exist_ok=True)
-        sections.insert(0, _trajectory_section(traces, labels, axis, device, folder))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render(title, sections), encoding="utf-8")
-
-
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The HTML file to write.")
@@ -577,45 +433,10 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
     With several traces (the same program with different batch sizes or thread counts) the page
     opens with their roofline and runtime-overhead trajectories.
     """
-    import tempfile
+    from tc_analyses import app
 
-    from tc_analyses.analyses.labels import default_labels
-
-    names = default_labels([str(t) for t in traces], labels)
-    with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
-        _write_report(output, "dfcompass report", list(traces), devices, names, axis, device, Path(tmp))
+    app.report(traces, output, devices, labels, axis, device, _progress)
     click.echo(f"wrote {output}")
-
-
-def _autostart_dir() -> Path:
-    import tracer
-
-    return Path(tracer.__file__).resolve().parent / "_autostart"
-
-
-def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
-    """Run `command` with dfcompass recording into `output`; return its exit code."""
-    import tracer
-
-    if (output / "metadata").exists() and not overwrite:
-        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
-    if command[0].endswith(".py"):
-        command = [sys.executable, *command]
-    elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
-        command = [sys.executable, *command[1:]]
-    package_root = str(Path(tracer.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env[RECORD_ENV] = str(output.resolve())
-    env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_autostart_dir()), package_root, env.get("PYTHONPATH")]))
-    try:
-        completed = subprocess.run(command, env=env)
-    except FileNotFoundError:
-        raise ConfigurationError(f"{command[0]}: command not found") from None
-    if not (output / "metadata").exists():
-        raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
-                             "interpreter that could import dfcompass's tracer")
-    return completed.returncode
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -629,42 +450,13 @@ def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     The first Python process the command starts is traced into DIR; programs use
     tracer.node / tracer.traced / tracer.step to mark their dataflow.
     """
+    from tc_analyses.app import run_recorded
+
     code = run_recorded(output, list(command), overwrite)
     click.echo(f"trace written to {output}", err=True)
     if code != 0:
         click.echo(f"dfcompass: the program exited with code {code}; its trace is still readable", err=True)
     sys.exit(code)
-
-
-def _record_torch_workload(trace: Path, args: list[str]) -> int:
-    """Record the embedded torch workload into `trace` (it records itself); its exit code."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
-                                 "or run: dfcompass demo --workload pipeline")
-    import tracer
-
-    env = dict(os.environ)
-    env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
-    package_root = str(Path(tracer.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite", *args]
-    return subprocess.run(command, env=env).returncode
-
-
-def _record_batch_trajectory(folder: Path) -> list[Path]:
-    """The torch workload once per DEMO_BATCHES (one inference and one training step each)."""
-    traces = []
-    with _progress("recording the batch trajectory", len(DEMO_BATCHES), "items") as advance:
-        for batch in DEMO_BATCHES:
-            path = folder / f"batch{batch}"
-            code = _record_torch_workload(path, ["--batch", str(batch), "--steps-infer", "2", "--steps-train", "1"])
-            if code != 0:
-                raise DfcompassError(f"the demo workload (batch {batch}) failed with exit code {code}")
-            traces.append(path)
-            advance(1)
-    return traces
 
 
 @main.command()
@@ -684,56 +476,9 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
     exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
     """
-    from tc_analyses.analyses import trace_info
+    from tc_analyses import app
 
-    trace = output / "trace"
-    if workload == "pipeline":
-        code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
-                            True)
-    else:
-        code = _record_torch_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
-    if code != 0:
-        raise DfcompassError(f"the demo workload failed with exit code {code}")
-    result = trace_info.run(trace)
-    click.echo(reports.info_text(result), nl=False)
-    (output / "info.json").write_text(reports.to_json(result))
-    # The rest of the pipeline: Trace Compass analyses for this trace, and their headless summary.
-    from tc_analyses.analyses.summary import summarize
-    from tc_analyses.export.tracecompass import write_output
-    from tc_analyses.export.tracecompass.facts import trace_facts
-
-    written = write_output(output / "analyses", trace_facts(trace))
-    xml_files = sorted(path for key, path in written.items() if key.startswith("xml/"))
-    summary = summarize(_built(trace, tuple(xml_files)))
-    text = reports.summary_text(summary)
-    (output / "summary.txt").write_text(text)
-    (output / "summary.json").write_text(reports.to_json(summary))
-    click.echo(f"\nTrace Compass analyses: {output / 'analyses'} (see its README.md to install them)\n")
-    click.echo(text, nl=False)
-    # And the payoff: where these nodes should run on a CPU and a GPU, and how much faster a step gets.
-    plan, plan_text = _place(trace, DEMO_DEVICES, output / "placement")
-    click.echo(f"\nplacement on {DEMO_DEVICES} (dfcompass recommend-placement):\n")
-    click.echo("\n".join(plan_text.splitlines()[:9])
-               + f"\n  ... {len(plan.moved)} moved nodes in {output / 'placement' / 'report.txt'}\n")
-    # Everything on one page: the seed analyses with their plots, the placement, and a roofline
-    # trajectory over batch sizes from short extra runs of the same workload.
-    from tc_analyses.export.html_report import Block, render
-
-    (output / "report").mkdir(exist_ok=True)
-    main_section, seeds = _report_section(trace, output / "report", None)
-    main_section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
-    sections = [main_section]
-    click.echo("\nseed analyses (dfcompass analyze), first finding of each:")
-    for seed in seeds:
-        click.echo(f"  {seed.title}: {seed.headline()}")
-    if workload == "torch":
-        runs = _record_batch_trajectory(output / "trajectory")
-        (output / "report" / "trajectory").mkdir(exist_ok=True)
-        sections.append(_trajectory_section(runs, [str(b) for b in DEMO_BATCHES], "batch", "cpu",
-                                            output / "report" / "trajectory"))
-    (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
-    click.echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}")
-    click.echo(f"\ndemo output: {output.resolve()}")
+    app.demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress)
 
 
 if __name__ == "__main__":

@@ -178,13 +178,15 @@ def recorded_threads(trace: DfcTrace) -> int | None:
     return int(threads) if threads.isdigit() else None
 
 
-def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks) -> RooflineResult:
-    """Read the trace at `path` (unless already read), build its graph and put it on `peaks`' roofline."""
+def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGraph | None = None) -> RooflineResult:
+    """Read the trace at `path` (unless already read), build its graph (unless given) and put it on
+    `peaks`' roofline."""
     from tc_analyses.model.graph import build_graph
     from tc_analyses.reader import read_trace
 
     trace = path if isinstance(path, DfcTrace) else read_trace(path)
-    return roofline(build_graph(trace), peaks, str(trace.path), recorded_threads(trace))
+    graph = graph if graph is not None else build_graph(trace)
+    return roofline(graph, peaks, str(trace.path), recorded_threads(trace))
 
 
 def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:

@@ -18,7 +18,7 @@ from tc_analyses.model.events import iter_ctf_events, iter_events
 from tc_analyses.model.state_system import Interval, StateSystem
 from tc_analyses.model.xml_pattern import Segment, load_patterns
 from tc_analyses.model.xml_provider import Event, load_providers
-from tc_analyses.reader.fast import read_trace
+from tc_analyses.reader.fast import DfcTrace, read_trace
 from tc_analyses.reader.metadata import is_dfcompass_trace
 
 
@@ -38,10 +38,10 @@ class BuiltAnalyses:
         return 0 if self.first_ts is None or self.last_ts is None else self.last_ts - self.first_ts + 1
 
 
-def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
+def _event_source(source: str | Path | DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
     """A function giving a fresh time-ordered event stream (one pass per analysis)."""
-    if is_dfcompass_trace(trace_path):
-        trace = read_trace(trace_path)
+    if isinstance(source, DfcTrace) or is_dfcompass_trace(source):
+        trace = source if isinstance(source, DfcTrace) else read_trace(source)
         built.lost = trace.discarded
         built.classes = tuple(sorted(name for name, table in trace.tables.items() if len(table)))
         built.events = sum(len(t) for t in trace.tables.values())
@@ -49,7 +49,7 @@ def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], 
         lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
         built.first_ts, built.last_ts = (min(firsts), max(lasts)) if firsts else (None, None)
         return lambda: iter_events(trace)
-    events = list(iter_ctf_events(trace_path))  # babeltrace2 is slow: read once, replay per analysis
+    events = list(iter_ctf_events(source))  # babeltrace2 is slow: read once, replay per analysis
     built.events = sum(1 for e in events if e[0] != "Lost event")
     built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
     built.classes = tuple(sorted({e[0] for e in events}))
@@ -58,11 +58,13 @@ def _event_source(trace_path: str | Path, built: BuiltAnalyses) -> Callable[[], 
     return lambda: iter(events)
 
 
-def build(trace_path: str | Path, xml_files: list[Path],
+def build(source: str | Path | DfcTrace, xml_files: list[Path],
           progress: Callable[[int], None] | None = None) -> BuiltAnalyses:
-    """Run every state provider and pattern of `xml_files` on the trace (any CTF trace)."""
+    """Run every state provider and pattern of `xml_files` on a trace: any CTF trace at a path,
+    or a dfcompass trace already read."""
+    trace_path = source.path if isinstance(source, DfcTrace) else source
     built = BuiltAnalyses(str(trace_path))
-    events = _event_source(trace_path, built)
+    events = _event_source(source, built)
     providers = [p for f in xml_files for p in load_providers(f)]
     patterns = [p for f in xml_files for p in load_patterns(f)]
     if not providers and not patterns:

@@ -60,6 +60,11 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
     return _from_bt2(Path(path), producer, meta.env, progress)
 
 
+def of_trace(trace: fast.DfcTrace) -> TraceInfo:
+    """The summary of a dfcompass trace already read."""
+    return _from_fast(trace, str(trace.metadata.env.get("tracer_name", "unknown")))
+
+
 def _from_fast(trace: fast.DfcTrace, producer: str) -> TraceInfo:
     offset = trace.metadata.clock_offset_ns
     firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]

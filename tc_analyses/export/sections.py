@@ -11,29 +11,35 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 from tc_analyses.errors import DfcompassError
-from tc_analyses.model.activity import Activity, read_activity
-from tc_analyses.reader.fast import DfcTrace
+from tc_analyses.inputs import TraceInputs
 
 
 @dataclass
 class Inputs:
-    """What the analyses share, made once per trace."""
+    """A trace's shared inputs and the roofline's peaks device."""
 
-    path: Path
-    trace: DfcTrace
-    activity: Activity
+    inputs: TraceInputs
     peaks_device: str = "cpu"
 
-    @cached_property
-    def graph(self) -> Any:
-        from tc_analyses.model.graph import build_graph
+    @property
+    def path(self) -> Path:
+        return self.inputs.path
 
-        return build_graph(self.trace)
+    @property
+    def trace(self) -> Any:
+        return self.inputs.trace
+
+    @property
+    def activity(self) -> Any:
+        return self.inputs.activity
+
+    @property
+    def graph(self) -> Any:
+        return self.inputs.graph
 
 
 @dataclass
@@ -138,21 +144,15 @@ SECTIONS: dict[str, tuple[str, Runner]] = {
 }
 
 
-def load(path: Path, peaks_device: str = "cpu") -> Inputs:
-    from tc_analyses.reader import read_trace
-
-    trace = read_trace(path)
-    return Inputs(path, trace, read_activity(trace), peaks_device)
-
-
-def seed_sections(inputs: Inputs, plot_dir: Path | None = None, keys: tuple[str, ...] = tuple(SECTIONS),
-                  advance: Callable[[int], None] = lambda n: None) -> list[SeedSection]:
+def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: tuple[str, ...] = tuple(SECTIONS),
+                  advance: Callable[[int], None] = lambda n: None, peaks_device: str = "cpu") -> list[SeedSection]:
     """Run the seed analyses named by `keys` on one trace; plots go to `plot_dir` when given."""
     sections = []
+    shared = Inputs(inputs, peaks_device)
     for key in keys:
         title, run = SECTIONS[key]
         try:
-            result, text, plot = run(inputs)
+            result, text, plot = run(shared)
         except DfcompassError as exc:
             sections.append(SeedSection(key, title, None, f"not available: {exc}\n"))
         else:

@@ -114,15 +114,11 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     return recommendation, predicted
 
 
-def problem_from_trace(trace_path: Path, devices: list[Device]) -> tuple[PlacementProblem, nx.DiGraph, Any]:
-    from tc_analyses.model.graph import build_graph
-    from tc_analyses.reader import read_trace
-
-    trace = read_trace(trace_path)
-    graph = build_graph(trace)
+def problem_from_trace(trace: Any, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
+    """The placement problem of a trace already read and its computation graph."""
     if graph.number_of_nodes() == 0:
-        raise PlacementError(f"{trace_path}: the trace has no dataflow nodes to place")
-    return build_problem(graph, devices, trace=trace), graph, trace
+        raise PlacementError(f"{trace.path}: the trace has no dataflow nodes to place")
+    return build_problem(graph, devices, trace=trace)
 
 
 def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:

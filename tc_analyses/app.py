@@ -1,0 +1,313 @@
+"""What the ``dfcompass`` commands do, apart from parsing options and printing.
+
+The command line (:mod:`tc_analyses.cli`) parses, calls one function here and echoes what it
+returns. These functions read each trace once (:class:`~tc_analyses.inputs.TraceInputs`), run
+the analyses and write the artifacts: placement plans and their views, HTML reports, the demo.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.inputs import Progress, TraceInputs, no_progress
+
+if TYPE_CHECKING:
+    from tc_analyses.analyses.placement.recommend import Recommendation
+    from tc_analyses.export.html_report import Section
+    from tc_analyses.export.sections import SeedSection
+
+RECORD_ENV = "DFCOMPASS_RECORD_DIR"
+RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
+DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
+DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
+Echo = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------------------ analyze
+def check_user_xml(xml: Sequence[Path], xsd: Path | None) -> None:
+    """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""
+    from tc_analyses.export.tracecompass.validate import ENV, find_xsd, load_schema, validate_xsd
+
+    if not xml or (xsd is None and not os.environ.get(ENV, "").strip()):
+        return  # no schema at hand: the engine still names the element and line of what it refuses
+    schema = load_schema(find_xsd(xsd))
+    problems = [problem for path in xml for problem in validate_xsd(path, schema)]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigurationError(f"{problems[0]}{more}")
+
+
+@dataclass
+class Analysis:
+    """What ``dfcompass analyze`` found: the summary of the Trace Compass analyses and the sections."""
+
+    summary: Any
+    sections: list[SeedSection]
+
+    def text(self) -> str:
+        from tc_analyses.export import reports
+        from tc_analyses.export.sections import sections_text
+
+        return reports.summary_text(self.summary) + sections_text(self.sections)
+
+    def json(self) -> str:
+        from tc_analyses.export import reports
+        from tc_analyses.export.sections import sections_json
+
+        if not self.sections:
+            return reports.to_json(self.summary)
+        import json
+
+        return reports.to_json_document({**json.loads(reports.to_json(self.summary)),
+                                         "sections": sections_json(self.sections)})
+
+
+def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Sequence[str], peaks_device: str,
+            plots: Path | None, progress: Progress = no_progress) -> Analysis:
+    """The summary of the Trace Compass analyses (the generated ones unless `xml` names others),
+    then the seed analyses named by `section_keys`."""
+    from tc_analyses.analyses.summary import summarize
+    from tc_analyses.export.sections import seed_sections
+
+    summary = summarize(inputs.built(xml), top)
+    sections = []
+    if section_keys:
+        with progress("seed analyses", len(section_keys)) as advance:
+            sections = seed_sections(inputs, plots, tuple(section_keys), advance, peaks_device)
+    return Analysis(summary, sections)
+
+
+# ---------------------------------------------------------------------------------- placement
+def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None
+          ) -> tuple[Recommendation, str]:
+    """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}.
+
+    INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
+    """
+    from tc_analyses.analyses.placement.devices import parse_devices
+    from tc_analyses.analyses.placement.recommend import problem_from_graph_file, problem_from_trace, recommend
+    from tc_analyses.export import reports
+    from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import trace_facts
+
+    parsed = parse_devices(devices)
+    graph = trace = None
+    if input_path.is_dir():
+        inputs = inputs if inputs is not None else TraceInputs(input_path)
+        problem = problem_from_trace(inputs.trace, inputs.graph, parsed)
+        graph, trace = inputs.graph, inputs.trace
+    elif input_path.is_file():
+        problem = problem_from_graph_file(input_path, parsed)
+    else:
+        raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
+    result, predicted = recommend(problem, str(input_path), graph, trace)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "plan.json").write_text(reports.to_json(result))
+    text = reports.placement_text(result)
+    (output / "report.txt").write_text(text)
+    start = int(min(trace.table("node_begin")["timestamp"])) if trace is not None else 1_000
+    offset = trace.metadata.clock_offset_ns if trace is not None else 0
+    predicted_trace = write_predicted_trace(output / "predicted", problem, predicted, start, offset)
+    write_output(output / "views", trace_facts(predicted_trace))
+    if graph is not None:
+        write_plan_graph(output, graph, predicted)
+    return result, text
+
+
+# ------------------------------------------------------------------------------------- report
+def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_device: str = "cpu",
+                   progress: Progress = no_progress) -> tuple[Section, list[SeedSection]]:
+    """The report section of one trace (info, analyze summary, the seed analyses with their plots,
+    placement) and the seed sections themselves."""
+    from tc_analyses.export import reports
+    from tc_analyses.export.html_report import Block, Section, inline_svg
+    from tc_analyses.export.sections import SECTIONS, seed_sections
+
+    section = Section(str(inputs.path))
+    section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
+    section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
+    with progress(f"seed analyses of {inputs.path.name}", len(SECTIONS)) as advance:
+        seeds = seed_sections(inputs, work, tuple(SECTIONS), advance, peaks_device)
+    for seed in seeds:
+        svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
+        section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
+    if devices:
+        _, text = place(inputs.path, devices, work / "placement", inputs)
+        section.blocks.append(Block(f"Placement on {devices}", text))
+    return section, seeds
+
+
+def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis: str, peaks_device: str,
+                       work: Path) -> Section:
+    """Roofline and runtime-overhead trajectories across the traces (those the traces can feed)."""
+    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
+    from tc_analyses.analyses.roofline import device_peaks, roofline_of_trace
+    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
+    from tc_analyses.export import reports
+    from tc_analyses.export.html_report import Block, Section, inline_svg
+    from tc_analyses.export.overhead_report import trajectory_text, write_trajectory_plot as write_overhead_trajectory
+    from tc_analyses.export.roofline_plot import write_trajectory_plot
+
+    section = Section(f"Trajectory over {axis}: " + ", ".join(labels))
+    roofs, overheads, missing = [], [], []
+    peaks = device_peaks(peaks_device)
+    for label, inputs in zip(labels, runs):
+        try:
+            roofs.append((label, roofline_of_trace(inputs.trace, peaks, inputs.graph)))
+        except DfcompassError as exc:
+            missing.append(f"roofline of {label}: {exc}")
+        try:
+            overheads.append((label, analyze_overhead(inputs.activity, str(inputs.path))))
+        except DfcompassError as exc:
+            missing.append(f"runtime overhead of {label}: {exc}")
+    if len(roofs) >= 2:
+        trajectory = roofline_trajectory(roofs, axis)
+        svg = next(p for p in write_trajectory_plot(trajectory, work) if p.suffix == ".svg")
+        section.blocks.append(Block("Roofline trajectory", reports.roofline_trajectory_text(trajectory),
+                                    inline_svg(svg.read_text())))
+    if len(overheads) >= 2:
+        overhead = overhead_trajectory(overheads)
+        svg = next(p for p in write_overhead_trajectory(overhead, work) if p.suffix == ".svg")
+        section.blocks.append(Block("Runtime-overhead trajectory", trajectory_text(overhead), inline_svg(svg.read_text())))
+    if missing:
+        section.blocks.append(Block("Not in the trajectories", "\n".join(missing) + "\n"))
+    return section
+
+
+def report(traces: Sequence[Path], output: Path, devices: str | None, labels: str | None, axis: str,
+           peaks_device: str, progress: Progress = no_progress, title: str = "dfcompass report") -> None:
+    """One static HTML page with a section per trace, led by their trajectories when there are several."""
+    from tc_analyses.analyses.labels import default_labels
+    from tc_analyses.export.html_report import render
+
+    names = default_labels([str(t) for t in traces], labels)
+    runs = [TraceInputs(trace, progress) for trace in traces]
+    with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
+        sections = []
+        for n, inputs in enumerate(runs):
+            folder = Path(tmp) / str(n)
+            folder.mkdir(parents=True)
+            sections.append(report_section(inputs, folder, devices, peaks_device, progress)[0])
+        if len(runs) >= 2:
+            folder = Path(tmp) / "trajectory"
+            folder.mkdir()
+            sections.insert(0, trajectory_section(runs, names, axis, peaks_device, folder))
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(render(title, sections), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------- recording
+def _package_root() -> str:
+    import tracer
+
+    return str(Path(tracer.__file__).resolve().parent.parent)
+
+
+def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
+    """Run `command` with dfcompass recording into `output`; return its exit code."""
+    if (output / "metadata").exists() and not overwrite:
+        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
+        command = [sys.executable, *command[1:]]
+    autostart = str(Path(_package_root()) / "tracer" / "_autostart")
+    env = dict(os.environ)
+    env[RECORD_ENV] = str(output.resolve())
+    env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
+    try:
+        completed = subprocess.run(command, env=env)
+    except FileNotFoundError:
+        raise ConfigurationError(f"{command[0]}: command not found") from None
+    if not (output / "metadata").exists():
+        raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
+                             "interpreter that could import dfcompass's tracer")
+    return completed.returncode
+
+
+def record_torch_workload(trace: Path, args: list[str]) -> int:
+    """Record the embedded torch workload into `trace` (it records itself); its exit code."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
+                                 "or run: dfcompass demo --workload pipeline")
+    env = dict(os.environ)
+    env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite", *args]
+    return subprocess.run(command, env=env).returncode
+
+
+def record_batch_trajectory(folder: Path, progress: Progress = no_progress) -> list[Path]:
+    """The torch workload once per DEMO_BATCHES (one inference and one training step each)."""
+    traces = []
+    with progress("recording the batch trajectory", len(DEMO_BATCHES)) as advance:
+        for batch in DEMO_BATCHES:
+            path = folder / f"batch{batch}"
+            code = record_torch_workload(path, ["--batch", str(batch), "--steps-infer", "2", "--steps-train", "1"])
+            if code != 0:
+                raise DfcompassError(f"the demo workload (batch {batch}) failed with exit code {code}")
+            traces.append(path)
+            advance(1)
+    return traces
+
+
+# --------------------------------------------------------------------------------------- demo
+def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: Progress = no_progress) -> None:
+    """Record an embedded workload into OUTPUT/trace, then run the whole pipeline on it: info,
+    Trace Compass analyses and their headless summary, placement, and one HTML report."""
+    from tc_analyses.export import reports
+    from tc_analyses.export.html_report import Block, render
+    from tc_analyses.export.tracecompass import write_output
+
+    trace = output / "trace"
+    if workload == "pipeline":
+        code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
+                            True)
+    else:
+        code = record_torch_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
+    if code != 0:
+        raise DfcompassError(f"the demo workload failed with exit code {code}")
+    inputs = TraceInputs(trace, progress)
+    echo(reports.info_text(inputs.info))
+    (output / "info.json").write_text(reports.to_json(inputs.info))
+    # The rest of the pipeline: Trace Compass analyses for this trace, and their headless summary.
+    write_output(output / "analyses", inputs.facts)
+    summary = inputs.summary()  # the analyses just written, run headless
+    text = reports.summary_text(summary)
+    (output / "summary.txt").write_text(text)
+    (output / "summary.json").write_text(reports.to_json(summary))
+    echo(f"\nTrace Compass analyses: {output / 'analyses'} (see its README.md to install them)\n\n")
+    echo(text)
+    # And the payoff: where these nodes should run on a CPU and a GPU, and how much faster a step gets.
+    plan, plan_text = place(trace, DEMO_DEVICES, output / "placement", inputs)
+    echo(f"\nplacement on {DEMO_DEVICES} (dfcompass recommend-placement):\n\n")
+    echo("\n".join(plan_text.splitlines()[:9])
+         + f"\n  ... {len(plan.moved)} moved nodes in {output / 'placement' / 'report.txt'}\n\n")
+    # Everything on one page: the seed analyses with their plots, the placement, and a roofline
+    # trajectory over batch sizes from short extra runs of the same workload.
+    (output / "report").mkdir(exist_ok=True)
+    main_section, seeds = report_section(inputs, output / "report", None, progress=progress)
+    main_section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    sections = [main_section]
+    echo("\nseed analyses (dfcompass analyze), first finding of each:\n")
+    for seed in seeds:
+        echo(f"  {seed.title}: {seed.headline()}\n")
+    if workload == "torch":
+        runs = [TraceInputs(path, progress) for path in record_batch_trajectory(output / "trajectory", progress)]
+        (output / "report" / "trajectory").mkdir(exist_ok=True)
+        sections.append(trajectory_section(runs, [str(b) for b in DEMO_BATCHES], "batch", "cpu",
+                                           output / "report" / "trajectory"))
+    (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
+    echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}\n")
+    echo(f"\ndemo output: {output.resolve()}\n")

@@ -1,0 +1,144 @@
+"""What the analyses of one trace share, made once: the trace read, its activity, graph and facts.
+
+Every command that runs several analyses on a trace (``analyze``, ``report``, ``demo``) builds one
+:class:`TraceInputs` and hands it to each of them, so the trace is read from disk once however many
+analyses use it. Each part is computed the first time something asks for it.
+
+Examples
+--------
+>>> inputs = TraceInputs("tests/data/traces/succeed/all-classes")
+>>> inputs.trace is inputs.trace  # read once
+True
+>>> inputs.reads
+1
+"""
+
+from __future__ import annotations
+
+import tempfile
+from contextlib import AbstractContextManager, nullcontext
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+
+if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not at import
+    import networkx as nx
+
+    from tc_analyses.analyses.states import BuiltAnalyses
+    from tc_analyses.analyses.summary import Summary
+    from tc_analyses.analyses.trace_info import TraceInfo
+    from tc_analyses.export.tracecompass.model import TraceFacts
+    from tc_analyses.model.activity import Activity
+    from tc_analyses.reader.fast import DfcTrace
+
+Advance = Callable[[int], None]
+
+
+class Progress(Protocol):
+    """Opens a progress indicator: ``with progress(label, total, unit) as advance: advance(n)``."""
+
+    def __call__(self, label: str, total: int | None, unit: str = "items") -> AbstractContextManager[Advance]: ...
+
+
+def no_progress(label: str, total: int | None, unit: str = "items") -> AbstractContextManager[Advance]:
+    """A :class:`Progress` that shows nothing (library use, tests, pipes)."""
+    return nullcontext(lambda n: None)
+
+
+class TraceInputs:
+    """One trace and what the analyses derive from it, each made on first use and kept.
+
+    Parameters
+    ----------
+    path : str or Path
+        The trace directory (a dfcompass trace, or any CTF trace for :meth:`built` and
+        :attr:`info`).
+    progress : Progress, optional
+        Shows the reading of the trace and the headless run of the Trace Compass analyses.
+    """
+
+    def __init__(self, path: str | Path, progress: Progress = no_progress) -> None:
+        self.path = Path(path)
+        self.progress = progress
+        self.reads = 0  # how many times the trace was read from disk (1 at most for a dfcompass trace)
+        self._built: dict[tuple[Path, ...], BuiltAnalyses] = {}
+
+    def __repr__(self) -> str:
+        return f"TraceInputs({str(self.path)!r})"
+
+    @cached_property
+    def is_dfcompass(self) -> bool:
+        """Whether the numpy reader can read the trace (else only the bt2 paths apply)."""
+        from tc_analyses.reader.metadata import is_dfcompass_trace
+
+        return is_dfcompass_trace(self.path)
+
+    @cached_property
+    def trace(self) -> DfcTrace:
+        """The trace's event tables (a dfcompass trace; raises TraceError for any other)."""
+        from tc_analyses.reader.fast import read_trace
+
+        size = sum(p.stat().st_size for p in self.path.iterdir() if p.is_file()) if self.path.is_dir() else 0
+        with self.progress("reading", size or None, "bytes") as advance:
+            trace = read_trace(self.path, advance)
+        self.reads += 1
+        return trace
+
+    @cached_property
+    def activity(self) -> Activity:
+        """Begin/end events paired into node, step, API-call and GPU-operation intervals."""
+        from tc_analyses.model.activity import read_activity
+
+        return read_activity(self.trace)
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The computation graph (nodes folded across steps, tensor edges)."""
+        from tc_analyses.model.graph import build_graph
+
+        return build_graph(self.trace)
+
+    @cached_property
+    def facts(self) -> TraceFacts:
+        """What the trace holds, for tailoring the generated Trace Compass analyses to it."""
+        from tc_analyses.export.tracecompass.facts import trace_facts
+
+        return trace_facts(self.trace)
+
+    @cached_property
+    def info(self) -> TraceInfo:
+        """Events per class, streams, time span, discarded events (any CTF trace)."""
+        from tc_analyses.analyses import trace_info
+
+        if self.is_dfcompass:
+            return trace_info.of_trace(self.trace)
+        with self.progress("reading", None, "items") as advance:
+            return trace_info.run(self.path, "bt2", advance)
+
+    def built(self, xml_files: Sequence[Path] = ()) -> BuiltAnalyses:
+        """The state systems and segments of `xml_files` (default: the analyses generated for this
+        trace) run headless over the trace."""
+        key = tuple(xml_files)
+        if key not in self._built:
+            self._built[key] = self._build(key)
+        return self._built[key]
+
+    def summary(self, top: int = 10) -> Summary:
+        """The ``analyze`` summary of the generated analyses: busy, top nodes, memory peaks."""
+        from tc_analyses.analyses.summary import summarize
+
+        return summarize(self.built(), top)
+
+    def _build(self, xml_files: tuple[Path, ...]) -> BuiltAnalyses:
+        from tc_analyses.analyses import states
+        from tc_analyses.export.tracecompass.render import render_xml
+
+        source = self.trace if self.is_dfcompass else self.path
+        with tempfile.TemporaryDirectory(prefix="dfcompass-xml-") as tmp:
+            files = list(xml_files)
+            if not files:  # the analyses generated for this trace (a dfcompass trace only)
+                for name, data in render_xml(self.facts).items():
+                    (Path(tmp) / name).write_bytes(data)
+                    files.append(Path(tmp) / name)
+            with self.progress("analysing events", None, "items") as advance:
+                return states.build(source, files, advance)
