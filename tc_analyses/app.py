@@ -72,7 +72,7 @@ class Analysis:
 def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Sequence[str], peaks_device: str,
             plots: Path | None, progress: Progress = no_progress) -> Analysis:
     """The summary of the Trace Compass analyses (the generated ones unless `xml` names others),
-    then the seed analyses named by `section_keys`."""
+    then the registered analyses named by `section_keys`."""
     from tc_analyses.analyses.summary import summarize
     from tc_analyses.export.sections import seed_sections
 
@@ -80,8 +80,54 @@ def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Se
     sections = []
     if section_keys:
         with progress("seed analyses", len(section_keys)) as advance:
-            sections = seed_sections(inputs, plots, tuple(section_keys), advance, peaks_device)
+            sections = seed_sections(inputs, plots, tuple(section_keys), advance, _peaks_options(peaks_device))
     return Analysis(summary, sections)
+
+
+def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:
+    """The options of `analyze` and `report` (which have only --device) by analysis."""
+    return {"roofline": {"device": peaks_device}}
+
+
+@dataclass
+class Ran:
+    """What one analysis command gave: its text report and its JSON document."""
+
+    text: str
+    json: dict[str, Any]
+
+
+def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], output: Path | None,
+                 labels: str | None = None, axis: str = "batch", progress: Progress = no_progress) -> Ran:
+    """``dfcompass <key> TRACE...``: one registered analysis on each trace, with the trajectory
+    across them when there are several; its plots and other files go to `output`."""
+    from tc_analyses.analyses.labels import default_labels
+    from tc_analyses.registry import entry
+
+    analysis = entry(key)
+    names = default_labels([str(t) for t in traces], labels)
+    results = []
+    with progress(key, len(traces) if len(traces) > 1 else None) as advance:
+        for trace in traces:
+            results.append(analysis.run(TraceInputs(trace, progress), options))
+            advance(1)
+    if len(results) == 1:
+        written = analysis.artifacts(results[0], output) if output is not None else []
+        ran = Ran(analysis.text(results[0]), results[0].to_json())
+    else:
+        trajectory = analysis.run_trajectory(list(zip(names, results)), axis, options)
+        written = []
+        if output is not None:
+            written = analysis.artifacts(trajectory, output)
+            for label, result in zip(names, results):
+                written += analysis.artifacts(result, output / label)
+        ran = Ran("\n".join(analysis.text(r) for r in results) + "\n" + analysis.text(trajectory),
+                  {"runs": [r.to_json() for r in results], "trajectory": trajectory.to_json()})
+    if written:
+        ran.text += "plots: " + ", ".join(str(p.resolve()) for p in written) + "\n"
+    if output is not None and any(p for p in output.iterdir() if p not in written):
+        ran.text += f"everything written: {output.resolve()}\n"
+    return ran
 
 
 # ---------------------------------------------------------------------------------- placement
@@ -129,13 +175,14 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
     placement) and the seed sections themselves."""
     from tc_analyses.export import reports
     from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.sections import SECTIONS, seed_sections
+    from tc_analyses.export.sections import seed_sections
+    from tc_analyses.registry import KEYS
 
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
-    with progress(f"seed analyses of {inputs.path.name}", len(SECTIONS)) as advance:
-        seeds = seed_sections(inputs, work, tuple(SECTIONS), advance, peaks_device)
+    with progress(f"seed analyses of {inputs.path.name}", len(KEYS)) as advance:
+        seeds = seed_sections(inputs, work, KEYS, advance, _peaks_options(peaks_device))
     for seed in seeds:
         svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
         section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
@@ -147,36 +194,26 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
 
 def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis: str, peaks_device: str,
                        work: Path) -> Section:
-    """Roofline and runtime-overhead trajectories across the traces (those the traces can feed)."""
-    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
-    from tc_analyses.analyses.roofline import device_peaks, roofline_of_trace
-    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
-    from tc_analyses.export import reports
+    """The trajectories across the traces of every analysis that has one (roofline, runtime
+    overhead...), for the traces that can feed it."""
     from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.overhead_report import trajectory_text, write_trajectory_plot as write_overhead_trajectory
-    from tc_analyses.export.roofline_plot import write_trajectory_plot
+    from tc_analyses.registry import ANALYSES
 
     section = Section(f"Trajectory over {axis}: " + ", ".join(labels))
-    roofs, overheads, missing = [], [], []
-    peaks = device_peaks(peaks_device)
-    for label, inputs in zip(labels, runs):
-        try:
-            roofs.append((label, roofline_of_trace(inputs.trace, peaks, inputs.graph)))
-        except DfcompassError as exc:
-            missing.append(f"roofline of {label}: {exc}")
-        try:
-            overheads.append((label, analyze_overhead(inputs.activity, str(inputs.path))))
-        except DfcompassError as exc:
-            missing.append(f"runtime overhead of {label}: {exc}")
-    if len(roofs) >= 2:
-        trajectory = roofline_trajectory(roofs, axis)
-        svg = next(p for p in write_trajectory_plot(trajectory, work) if p.suffix == ".svg")
-        section.blocks.append(Block("Roofline trajectory", reports.roofline_trajectory_text(trajectory),
-                                    inline_svg(svg.read_text())))
-    if len(overheads) >= 2:
-        overhead = overhead_trajectory(overheads)
-        svg = next(p for p in write_overhead_trajectory(overhead, work) if p.suffix == ".svg")
-        section.blocks.append(Block("Runtime-overhead trajectory", trajectory_text(overhead), inline_svg(svg.read_text())))
+    missing = []
+    for analysis in (a for a in ANALYSES if a.trajectory):
+        options = _peaks_options(peaks_device).get(analysis.key)
+        results = []
+        for label, inputs in zip(labels, runs):
+            try:
+                results.append((label, analysis.run(inputs, options)))
+            except DfcompassError as exc:
+                missing.append(f"{analysis.title} of {label}: {exc}")
+        if len(results) >= 2:
+            trajectory = analysis.run_trajectory(results, axis, options)
+            svg = next((p for p in analysis.plots(trajectory, work) if p.suffix == ".svg"), None)
+            section.blocks.append(Block(f"{analysis.title}: trajectory", analysis.text(trajectory),
+                                        inline_svg(svg.read_text()) if svg else ""))
     if missing:
         section.blocks.append(Block("Not in the trajectories", "\n".join(missing) + "\n"))
     return section

@@ -17,11 +17,11 @@ from typing import Any, Callable, Iterator, TypeVar
 import click
 
 from tc_analyses.errors import ConfigurationError, DfcompassError, TraceError
+from tc_analyses.registry import KEYS
 
 # Only click and the error classes load at start-up, so `dfcompass --help` answers at once; each
 # command imports what it uses.
 F = TypeVar("F", bound=Callable[..., Any])
-SECTION_KEYS = ("roofline", "overhead", "breakdown", "memory", "parallelism")  # tc_analyses.export.sections
 
 
 class _State:
@@ -176,7 +176,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
-@click.option("--section", "section_keys", multiple=True, type=click.Choice(SECTION_KEYS),
+@click.option("--section", "section_keys", multiple=True, type=click.Choice(KEYS),
               help="Seed analyses to add (repeatable; default: all). Sections a trace cannot feed say why.")
 @click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
 @click.option("--device", default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
@@ -191,58 +191,9 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
     from tc_analyses.inputs import TraceInputs
 
     app.check_user_xml(xml, xsd)
-    keys = () if no_sections else section_keys or SECTION_KEYS
+    keys = () if no_sections else section_keys or KEYS
     result = app.analyze(TraceInputs(trace, _progress), xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(), nl=False)
-
-
-@main.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--device", default="cpu", show_default=True,
-              help="Peaks from the device table: cpu (generic CPU, this machine's cores), CPU-<cores> or a GPU model (A100, H100...).")
-@click.option("--measure-peaks", is_flag=True, help="Use this machine's measured peaks (numpy microbenchmark, cached).")
-@click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
-@click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them (batch, threads...).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Folder for roofline.png/.svg (and roofline-trajectory.png/.svg).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@_handle_errors
-def roofline(traces: tuple[Path, ...], device: str, measure_peaks: bool, labels: str | None, axis: str,
-             output: Path | None, fmt: str) -> None:
-    """Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency.
-
-    With several TRACES (the same program run with different batch sizes or thread counts), also
-    draw each op type's trajectory across them.
-    """
-    from tc_analyses.analyses.labels import default_labels
-    from tc_analyses.analyses.roofline import device_peaks, measure_peaks as measure, roofline_of_trace
-    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
-    from tc_analyses.export import reports
-    from tc_analyses.export.roofline_plot import write_roofline_plot, write_trajectory_plot
-
-    names = default_labels([str(t) for t in traces], labels)
-    peaks = measure() if measure_peaks else device_peaks(device)
-    results = []
-    with _progress("roofline", len(traces) if len(traces) > 1 else None) as advance:
-        for trace in traces:
-            results.append(roofline_of_trace(trace, peaks))
-            advance(1)
-    single = len(results) == 1
-    for label, result in zip(names, results):
-        if output is not None:
-            write_roofline_plot(result, output if single else output / label)
-    trajectory = None if single else roofline_trajectory(list(zip(names, results)), axis)
-    if trajectory is not None and output is not None:
-        write_trajectory_plot(trajectory, output)
-    if fmt == "json":
-        click.echo(reports.to_json(results[0]) if single else
-                   reports.to_json_document({"runs": results, "trajectory": trajectory}), nl=False)
-        return
-    text = "\n".join(reports.roofline_text(r) for r in results)
-    if trajectory is not None:
-        text += "\n" + reports.roofline_trajectory_text(trajectory)
-    if output is not None:
-        text += f"plots: {output.resolve()} (roofline.png/.svg" + (" per trace folder, roofline-trajectory.png/.svg)\n" if not single else ")\n")
-    click.echo(text, nl=False)
 
 
 @main.command()
@@ -294,129 +245,61 @@ def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) 
                nl=False)
 
 
-def _activity(trace: Path) -> "tuple[Any, Any]":
-    from tc_analyses.model.activity import read_activity
-    from tc_analyses.reader import read_trace
-
-    dfc = read_trace(trace)
-    return dfc, read_activity(dfc)
+_KINDS: dict[str, Any] = {"str": str, "int": int, "float": float}
 
 
-def _emit(text: str, data: Any, fmt: str, plots: list[Path]) -> None:
-    """A report as text (with where its plots went) or as JSON."""
-    from tc_analyses.export import reports
+def _param_option(param: Any) -> Callable[[F], F]:
+    """The click option of a registry Param."""
+    if param.kind == "flag":
+        return click.option(param.flag, param.name, is_flag=True, help=param.help)
+    kind = _KINDS.get(param.kind, str)
+    if param.minimum is not None:
+        kind = click.IntRange(min=int(param.minimum)) if kind is int else click.FloatRange(min=param.minimum)
+    return click.option(param.flag, param.name, type=kind, default=param.default,
+                        show_default=param.default is not None, help=param.help)
 
-    if fmt == "json":
-        click.echo(reports.to_json_document(data) if isinstance(data, dict) else reports.to_json(data), nl=False)
-        return
-    if plots:
-        text += "plots: " + ", ".join(str(p.resolve()) for p in plots) + "\n"
-    click.echo(text, nl=False)
+
+def _analysis_command(key: str) -> None:
+    """Add `dfcompass KEY TRACE...` for the registry entry KEY: its options, -o and --format."""
+    from tc_analyses.registry import entry
+
+    analysis = entry(key)
+
+    def command(traces: Any, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
+                **options: Any) -> None:
+        from tc_analyses import app
+
+        paths = tuple(traces) if analysis.trajectory else (traces,)
+        ran = app.run_analysis(key, paths, options, output, labels, axis, _progress)
+        click.echo(_json(ran.json) if fmt == "json" else ran.text, nl=False)
+
+    for param in reversed(analysis.params):
+        command = _param_option(param)(command)
+    if analysis.trajectory:
+        command = click.option("--axis", default="batch", show_default=True,
+                               help="With several traces: the setting that changes between them (batch, threads...).")(command)
+        command = click.option("--labels", help="With several traces: their values on the trajectory axis, "
+                                                "comma-separated (default: folder names).")(command)
+        command = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))(command)
+    else:
+        command = click.argument("traces", metavar="TRACE", type=click.Path(path_type=Path))(command)
+    command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+                           help="Folder for the plots (PNG and SVG) and other files.")(command)
+    command = _FORMAT(command)
+    summary = analysis.summary + (" Several TRACES (e.g. batch sizes) give a trajectory." if analysis.trajectory else "")
+    main.command(key, help=summary, short_help=analysis.title)(_handle_errors(command))
 
 
-_OUT = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Folder for the plots (PNG and SVG).")
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-
-
-@main.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
-@_OUT
-@_FORMAT
-@_handle_errors
-def overhead(traces: tuple[Path, ...], labels: str | None, output: Path | None, fmt: str) -> None:
-    """Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step
-    the overhead-hiding ratio and exposed host time. Several TRACES (e.g. batch sizes) give a trajectory."""
-    from tc_analyses.analyses.labels import default_labels
-    from tc_analyses.analyses.overhead import analyze_overhead, overhead_trajectory
-    from tc_analyses.export.overhead_report import overhead_text, trajectory_text, write_overhead_plot, write_trajectory_plot
-
-    names = default_labels([str(t) for t in traces], labels)
-    results = []
-    with _progress("runtime overhead", len(traces) if len(traces) > 1 else None) as advance:
-        for trace in traces:
-            results.append(analyze_overhead(_activity(trace)[1], str(trace)))
-            advance(1)
-    plots: list[Path] = []
-    if len(results) == 1:
-        if output is not None:
-            plots = write_overhead_plot(results[0], output)
-        _emit(overhead_text(results[0]), results[0], fmt, plots)
-        return
-    trajectory = overhead_trajectory(list(zip(names, results)))
-    if output is not None:
-        plots = write_trajectory_plot(trajectory, output)
-        for label, result in zip(names, results):
-            plots += write_overhead_plot(result, output / label)
-    _emit("\n".join(overhead_text(r) for r in results) + "\n" + trajectory_text(trajectory),
-          {"runs": results, "trajectory": trajectory}, fmt, plots)
-
-
-@main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--include-last-step", is_flag=True, help="Keep the GPU work launched in the last step (HTA drops it by default).")
-@click.option("--kernel-delay-us", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="Gaps shorter than this between back-to-back GPU ops are kernel wait (HTA's consecutive_kernel_delay).")
-@_OUT
-@_FORMAT
-@_handle_errors
-def breakdown(trace: Path, include_last_step: bool, kernel_delay_us: float, output: Path | None, fmt: str) -> None:
-    """HTA-compatible temporal breakdown (idle / compute / non-compute GPU time) and idle-time breakdown
-    per queue (host wait / kernel wait / other)."""
-    from tc_analyses.analyses.breakdown import idle_breakdown, temporal_breakdown
-    from tc_analyses.export.breakdown_report import breakdown_text, write_breakdown_plot
-
-    dfc, activity = _activity(trace)
-    temporal = temporal_breakdown(activity, dfc, exclude_last_step=not include_last_step)
-    idle = idle_breakdown(activity, dfc, consecutive_kernel_delay_ns=int(kernel_delay_us * 1000),
-                          exclude_last_step=not include_last_step)
-    plots = write_breakdown_plot(temporal, idle, output) if output is not None else []
-    _emit(breakdown_text(temporal, idle), {"temporal": temporal, "idle": idle}, fmt, plots)
-
-
-@main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
-@_OUT
-@_FORMAT
-@_handle_errors
-def memory(trace: Path, output: Path | None, fmt: str) -> None:
-    """Memory (paper 1.a): peaks per device, allocation churn, redundant host-to-device transfers,
-    pageable against pinned copies, each finding with advice."""
-    from tc_analyses.analyses.memory import analyze_memory, as_dict
-    from tc_analyses.export.memory_report import memory_text, write_memory_plot
-
-    result = analyze_memory(trace)
-    plots = write_memory_plot(result, output) if output is not None else []
-    _emit(memory_text(result), {"memory": as_dict(result)}, fmt, plots)
-
-
-@main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--device", help="Plan this device's ops (default: the GPU work if any, else the busiest device).")
-@click.option("--max-streams", type=click.IntRange(min=1), help="At most this many streams/threads (default: 4 on a GPU, the CPU count on a CPU).")
-@click.option("--sync-ns", type=click.IntRange(min=0), help="Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for plan.json, report.txt, the Gantt plot and the predicted trace with its Trace Compass views.")
-@_FORMAT
-@_handle_errors
-def parallelism(trace: Path, device: str | None, max_streams: int | None, sync_ns: int | None, output: Path | None,
-                fmt: str) -> None:
-    """Inter-operator parallelism (paper 1.c): assign independent ops to streams (GPU) or threads (CPU)
-    by Nimble-style chain decomposition, with the speedup the simulator predicts."""
-    from tc_analyses.analyses.parallelism import plan_trace
-    from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
-    from tc_analyses.export.parallelism_views import write_plan_view
-
-    with _progress("planning streams", None):  # seconds on graphs of tens of thousands of ops
-        plan = plan_trace(trace, device=device, max_streams=max_streams, sync_ns=sync_ns)
-    plots: list[Path] = []
-    if output is not None:
-        write_plan_view(plan, trace, output)
-        plots = write_parallelism_plot(plan, output)
-    text = plan_text(plan)
-    if output is not None:
-        text += f"plan, predicted trace and Trace Compass views: {output.resolve()}\n"
-    _emit(text, {"plan": plan_json(plan)}, fmt, plots)
+# The registry is plain data: the analysis commands cost nothing at start-up.
+for _key in KEYS:
+    _analysis_command(_key)
 
 
 @main.command()

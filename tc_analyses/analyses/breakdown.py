@@ -34,13 +34,17 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun, merge_intervals
 from tc_analyses.reader.fast import DfcTrace
+
+if TYPE_CHECKING:
+    from tc_analyses.inputs import TraceInputs
 
 ALL_DEVICES = "all"
 # HTA's default is "30": its docstring says ns but it compares it with µs gaps, so 30 µs.
@@ -280,22 +284,44 @@ def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
 
 
 
-def breakdown_findings(temporal: TemporalBreakdown, idle: IdleBreakdown) -> list[str]:
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Both breakdowns of one trace and what they say."""
+
+    temporal: TemporalBreakdown
+    idle: IdleBreakdown
+    findings: tuple[Finding, ...]
+
+
+def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+    """The temporal and idle-time breakdowns, HTA's way: the last step's GPU work left out unless
+    ``options["include_last_step"]``, gaps under ``options["kernel_delay_us"]`` counted as kernel wait."""
+    exclude = not options["include_last_step"]
+    temporal = temporal_breakdown(inputs.activity, inputs.trace, exclude_last_step=exclude)
+    idle = idle_breakdown(inputs.activity, inputs.trace, exclude_last_step=exclude,
+                          consecutive_kernel_delay_ns=int(options["kernel_delay_us"] * 1000))
+    data = Breakdown(temporal, idle, tuple(breakdown_findings(temporal, idle)))
+    return Result("breakdown", temporal.trace, data, data.findings)
+
+
+def breakdown_findings(temporal: TemporalBreakdown, idle: IdleBreakdown) -> list[Finding]:
     """What the two breakdowns say, most important first, each with what to do."""
     t = temporal.total
-    out = [f"the GPU is idle {t.idle_pct:.1f}% of its kernel time, computes {t.compute_pct:.1f}% and spends "
-           f"{t.non_compute_pct:.1f}% in communication, copies and other non-compute work"]
+    out = [Finding("time_split", t.idle_ns, f"the GPU is idle {t.idle_pct:.1f}% of its kernel time, computes {t.compute_pct:.1f}% and spends "
+           f"{t.non_compute_pct:.1f}% in communication, copies and other non-compute work")]
     waited = idle.host_wait_ns + idle.kernel_wait_ns + idle.other_ns
     if waited:
         host, other = idle.host_wait_ns / waited, idle.other_ns / waited
         if host >= 0.5:
-            out.append(f"{host:.0%} of the queues' idle time is host wait (the next op was launched only after the "
+            out.append(Finding("host_wait", idle.host_wait_ns, f"{host:.0%} of the queues' idle time is host wait (the next op was launched only after the "
                        "previous one ended): the host was dispatching, blocked in a sync or busy elsewhere (data "
-                       "loading, Python); dfcompass overhead tells whether per-op dispatch cost is the cause")
+                       "loading, Python); dfcompass overhead tells whether per-op dispatch cost is the cause"))
         elif other >= 0.5:
-            out.append(f"{other:.0%} of the queues' idle time is 'other' (launched in time, yet waiting): the queues "
-                       "wait on synchronisation, other streams or copies; look for blocking syncs and serial streams")
+            out.append(Finding("other_wait", idle.other_ns, f"{other:.0%} of the queues' idle time is 'other' (launched in time, yet waiting): the queues "
+                       "wait on synchronisation, other streams or copies; look for blocking syncs and serial streams"))
     if t.non_compute_ns > t.compute_ns:
-        out.append("non-compute work takes more GPU time than compute: overlap communication and copies with "
-                   "compute (separate streams, bucketed all-reduce, pinned non_blocking copies)")
+        out.append(Finding("non_compute", t.non_compute_ns, "non-compute work takes more GPU time than compute: "
+                           "overlap communication and copies with compute (separate streams, bucketed all-reduce, "
+                           "pinned non_blocking copies)"))
     return out

@@ -27,8 +27,9 @@ import itertools
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
+from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, GpuOp, NodeRun, read_activity
@@ -36,6 +37,9 @@ from tc_analyses.reader import read_trace
 from tc_analyses.reader.fast import DfcTrace
 from tracer import copy_kinds
 from tracer.copy_kinds import direction_of
+
+if TYPE_CHECKING:
+    from tc_analyses.inputs import TraceInputs
 
 SHORT_LIVED_NS = 1_000_000  # freed less than 1 ms after it was allocated: a temporary
 CHURN_TURNOVER = 4.0  # bytes allocated per step / peak at or above this is a finding
@@ -126,13 +130,6 @@ class CopyKindStats:
 
 
 @dataclass(frozen=True)
-class Finding:
-    kind: str  # "redundant_tensor", "repeated_upload", "pageable", "churn", "peak"
-    impact_ns: int  # time at stake in the trace (0 when it cannot be told), for ordering
-    text: str
-
-
-@dataclass(frozen=True)
 class MemoryResult:
     trace: str
     start_ns: int  # first event of the trace, the origin of the text report's times
@@ -147,6 +144,15 @@ class MemoryResult:
     upload_wasted_ns_per_step: float
     copy_kinds: tuple[CopyKindStats, ...]
     findings: tuple[Finding, ...]  # most important first
+
+    def json_data(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+    """The memory analysis of the trace (no options)."""
+    data = analyze_memory(inputs.trace, inputs.activity)
+    return Result("memory", data.trace, data, data.findings)
 
 
 def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = None) -> MemoryResult:

@@ -24,14 +24,18 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from tc_analyses.analyses.labels import label_number, order_runs
+from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
+
+if TYPE_CHECKING:
+    from tc_analyses.inputs import TraceInputs
 
 MAX_FINDINGS = 5
 WHOLE_TRACE = -1  # the step number of the single window of a trace without steps
@@ -122,7 +126,7 @@ class OverheadResult:
     gpu_ops_unlaunched: int  # no launch recorded for its correlation id
     ops_outside_steps: int
     notes: tuple[str, ...]
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class Trajectory:
     points: tuple[TrajectoryPoint, ...]  # numeric labels sorted by value, others as given
     numeric: bool
     crossing: str | None  # the label from which the hiding ratio stays >= 1 (after being < 1)
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 # ---------------------------------------------------------------------------------------- analysis
@@ -328,31 +332,38 @@ def _with_findings(r: OverheadResult, unattributed: list[GpuOp]) -> OverheadResu
         else:
             advice = (f"Fuse {top.op} with its neighbours (torch.compile) or capture the sequence in a CUDA graph "
                       "so it is dispatched once")
-        findings.append(f"Most exposed host overhead (sum of H+L-K where positive): {listed}. {advice}")
+        findings.append(Finding("exposed_overhead", sum(t.exposed_overhead_ns for t in exposed),
+                                f"Most exposed host overhead (sum of H+L-K where positive): {listed}. {advice}"))
     if r.short_op_fraction > 0:
         worst = max(r.op_types, key=lambda t: (t.short_share * t.count, t.op))
         kernels = (f"; {r.short_kernel_share:.0%} of kernels are shorter than the median H+L of their op type"
                    if r.short_kernel_share is not None else "")
-        findings.append(
+        findings.append(Finding("short_ops", 0,
             f"{r.short_op_fraction:.0%} of the ops with GPU work are short (K < H+L){kernels}. To hide its host "
             f"cost an op's GPU work must last at least its type's median H+L (e.g. {worst.op}: "
             f"{fmt_ns(worst.min_hiding_kernel_ns)}, and {worst.short_share:.0%} of its {worst.count} runs fall "
-            "short); larger batches lengthen kernels, fusion removes dispatches")
+            "short); larger batches lengthen kernels, fusion removes dispatches"))
     overhead = sum(o.overhead_ns for o in r.ops) / len(r.ops)
     if r.mean_queue_ns > overhead:
-        findings.append(
+        findings.append(Finding("queue_delay", 0,
             f"GPU ops wait {fmt_ns(r.mean_queue_ns)} on average between their launch and their start, more than "
             f"the {fmt_ns(overhead)} of host cost per op: the host runs ahead of the GPU there, so cutting launch "
-            "overhead will not shorten those stretches; make the kernels faster or fewer")
+            "overhead will not shorten those stretches; make the kernels faster or fewer"))
     if unattributed:
         busy = sum(g.duration for g in unattributed)
-        findings.append(
+        findings.append(Finding("unattributed_gpu", busy,
             f"{len(unattributed)} GPU ops ({fmt_ns(busy)}) have no recorded launch or were launched outside any "
-            "framework op; they count in GPU busy time but in no op's figures")
+            "framework op; they count in GPU busy time but in no op's figures"))
     return replace(r, findings=tuple(findings[:MAX_FINDINGS]))
 
 
-def _step_finding(r: OverheadResult) -> str:
+def _step_finding(r: OverheadResult) -> Finding:
+    bound = [s for s in r.steps if s.host_bound]
+    kind = "host_bound" if bound else "gpu_bound" if any(s.hiding_ratio is not None for s in r.steps) else "no_gpu_steps"
+    return Finding(kind, sum(s.exposed_host_ns for s in bound), _step_text(r))
+
+
+def _step_text(r: OverheadResult) -> str:
     measured = [s for s in r.steps if s.hiding_ratio is not None]
     bound = [s for s in measured if s.host_bound]
     if bound:
@@ -381,6 +392,19 @@ def _step_finding(r: OverheadResult) -> str:
     return text
 
 
+# ------------------------------------------------------------------------------ registry entry
+def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+    """The runtime overhead of the trace's ops with GPU work (no options)."""
+    data = analyze_overhead(inputs.activity, str(inputs.path))
+    return Result("overhead", data.trace, data, data.findings)
+
+
+def trajectory(runs: list[tuple[str, Result]], axis: str, options: Mapping[str, Any]) -> Result:
+    """The overhead figures of labelled runs side by side (`axis` names what changes between them)."""
+    data = overhead_trajectory([(label, r.data) for label, r in runs])
+    return Result("overhead", ", ".join(p.trace for p in data.points), data, data.findings)
+
+
 # -------------------------------------------------------------------------------------- trajectory
 def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory:
     """The overhead figures of several traces side by side, labelled by the user (e.g. batch sizes)."""
@@ -395,19 +419,20 @@ def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory
     points = tuple(TrajectoryPoint(label, r.trace, len(r.steps), r.mean_step_ns, r.hiding_ratio,
                                    r.exposed_host_share, r.gpu_busy_share, r.short_op_fraction, r.mean_kernel_ns)
                    for label, r in ordered)
-    crossing, findings = _crossing(points)
+    crossing, texts = _crossing(points)
+    findings = [Finding("trajectory", 0, text) for text in texts]
     if len(points) > 1:
         a, b = points[0], points[-1]
-        findings.append(f"from {a.label} to {b.label}: mean step time {fmt_ns(a.mean_step_ns)} -> "
+        findings.append(Finding("trajectory", 0, f"from {a.label} to {b.label}: mean step time {fmt_ns(a.mean_step_ns)} -> "
                         f"{fmt_ns(b.mean_step_ns)}, mean kernel {fmt_ns(a.mean_kernel_ns)} -> "
                         f"{fmt_ns(b.mean_kernel_ns)}, exposed host share {a.exposed_host_share:.0%} -> "
                         f"{b.exposed_host_share:.0%}, short ops {a.short_op_fraction:.0%} -> "
-                        f"{b.short_op_fraction:.0%}")
+                        f"{b.short_op_fraction:.0%}"))
         na, nb = label_number(a.label), label_number(b.label)
         if numeric and na and nb and na > 0 and nb > 0:
-            findings.append(f"step time per label unit (per sample if the labels are batch sizes): "
-                            f"{fmt_ns(a.mean_step_ns / na)} at {a.label}, {fmt_ns(b.mean_step_ns / nb)} at "
-                            f"{b.label}")
+            findings.append(Finding("trajectory", 0, f"step time per label unit (per sample if the labels are "
+                                    f"batch sizes): {fmt_ns(a.mean_step_ns / na)} at {a.label}, "
+                                    f"{fmt_ns(b.mean_step_ns / nb)} at {b.label}"))
     return Trajectory(points, numeric, crossing, tuple(findings[:MAX_FINDINGS]))
 
 

@@ -29,16 +29,20 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
 import numpy as np
 
 from tc_analyses.analyses.placement.cost import estimate_op, task_memory
 from tc_analyses.analyses.placement.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
+from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.reader.fast import DfcTrace
+
+if TYPE_CHECKING:
+    from tc_analyses.inputs import TraceInputs
 
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
 MAX_FINDINGS = 5
@@ -115,7 +119,7 @@ class RooflineResult:
     skipped_nodes: int  # nodes without shapes or without a measured time
     memory_bound_share: float  # of the analysed time
     compute_bound_share: float
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 def peaks_from_spec(s: DeviceSpec) -> Peaks:
@@ -189,6 +193,23 @@ def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGra
     return roofline(graph, peaks, str(trace.path), recorded_threads(trace))
 
 
+# ------------------------------------------------------------------------------ registry entry
+def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+    """The roofline of the trace's ops, on the peaks of ``options["device"]`` (or this machine's,
+    measured, with ``options["measure_peaks"]``)."""
+    peaks = measure_peaks() if options["measure_peaks"] else device_peaks(options["device"])
+    data = roofline(inputs.graph, peaks, str(inputs.path), recorded_threads(inputs.trace))
+    return Result("roofline", data.trace, data, data.findings)
+
+
+def trajectory(runs: list[tuple[str, Result]], axis: str, options: Mapping[str, Any]) -> Result:
+    """Each op type's path across labelled runs of one program."""
+    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
+
+    data = roofline_trajectory([(label, r.data) for label, r in runs], axis)
+    return Result("roofline", ", ".join(data.traces), data, data.findings)
+
+
 def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:
     groups: dict[str, list[RooflinePoint]] = defaultdict(list)
     for p in points:
@@ -208,21 +229,23 @@ def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]
     return tuple(sorted(ops, key=lambda o: (-o.total_ns, o.op)))
 
 
-def _findings(ops: tuple[RooflineOp, ...], memory_share: float, peaks: Peaks, skipped: int) -> list[str]:
-    out = [f"memory-bound ops take {memory_share:.0%} of the analysed op time, compute-bound ops "
+def _findings(ops: tuple[RooflineOp, ...], memory_share: float, peaks: Peaks, skipped: int) -> list[Finding]:
+    out = [Finding("bound_mix", 0, f"memory-bound ops take {memory_share:.0%} of the analysed op time, compute-bound ops "
            f"{1 - memory_share:.0%} (ridge point {peaks.ridge():.1f} FLOP/byte on {peaks.model}, "
-           f"peaks from the {peaks.source})"]
+           f"peaks from the {peaks.source})")]
     slow = [o for o in ops if o.efficiency < LOW_EFFICIENCY][:MAX_FINDINGS]
     for o in slow:
         advice = ("fuse it with its neighbours or avoid the copy: it moves bytes far slower than the bandwidth"
                   if o.bound == "memory" else
                   "use larger batches or a faster kernel/dtype: it runs far below the compute peak")
-        out.append(f"{o.op}: {o.total_ns / 1e6:.3f} ms at {o.efficiency:.1%} of its roof "
-                   f"({o.bound}-bound, {o.intensity:.2f} FLOP/byte): {advice}")
+        # The time at stake: what the op takes beyond its roofline time.
+        out.append(Finding("low_efficiency", round(o.total_ns * (1 - o.efficiency)),
+                           f"{o.op}: {o.total_ns / 1e6:.3f} ms at {o.efficiency:.1%} of its roof "
+                           f"({o.bound}-bound, {o.intensity:.2f} FLOP/byte): {advice}"))
     if not slow:
-        out.append(f"no op type runs below {LOW_EFFICIENCY:.0%} of its roof")
+        out.append(Finding("efficient", 0, f"no op type runs below {LOW_EFFICIENCY:.0%} of its roof"))
     if skipped:
-        out.append(f"{skipped} node(s) without input shapes or measured time were left out")
+        out.append(Finding("skipped_nodes", 0, f"{skipped} node(s) without input shapes or measured time were left out"))
     return out
 
 
@@ -231,7 +254,11 @@ def _cores(peaks: Peaks) -> int | None:
     return int(model[4:]) if model.startswith("CPU-") and model[4:].isdigit() else None
 
 
-def _thread_finding(memory_share: float, peaks: Peaks, threads: int | None) -> str:
+def _thread_finding(memory_share: float, peaks: Peaks, threads: int | None) -> Finding:
+    return Finding("threads", 0, _thread_advice(memory_share, peaks, threads))
+
+
+def _thread_advice(memory_share: float, peaks: Peaks, threads: int | None) -> str:
     """Which intra-op thread setting is worth trying, from the bound mix (check it with a thread trajectory)."""
     cores = _cores(peaks)
     check = "; check it with a thread trajectory: record with several torch.set_num_threads values and run dfcompass roofline --axis threads"

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tc_analyses.analyses.labels import order_runs
+from tc_analyses.analyses.result import Finding
 from tc_analyses.analyses.roofline import Peaks, RooflineResult
 from tc_analyses.errors import ConfigurationError
 
@@ -52,7 +53,7 @@ class RooflineTrajectory:
     peaks: Peaks
     overall: OpTrajectory
     ops: tuple[OpTrajectory, ...]  # the longest op types, present in at least two runs
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 def roofline_trajectory(runs: list[tuple[str, RooflineResult]], axis: str = "run", top: int = TOP_OPS) -> RooflineTrajectory:
@@ -92,7 +93,11 @@ def _gain(points: tuple[TrajectoryPoint, ...]) -> float:
     return last / first if first > 0 else 0.0
 
 
-def _findings(axis: str, overall: OpTrajectory, ops: tuple[OpTrajectory, ...]) -> list[str]:
+def _findings(axis: str, overall: OpTrajectory, ops: tuple[OpTrajectory, ...]) -> list[Finding]:
+    return [Finding("trajectory", 0, text) for text in _finding_texts(axis, overall, ops)]
+
+
+def _finding_texts(axis: str, overall: OpTrajectory, ops: tuple[OpTrajectory, ...]) -> list[str]:
     pts = overall.points
     first, last = pts[0], pts[-1]
     best = max(pts, key=lambda p: p.achieved_flops)

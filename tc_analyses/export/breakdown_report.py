@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.breakdown import IdleBreakdown, TemporalBreakdown, breakdown_findings
+from tc_analyses.analyses.result import Result
 from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (10.0, 5.0)
@@ -49,7 +50,7 @@ def breakdown_text(temporal: TemporalBreakdown, idle: IdleBreakdown) -> str:
                      f"{_us(q.other_ns):>14}{100 * q.other_ratio:>8.2f}")
     if idle.ops_without_launch:
         lines.append(f"  {idle.ops_without_launch} operations have no recorded launch: their gaps are never host wait")
-    lines += ["", "findings:"] + [f"  - {f}" for f in breakdown_findings(temporal, idle)]
+    lines += ["", "findings:"] + [f"  - {f.text}" for f in breakdown_findings(temporal, idle)]
     return "\n".join(lines) + "\n"
 
 
@@ -83,3 +84,13 @@ def _stacked(ax: Any, labels: list[str], parts: dict[str, list[float]], colors: 
     ax.set_ylim(0, 100)
     ax.set_ylabel("%")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=7, frameon=False)
+
+
+def text(result: Result) -> str:
+    """Both breakdowns as text."""
+    return breakdown_text(result.data.temporal, result.data.idle)
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """breakdown.png/.svg."""
+    return write_breakdown_plot(result.data.temporal, result.data.idle, folder)

@@ -11,25 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.memory import SHORT_LIVED_NS, MemoryResult
+from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.export.plotting import figure, save
+from tc_analyses.export.tables import table
 
 SIZE_IN = (8.0, 4.5)
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
-    numeric = [all(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
-
-    def line(values: tuple[Any, ...]) -> str:
-        cells = [str(v).rjust(w) if num else str(v).ljust(w) for v, w, num in zip(values, widths, numeric)]
-        return "  " + "  ".join(cells).rstrip()
-
-    return [line(headers), line(tuple("-" * w for w in widths))] + [line(r) for r in rows]
-
-
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if value is None else fmt.format(value)
+
+
+def _indented(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    return table(headers, rows, "  ")
 
 
 def memory_text(r: MemoryResult) -> str:
@@ -37,7 +32,7 @@ def memory_text(r: MemoryResult) -> str:
     lines = [f"trace:   {r.trace}", f"steps:   {r.steps}", ""]
     if r.peaks:
         lines.append("peak memory (time from the trace start):")
-        lines += _table(("device", "peak", "at", "step", "node running", "live blocks"), [
+        lines += _indented(("device", "peak", "at", "step", "node running", "live blocks"), [
             (p.device, fmt_bytes(p.peak_bytes) + ("" if p.in_use_recorded else " (traced sum)"),
              fmt_ns(p.time_ns - r.start_ns), p.step if p.step >= 0 else "-", p.node,
              f"{p.live_blocks} ({fmt_bytes(p.live_bytes)})") for p in r.peaks])
@@ -47,7 +42,7 @@ def memory_text(r: MemoryResult) -> str:
                              f"allocated at {fmt_ns(b.allocated_ns - r.start_ns)} by {b.node}")
         lines += ["", f"allocation churn (short-lived: freed within {fmt_ns(SHORT_LIVED_NS)}; "
                       "turnover: bytes allocated per step / peak):"]
-        lines += _table(("device", "allocs", "frees", "allocated", "allocs/step", "bytes/step", "allocs/ms",
+        lines += _indented(("device", "allocs", "frees", "allocated", "allocs/step", "bytes/step", "allocs/ms",
                          "short-lived", "turnover"), [
             (c.device, c.allocations, c.frees, fmt_bytes(c.bytes_allocated), _num(c.allocations_per_step),
              "-" if c.bytes_per_step is None else fmt_bytes(c.bytes_per_step), _num(c.allocations_per_ms, "{:.2f}"),
@@ -57,7 +52,7 @@ def memory_text(r: MemoryResult) -> str:
     lines.append("")
     if r.copy_kinds:
         lines.append("host-device copies by host memory:")
-        lines += _table(("direction", "host memory", "copies", "bytes", "time", "GB/s"), [
+        lines += _indented(("direction", "host memory", "copies", "bytes", "time", "GB/s"), [
             (k.direction, k.host_memory, k.copies, fmt_bytes(k.bytes), fmt_ns(k.ns), f"{k.gbps:.2f}")
             for k in r.copy_kinds])
     else:
@@ -68,13 +63,13 @@ def memory_text(r: MemoryResult) -> str:
                  f"{fmt_bytes(r.tensor_wasted_bytes_per_step)} moved again {per}"
                  + (f" (about {fmt_ns(r.tensor_wasted_ns_per_step)})" if r.tensor_wasted_ns_per_step else ""))
     if r.repeated_tensors:
-        lines += _table(("tensor", "from", "to", "moves", "bytes", "wasted"), [
+        lines += _indented(("tensor", "from", "to", "moves", "bytes", "wasted"), [
             (t.tensor_id, t.src_device, t.dst_device, t.moves, fmt_bytes(t.bytes), fmt_bytes(t.wasted_bytes))
             for t in r.repeated_tensors[:10]])
     lines.append(f"host-to-device uploads repeated in every step: {len(r.repeated_uploads)}, "
                  f"{fmt_bytes(r.upload_wasted_bytes_per_step)} and {fmt_ns(r.upload_wasted_ns_per_step)} per step")
     if r.repeated_uploads:
-        lines += _table(("device", "op", "node", "bytes", "copies/step", "time/step"), [
+        lines += _indented(("device", "op", "node", "bytes", "copies/step", "time/step"), [
             (u.device, u.op, u.node, fmt_bytes(u.bytes), f"{u.copies_per_step:g}", fmt_ns(u.ns_per_step))
             for u in r.repeated_uploads[:10]])
     lines += ["", "findings:"] + ([f"  {i}. {f.text}" for i, f in enumerate(r.findings, 1)] or ["  none"])
@@ -107,3 +102,13 @@ def write_memory_plot(result: MemoryResult, out_dir: Path) -> list[Path]:
         if result.peaks:
             ax.legend(loc="upper left", fontsize=7)
         return save(fig, out_dir, "memory")
+
+
+def text(result: Result) -> str:
+    """The memory analysis as text."""
+    return memory_text(result.data)
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """memory.png/.svg."""
+    return write_memory_plot(result.data, folder)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from tc_analyses.analyses.overhead import WHOLE_TRACE, OverheadResult, Trajectory
+from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.export.plotting import figure, save
 
@@ -78,7 +79,7 @@ def overhead_text(r: OverheadResult) -> str:
          fmt_ns(t.exposed_overhead_ns)) for t in r.op_types[:TOP_TYPES]])
     if r.notes:
         lines += ["", "notes:"] + [f"  - {n}" for n in r.notes]
-    lines += ["", "findings:"] + [f"  - {f}" for f in r.findings]
+    lines += ["", "findings:"] + [f"  - {f.text}" for f in r.findings]
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +91,7 @@ def trajectory_text(traj: Trajectory) -> str:
          _pct(p.gpu_busy_share), _pct(p.short_op_fraction), fmt_ns(p.mean_kernel_ns)) for p in traj.points])
     lines += ["", "labels:   " + ("sorted by value" if traj.numeric else "in the order given"),
               f"crossing: {traj.crossing if traj.crossing is not None else '-'} (the label from which the hiding "
-              "ratio stays at or above 1)", "", "findings:"] + [f"  - {f}" for f in traj.findings]
+              "ratio stays at or above 1)", "", "findings:"] + [f"  - {f.text}" for f in traj.findings]
     return "\n".join(lines) + "\n"
 
 
@@ -184,3 +185,17 @@ def write_trajectory_plot(traj: Trajectory, out_dir: Path) -> list[Path]:
                                                        if traj.crossing is not None else ""))
         ax.grid(True, ls=":", lw=0.5)
         return save(fig, Path(out_dir), "overhead-trajectory")
+
+
+def text(result: Result) -> str:
+    """The runtime overhead of one trace, or the trajectory of several, as text."""
+    if isinstance(result.data, Trajectory):
+        return trajectory_text(result.data)
+    return overhead_text(result.data)
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """overhead.png/.svg, or overhead-trajectory.png/.svg for a trajectory."""
+    if isinstance(result.data, Trajectory):
+        return write_trajectory_plot(result.data, folder)
+    return write_overhead_plot(result.data, folder)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.parallelism import StreamPlan
-from tc_analyses.export.plotting import figure, save
+from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.units import fmt_ms
+from tc_analyses.export.plotting import figure, save
 
 SIZE_IN = (10.0, 5.5)
 MAX_SYNC_LINES = 300
@@ -65,7 +66,7 @@ def plan_text(plan: StreamPlan) -> str:
         if len(ops) > MAX_ROWS:
             lines.append(f"    ... {len(ops) - MAX_ROWS} more (all in the JSON)")
     lines += ["  (* on the critical path; event(N) is recorded after node N on its own "
-              f"{lane})", "", "findings:"] + [f"  - {f}" for f in plan.findings]
+              f"{lane})", "", "findings:"] + [f"  - {f.text}" for f in plan.findings]
     return "\n".join(lines) + "\n"
 
 
@@ -97,3 +98,21 @@ def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
         bottom.set_xlabel(f"time from the step's start ({unit})")
         bottom.set_xlim(0, max(plan.baseline_ns, plan.plan_ns, 1) / scale)
         return save(fig, out_dir, "parallelism")
+
+
+def text(result: Result) -> str:
+    """The stream plan as text."""
+    return plan_text(result.data)
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """parallelism.png/.svg."""
+    return write_parallelism_plot(result.data, folder)
+
+
+def artifacts(result: Result, folder: Path) -> list[Path]:
+    """The plots, plus plan.json, report.txt, the graph and the predicted trace with its Trace Compass views."""
+    from tc_analyses.export.parallelism_views import write_plan_view  # it imports this module
+
+    write_plan_view(result.data, result.trace, folder)
+    return plots(result, folder)

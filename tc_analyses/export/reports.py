@@ -8,11 +8,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tc_analyses.analyses.placement.recommend import Recommendation
-from tc_analyses.analyses.roofline import RooflineResult
-from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.units import fmt_ms
 from tc_analyses.analyses.trace_info import TraceInfo
+from tc_analyses.export.tables import table
 from tracer.importers import ImportSummary
 
 
@@ -45,17 +44,6 @@ def _utc(ns: int | None) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
-    numeric = [all(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
-
-    def line(values: tuple[Any, ...]) -> str:
-        cells = [str(v).rjust(w) if num else str(v).ljust(w) for v, w, num in zip(values, widths, numeric)]
-        return "  ".join(cells).rstrip()
-
-    return [line(headers), line(tuple("-" * w for w in widths))] + [line(r) for r in rows]
-
-
 def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
     lines = [
         f"trace:      {info.path}",
@@ -66,10 +54,10 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
         "",
         "events per class:",
     ]
-    lines += ["  " + row for row in _table(("class", "events"), list(info.events_per_class.items()))]
+    lines += ["  " + row for row in table(("class", "events"), list(info.events_per_class.items()))]
     lines += ["", f"streams: {len(info.streams)}"]
     shown = sorted(info.streams, key=lambda s: (-s.events, s.name))[:max_streams]
-    lines += ["  " + row for row in _table(("stream", "events", "discarded"),
+    lines += ["  " + row for row in table(("stream", "events", "discarded"),
                                             [(s.name, s.events, s.discarded) for s in shown])]
     if len(info.streams) > max_streams:
         lines.append(f"  ... {len(info.streams) - max_streams} more (use --format json for all)")
@@ -100,10 +88,10 @@ def kineto_import_text(summary: ImportSummary) -> str:
         "",
         "events per class:",
     ]
-    lines += ["  " + row for row in _table(("class", "events"), list(summary.events_per_class.items()))]
+    lines += ["  " + row for row in table(("class", "events"), list(summary.events_per_class.items()))]
     if summary.skipped:
         lines += ["", "skipped (no dfcompass event class):"]
-        lines += ["  " + row for row in _table(("kineto category", "events"), list(summary.skipped.items()))]
+        lines += ["  " + row for row in table(("kineto category", "events"), list(summary.skipped.items()))]
     for kind, mapping in summary.remapped_ids.items():
         pairs = ", ".join(f"{raw} -> {new}" for raw, new in mapping.items())
         lines.append(f"\nremapped {kind}s (not 32-bit unsigned in the file): {pairs}")
@@ -126,50 +114,18 @@ def summary_text(summary: Summary) -> str:
              f"lost events: {summary.lost_events}" + ("  ** results may miss work **" if summary.lost_events else ""),
              f"analyses:    {', '.join(summary.analyses)}", "", "busy (share of the time span):"]
     if summary.busy:
-        lines += ["  " + row for row in _table(("device", "queue", "busy %", "busy ms"), [
+        lines += ["  " + row for row in table(("device", "queue", "busy %", "busy ms"), [
             (b.device, b.queue or "(all)", f"{b.percent:.1f}", f"{b.busy_ns / 1e6:.3f}") for b in summary.busy])]
     else:
         lines.append("  (no device activity in this trace)")
     lines += ["", "top nodes by total time:"]
     if summary.top_nodes:
-        lines += ["  " + row for row in _table(("op", "count", "total ms", "max ms"), [
+        lines += ["  " + row for row in table(("op", "count", "total ms", "max ms"), [
             (n.op, n.count, f"{n.total_ns / 1e6:.3f}", f"{n.max_ns / 1e6:.3f}") for n in summary.top_nodes])]
     else:
         lines.append("  (no dataflow nodes in this trace)")
     lines += ["", "memory peak per device:"]
     lines += [f"  {device}: {_bytes(peak)}" for device, peak in summary.memory_peak.items()] or ["  (no memory events)"]
-    return "\n".join(lines) + "\n"
-
-
-def _rate(value: float, unit: str) -> str:
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
-    return f"{value:.2f} {unit}"
-
-
-def roofline_text(r: RooflineResult) -> str:
-    """`dfcompass roofline` as text."""
-    p = r.peaks
-    lines = [f"trace:   {r.trace}",
-             f"peaks:   {p.model} ({p.source}): {_rate(p.fp32_flops, 'FLOP/s')} fp32"
-             + (f", {_rate(p.half_flops, 'FLOP/s')} fp16/bf16" if p.half_flops else "")
-             + f", {_rate(p.bandwidth, 'B/s')}; ridge point {r.ridge_point:.2f} FLOP/byte",
-             f"nodes:   {len(r.points)} analysed, {r.skipped_nodes} without shapes or time", ""]
-    lines += _table(("op", "count", "time ms", "FLOP/s", "FLOP/byte", "bound", "efficiency"), [
-        (o.op, o.count, f"{o.total_ns / 1e6:.3f}", _rate(o.achieved_flops, "FLOP/s"), f"{o.intensity:.2f}",
-         o.bound, f"{o.efficiency:.1%}") for o in r.ops])
-    lines += ["", "findings:"] + [f"  - {f}" for f in r.findings]
-    return "\n".join(lines) + "\n"
-
-
-def roofline_trajectory_text(t: RooflineTrajectory) -> str:
-    """The trajectory part of `dfcompass roofline TRACE TRACE...` as text."""
-    lines = [f"roofline trajectory over {t.axis}: " + ", ".join(f"{label} ({trace})" for label, trace in zip(t.labels, t.traces)), ""]
-    rows = [(o.op, p.label, f"{p.total_ns / 1e6:.3f}", _rate(p.achieved_flops, "FLOP/s"), f"{p.intensity:.2f}",
-             f"{p.efficiency:.1%}") for o in (t.overall, *t.ops) for p in o.points]
-    lines += _table(("op", t.axis, "time ms", "FLOP/s", "FLOP/byte", "efficiency"), rows)
-    lines += ["", "trajectory findings:"] + [f"  - {f}" for f in t.findings]
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +150,7 @@ def placement_text(r: Recommendation) -> str:
     lines += [f"notice:     {n}" for n in r.notices]
     lines += ["", f"moved nodes: {len(r.moved)}"]
     if r.moved:
-        lines += ["  " + row for row in _table(("node", "from", "to", "why"),
+        lines += ["  " + row for row in table(("node", "from", "to", "why"),
                                                 [(m.name, m.from_device, m.to_device, m.reason) for m in r.moved[:30]])]
         if len(r.moved) > 30:
             lines.append(f"  ... {len(r.moved) - 30} more in plan.json")

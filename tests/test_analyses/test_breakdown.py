@@ -146,9 +146,9 @@ def test_findings_by_hand(tmp_path: Path) -> None:
     idle = idle_breakdown(_activity(path), str(path), consecutive_kernel_delay_ns=100)
     findings = breakdown_findings(temporal, idle)
     # all devices: idle 1750/5000 = 35.0%, compute 2240/5000 = 44.8%, non-compute 1010/5000 = 20.2%
-    assert findings[0].startswith("the GPU is idle 35.0% of its kernel time, computes 44.8% and spends 20.2%")
+    assert findings[0].text.startswith("the GPU is idle 35.0% of its kernel time, computes 44.8% and spends 20.2%")
     # idle time: host wait 2250 of 2250 + 60 + 600 = 2910 -> 77% (>= half); non-compute 1010 < compute 2240
-    assert findings[1].startswith("77% of the queues' idle time is host wait") and len(findings) == 2
+    assert findings[1].text.startswith("77% of the queues' idle time is host wait") and len(findings) == 2
 
 
 def _steps_trace(tmp_path: Path, steps: int = 3) -> Path:

@@ -163,7 +163,7 @@ def test_op_types(result: OverheadResult) -> None:
 
 
 def test_findings(result: OverheadResult) -> None:
-    step, exposed, short, unattributed = result.findings  # mean Q 30 < mean H+L 47.5: no queue finding
+    step, exposed, short, unattributed = (f.text for f in result.findings)  # mean Q 30 < mean H+L 47.5: no queue finding
     assert step.startswith("Host-bound in 1 of 2 steps: hiding ratio below 1 (step 0: 0.667, K 80 ns vs H+L 120 ns)")
     assert "idle 88% of that step" in step and "CUDA graphs" in step
     assert "aten::add 50 ns over 2 runs (H 35 ns + L 25 ns vs K 70 ns per run)" in exposed
@@ -182,7 +182,7 @@ def test_no_steps_is_one_window(tmp_path: Path) -> None:
     assert (whole.gpu_busy_ns, whole.exposed_host_ns) == (970, 2100 - 970)
     assert whole.hiding_ratio == pytest.approx(880 / 190) and not whole.host_bound
     assert {o.step for o in r.ops} == {WHOLE_TRACE}
-    assert r.findings[0].startswith("GPU-bound: every step hides its host overhead (hiding ratio 4.63)")
+    assert r.findings[0].text.startswith("GPU-bound: every step hides its host overhead (hiding ratio 4.63)")
     assert "whole trace" in overhead_text(r)
 
 
@@ -221,9 +221,9 @@ def test_trajectory_order_and_crossing(result: OverheadResult) -> None:
     assert traj.numeric and [p.label for p in traj.points] == ["8", "16", "32"]  # numerically, not "16" < "32" < "8"
     assert [p.hiding_ratio for p in traj.points] == [0.5, 1.5, 3.0]
     assert traj.crossing == "16"
-    assert traj.findings[0].startswith("the hiding ratio crosses 1 between 8 (0.5) and 16 (1.5): from 16 on")
+    assert traj.findings[0].text.startswith("the hiding ratio crosses 1 between 8 (0.5) and 16 (1.5): from 16 on")
     # Per label unit: 1600/8 = 200 ns, 3200/32 = 100 ns.
-    assert traj.findings[2].endswith("200 ns at 8, 100 ns at 32")
+    assert traj.findings[2].text.endswith("200 ns at 8, 100 ns at 32")
     p = traj.points[0]
     assert (p.steps, p.exposed_host_share, p.short_op_fraction, p.mean_kernel_ns) == (
         2, result.exposed_host_share, 0.25, result.mean_kernel_ns)
@@ -234,11 +234,11 @@ def test_trajectory_order_and_crossing(result: OverheadResult) -> None:
 def test_trajectory_without_crossing(result: OverheadResult) -> None:
     words = overhead_trajectory([("small", _at(result, 2.0)), ("large", _at(result, 4.0))])
     assert not words.numeric and [p.label for p in words.points] == ["small", "large"]  # as given
-    assert words.crossing is None and "every label" in words.findings[0]
+    assert words.crossing is None and "every label" in words.findings[0].text
     low = overhead_trajectory([("1", _at(result, 0.2)), ("2", _at(result, 0.4))])
-    assert low.crossing is None and "never reaches 1 (best 0.4 at 2)" in low.findings[0]
+    assert low.crossing is None and "never reaches 1 (best 0.4 at 2)" in low.findings[0].text
     back = overhead_trajectory([("1", _at(result, 0.5)), ("2", _at(result, 1.5)), ("4", _at(result, 0.8))])
-    assert back.crossing is None and "falls back to 0.8 at 4" in back.findings[0]
+    assert back.crossing is None and "falls back to 0.8 at 4" in back.findings[0].text
     with pytest.raises(OverheadError, match="label '1' is given twice"):
         overhead_trajectory([("1", result), ("1", result)])
     with pytest.raises(OverheadError, match="no traces"):
@@ -323,4 +323,4 @@ def test_real_hta_nccl_trace(shared_dir: Path, tmp_path: Path) -> None:
                 busy, reach = busy + b - a, b
         assert s.gpu_busy_ns == busy and s.exposed_host_ns == (hi - lo) - busy
         assert s.host_bound  # this DDP ResNet run on a small batch is host-bound in every step
-    assert r.findings[0].startswith("Host-bound in all 3 steps")
+    assert r.findings[0].text.startswith("Host-bound in all 3 steps")

@@ -75,7 +75,7 @@ def test_costly_syncs_make_the_plan_slower() -> None:
     # c starts at 10+100 = 110, ends 130; d at 130+100 = 230, ends 235 us: 65/235 < 1.
     assert plan.plan_ns == 235_000
     assert plan.speedup == pytest.approx(65 / 235)
-    assert any("cost more than the overlap gains" in f for f in plan.findings)
+    assert any("cost more than the overlap gains" in f.text for f in plan.findings)
 
 
 def test_chain_has_one_stream() -> None:
@@ -83,7 +83,7 @@ def test_chain_has_one_stream() -> None:
     assert plan.chains == (("a", "b", "c"),) and plan.streams == 1 and plan.syncs == 0
     assert plan.speedup == 1.0 and plan.plan_ns == plan.baseline_ns == 21
     assert (plan.width, plan.peak_concurrency) == (1, 1)
-    assert any("single chain" in f for f in plan.findings)
+    assert any("single chain" in f.text for f in plan.findings)
 
 
 def test_transitive_edge_is_reduced() -> None:
@@ -128,7 +128,7 @@ def test_wide_fork_join_merged_onto_max_streams() -> None:
     assert plan.speedup == pytest.approx(52 / 32)
     assert plan.ideal_speedup == pytest.approx(52 / 12)  # critical path s-x1-t
     assert (plan.width, plan.peak_concurrency) == (5, 5)
-    assert any("merged onto 2 streams" in f for f in plan.findings)
+    assert any("merged onto 2 streams" in f.text for f in plan.findings)
     assert_chains_are_paths(plan)
 
 
@@ -298,4 +298,4 @@ def test_large_graphs_skip_the_reduction(monkeypatch: pytest.MonkeyPatch) -> Non
     g = dag({"a": 1000, "b": 1000, "c": 1000}, [("a", "b"), ("b", "c"), ("a", "c")])
     plan = plan_streams(g, sync_ns=0)
     assert plan.reduced_edges == 3 and plan.width is None  # the transitive edge 0 -> 2 is kept
-    assert any("transitive reduction and the width were skipped" in f for f in plan.findings)
+    assert any("transitive reduction and the width were skipped" in f.text for f in plan.findings)

@@ -11,7 +11,7 @@ from lxml import etree
 
 from tc_analyses.analyses.placement.devices import spec
 from tc_analyses.analyses.roofline import NO_SHAPES, Peaks, RooflineError, measure_peaks, roofline
-from tc_analyses.export.roofline_plot import write_roofline_plot
+from tc_analyses.export.roofline_report import write_roofline_plot
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader import read_trace
 from tracer.builder import TraceBuilder
@@ -81,7 +81,7 @@ def test_time_shares_and_low_efficiency_finding(trace: Path) -> None:
     total = sum(p.total_ns for p in result.points)
     memory = sum(p.total_ns for p in result.points if p.bound == "memory")
     assert result.memory_bound_share == pytest.approx(memory / total)
-    assert any(f.startswith("aten::mm:") and "of its roof" in f for f in result.findings)
+    assert any(f.text.startswith("aten::mm:") and "of its roof" in f.text for f in result.findings)
 
 
 def test_no_node_args_is_an_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
@@ -100,9 +100,9 @@ def test_cli_text_and_json(trace: Path, cli: Callable[..., Any]) -> None:
     r = cli("roofline", trace, "--device", "H100", "--format", "json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    mm = next(o for o in data["ops"] if o["op"] == "aten::mm")
+    mm = next(o for o in data["result"]["ops"] if o["op"] == "aten::mm")
     assert mm["flops"] == MM_FLOPS and mm["bytes"] == MM_BYTES and mm["bound"] == "memory"
-    assert data["peaks"]["model"] == "H100"
+    assert data["result"]["peaks"]["model"] == "H100"
     bad = cli("roofline", trace, "--device", "Z80")
     assert bad.exit_code == 1 and "unknown device model" in bad.stderr
 

@@ -12,7 +12,7 @@ from tc_analyses.analyses.labels import default_labels, order_runs
 from tc_analyses.analyses.roofline import Peaks, RooflineResult, roofline
 from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
 from tc_analyses.errors import ConfigurationError
-from tc_analyses.export.roofline_plot import write_trajectory_plot
+from tc_analyses.export.roofline_report import write_trajectory_plot
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader import read_trace
 from tracer.builder import TraceBuilder
@@ -48,22 +48,22 @@ def test_points_follow_the_numeric_label_order(tmp_path: Path) -> None:
     assert [round(p.intensity, 3) for p in mm.points] == [1.778, 5.333, 10.667]
     assert [round(p.achieved_flops / 1e9, 3) for p in mm.points] == [40.96, 131.072, 262.144]
     assert [round(p.intensity, 3) for p in t.overall.points] == [1.778, 5.333, 10.667]
-    assert "from batch 4 to 64" in t.findings[0] and "(6.40x)" in t.findings[0]  # 262.144 / 40.96
-    assert not any("gains less than" in f for f in t.findings)  # every step gains far more than 10%
+    assert "from batch 4 to 64" in t.findings[0].text and "(6.40x)" in t.findings[0].text  # 262.144 / 40.96
+    assert not any("gains less than" in f.text for f in t.findings)  # every step gains far more than 10%
 
 
 def test_plateau_and_thread_advice(tmp_path: Path) -> None:
     # Same op, same size; times 1000, 550, 540 ns: 1 -> 2 threads gains 1.82x, 2 -> 4 only 1.02x.
     runs = [(str(threads), _run(tmp_path, f"t{threads}", 16, ns)) for threads, ns in ((1, 1000), (2, 550), (4, 540))]
     t = roofline_trajectory(runs, "threads")
-    plateau = [f for f in t.findings if "gains less than 10%" in f]
+    plateau = [f.text for f in t.findings if "gains less than 10%" in f.text]
     assert plateau and plateau[0].startswith("beyond threads 2") and "torch.set_num_threads" in plateau[0]
 
 
 def test_slower_op_is_flagged(tmp_path: Path) -> None:
     runs = [("1", _run(tmp_path, "a", 16, 1000)), ("2", _run(tmp_path, "b", 16, 2000))]
     t = roofline_trajectory(runs, "threads")
-    assert any(f.startswith("aten::mm: slower at threads 2") for f in t.findings)
+    assert any(f.text.startswith("aten::mm: slower at threads 2") for f in t.findings)
 
 
 def test_needs_two_runs_and_one_roof(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_cli_trajectory(tmp_path: Path, cli: Callable[..., Any]) -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert [r["trace"] for r in data["runs"]] == [str(b), str(a)]
-    assert data["trajectory"]["labels"] == ["4", "16"]
+    assert data["trajectory"]["result"]["labels"] == ["4", "16"]
     assert (tmp_path / "out" / "roofline-trajectory.svg").is_file() and (tmp_path / "out" / "4" / "roofline.png").is_file()
     bad = cli("roofline", str(a), str(b), "--labels", "1")
     assert bad.exit_code == 2 and "--labels has 1 label(s) for 2 trace(s)" in bad.stderr
@@ -108,8 +108,8 @@ def test_thread_setting_finding(tmp_path: Path) -> None:
 
     graph = build_graph(read_trace(_mm_trace(tmp_path / "mm", 64, 64, 64, 1000)))
     cpu2 = device_peaks("CPU-2")  # ridge 3.8 FLOP/byte: the 10.67 FLOP/byte mm is compute-bound
-    assert "used 1 of 2 cores" in roofline(graph, cpu2, "t", threads=1).findings[-1]
-    assert "torch.set_num_threads(2)" in roofline(graph, cpu2, "t", threads=1).findings[-1]
-    assert "does not say how many" in roofline(graph, cpu2, "t").findings[-1]
+    assert "used 1 of 2 cores" in roofline(graph, cpu2, "t", threads=1).findings[-1].text
+    assert "torch.set_num_threads(2)" in roofline(graph, cpu2, "t", threads=1).findings[-1].text
+    assert "does not say how many" in roofline(graph, cpu2, "t").findings[-1].text
     slow_memory = Peaks("CPU-2", "device table", 1e15, None, 1e9)  # ridge 1e6: everything is memory-bound
-    assert "try fewer threads (e.g. 2)" in roofline(graph, slow_memory, "t", threads=4).findings[-1]
+    assert "try fewer threads (e.g. 2)" in roofline(graph, slow_memory, "t", threads=4).findings[-1].text

@@ -65,7 +65,7 @@ def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Pa
     sections = [h.text_content() for h in doc.iter("h2")]
     assert sections[0] == "Trajectory over batch: 2, 1" and len(sections) == 3
     blocks = [h.text_content() for h in doc.iter("h3")]
-    assert blocks[:2] == ["Roofline trajectory", "Runtime-overhead trajectory"]
+    assert blocks[:2] == ["Roofline (paper b): trajectory", "Runtime overhead (paper d): trajectory"]
 
 
 def test_seed_commands_on_the_committed_trace(cli: Any, tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_seed_commands_on_the_committed_trace(cli: Any, tmp_path: Path) -> None:
         assert as_json.exit_code == 0 and isinstance(json.loads(as_json.stdout), dict)
     plan = cli("parallelism", ALL_CLASSES, "-o", tmp_path / "par", "--format", "json")
     assert plan.exit_code == 0, plan.stderr
-    assert json.loads(plan.stdout)["plan"]["ops"]
+    assert json.loads(plan.stdout)["result"]["ops"]
     assert {"plan.json", "parallelism.svg", "predicted", "views"} <= {p.name for p in (tmp_path / "par").iterdir()}
 
 
@@ -99,15 +99,26 @@ def test_overhead_trajectory_from_the_cli(cli: Any, tmp_path: Path) -> None:
     result = cli("overhead", ALL_CLASSES, ALL_CLASSES, "--labels", "16,8", "--format", "json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert [p["label"] for p in data["trajectory"]["points"]] == ["8", "16"]
+    assert [p["label"] for p in data["trajectory"]["result"]["points"]] == ["8", "16"]
     assert len(data["runs"]) == 2
 
 
 def test_headline_is_the_first_finding() -> None:
+    from tc_analyses.analyses.result import Finding, Result
     from tc_analyses.export.sections import SeedSection
+    from tc_analyses.registry import entry
 
-    text = "trace: t\n\nfindings:\n  1. first thing. More detail\n  2. second\n"
-    assert SeedSection("memory", "Memory", object(), text).headline() == "first thing. More detail"
-    assert SeedSection("roofline", "Roofline", object(), "x\nfindings:\n  - a finding\n").headline() == "a finding"
-    assert SeedSection("memory", "Memory", object(), "x\nfindings:\n  none\n").headline() == "no findings"
-    assert SeedSection("overhead", "Overhead", None, "not available: t: why\n").headline() == "not available: t: why"
+    memory = entry("memory")
+    found = Result("memory", "t", None, (Finding("peak", 0, "first thing.\n More detail"), Finding("churn", 0, "x")))
+    assert SeedSection(memory, found, "text").headline() == "first thing. More detail"
+    assert SeedSection(memory, Result("memory", "t", None, ()), "text").headline() == "no findings"
+    assert SeedSection(memory, None, "not available: t: why\n").headline() == "not available: t: why"
+
+
+def test_the_same_result_has_the_same_json_in_every_command(cli: Any) -> None:
+    """`dfcompass KEY --format json` and the KEY section of `analyze --format json` are one document."""
+    sections = json.loads(cli("analyze", ALL_CLASSES, "--format", "json").stdout)["sections"]
+    for key in KEYS:
+        alone = json.loads(cli(key, ALL_CLASSES, "--format", "json").stdout)
+        assert {"available": True, **alone} == sections[key], key
+        assert alone["analysis"] == key and all(set(f) == {"kind", "impact_ns", "text"} for f in alone["findings"])

@@ -6,12 +6,20 @@ from typing import Any
 
 from tc_analyses.analyses.parallelism import chains
 from tc_analyses.analyses.parallelism.result import STREAM, PlannedOp
+from tc_analyses.analyses.result import Finding
 from tc_analyses.analyses.units import fmt_ms
 
 LOW_GAIN = 1.05  # predicted speedups below this are "no useful parallelism"
 
 
-def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[str, ...]:
+def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[Finding, ...]:
+    gain = max(0, r["baseline_ns"] - r["plan_ns"])  # the time the plan would save per step
+    # The first finding is the plan itself; the others advise on it.
+    return tuple(Finding("plan", gain, text) if i == 0 else Finding("advice", 0, text)
+                 for i, text in enumerate(_texts(r, ops)))
+
+
+def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> list[str]:
     lane, out = r["lane"], []
     n_chains = len(r["chains"])
     out.append(f"{r['nodes']} ops form {n_chains} chain(s); the plan runs them on {r['streams']} {lane}(s) with "
@@ -54,4 +62,4 @@ def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[str, ...]:
                    f"speedup at {r['ideal_speedup']:.2f}x; shorten its longest ops: {names}")
     if r["unattributed_ns"]:
         out.append(f"{fmt_ms(r['unattributed_ns'])} of GPU time was launched outside any recorded op and is not planned")
-    return tuple(out)
+    return out

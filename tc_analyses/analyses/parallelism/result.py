@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tc_analyses.errors import DfcompassError
+from tc_analyses.analyses.result import Finding
 
 STREAM, THREAD = "stream", "thread"
 DEFAULT_GPU_STREAMS = 4  # a few concurrent kernels fill an SM partition; more mostly add syncs
@@ -89,4 +90,4 @@ class StreamPlan:
     speedup: float  # baseline_ns / plan_ns
     model: str  # what the prediction assumes ("modelled: ...")
     unattributed_ns: int  # GPU time no op of the graph launched (GPU plans); 0 otherwise
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]

@@ -1,4 +1,5 @@
-"""The roofline plot of a :class:`~tc_analyses.analyses.roofline.RooflineResult`, as PNG and SVG.
+"""The roofline report: text, and the plot of a :class:`~tc_analyses.analyses.roofline.RooflineResult`
+as PNG and SVG (and of a trajectory across runs).
 
 Log-log axes: arithmetic intensity (FLOP/byte) against FLOP/s. The roof is the memory slope
 ``intensity * bandwidth`` up to the ridge point, then the flat fp32 peak (and the dashed
@@ -13,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.roofline import Peaks, RooflineResult
 from tc_analyses.analyses.roofline_trajectory import RooflineTrajectory
 from tc_analyses.export.plotting import figure, save
+from tc_analyses.export.tables import table
 
 SIZE_IN = (8.0, 5.5)
 
@@ -79,3 +82,49 @@ def write_trajectory_plot(trajectory: RooflineTrajectory, output: Path) -> list[
                      f"on {trajectory.peaks.model}")
         ax.legend(loc="lower right", fontsize=7)
         return save(fig, output, "roofline-trajectory")
+
+
+def _rate(value: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.2f} {unit}"
+
+
+def roofline_text(r: RooflineResult) -> str:
+    """`dfcompass roofline` as text."""
+    p = r.peaks
+    lines = [f"trace:   {r.trace}",
+             f"peaks:   {p.model} ({p.source}): {_rate(p.fp32_flops, 'FLOP/s')} fp32"
+             + (f", {_rate(p.half_flops, 'FLOP/s')} fp16/bf16" if p.half_flops else "")
+             + f", {_rate(p.bandwidth, 'B/s')}; ridge point {r.ridge_point:.2f} FLOP/byte",
+             f"nodes:   {len(r.points)} analysed, {r.skipped_nodes} without shapes or time", ""]
+    lines += table(("op", "count", "time ms", "FLOP/s", "FLOP/byte", "bound", "efficiency"), [
+        (o.op, o.count, f"{o.total_ns / 1e6:.3f}", _rate(o.achieved_flops, "FLOP/s"), f"{o.intensity:.2f}",
+         o.bound, f"{o.efficiency:.1%}") for o in r.ops])
+    lines += ["", "findings:"] + [f"  - {f.text}" for f in r.findings]
+    return "\n".join(lines) + "\n"
+
+
+def roofline_trajectory_text(t: RooflineTrajectory) -> str:
+    """The trajectory part of `dfcompass roofline TRACE TRACE...` as text."""
+    lines = [f"roofline trajectory over {t.axis}: " + ", ".join(f"{label} ({trace})" for label, trace in zip(t.labels, t.traces)), ""]
+    rows = [(o.op, p.label, f"{p.total_ns / 1e6:.3f}", _rate(p.achieved_flops, "FLOP/s"), f"{p.intensity:.2f}",
+             f"{p.efficiency:.1%}") for o in (t.overall, *t.ops) for p in o.points]
+    lines += table(("op", t.axis, "time ms", "FLOP/s", "FLOP/byte", "efficiency"), rows)
+    lines += ["", "trajectory findings:"] + [f"  - {f.text}" for f in t.findings]
+    return "\n".join(lines) + "\n"
+
+
+def text(result: Result) -> str:
+    """A roofline or a roofline trajectory as text."""
+    if isinstance(result.data, RooflineTrajectory):
+        return roofline_trajectory_text(result.data)
+    return roofline_text(result.data)
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """The roofline plot (roofline.png/.svg) or the trajectory plot (roofline-trajectory.png/.svg)."""
+    if isinstance(result.data, RooflineTrajectory):
+        return write_trajectory_plot(result.data, folder)
+    return write_roofline_plot(result.data, folder)

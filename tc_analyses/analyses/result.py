@@ -1,0 +1,70 @@
+"""The one result shape every registered analysis returns: its data, its findings, its JSON.
+
+Examples
+--------
+>>> r = Result("memory", "t", None, (Finding("peak", 0, "cpu peaks at 8 MiB"),))
+>>> r.headline()
+'cpu peaks at 8 MiB'
+>>> r.to_json()["findings"]
+[{'kind': 'peak', 'impact_ns': 0, 'text': 'cpu peaks at 8 MiB'}]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something a user can act on.
+
+    kind: a stable name for the kind of finding (``host_bound``, ``peak``...), for tools;
+    impact_ns: the time at stake in the analysed run, 0 when it cannot be told (orders findings);
+    text: what was found and what to do, in one paragraph.
+    """
+
+    kind: str
+    impact_ns: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a registered analysis returns.
+
+    analysis: its registry key; trace: what it ran on (a trace path, or the labels of a
+    trajectory); data: the analysis's own result dataclass; findings: most important first.
+    """
+
+    analysis: str
+    trace: str
+    data: Any
+    findings: tuple[Finding, ...]
+
+    def headline(self) -> str:
+        """The first finding, on one line."""
+        return " ".join(self.findings[0].text.split()) if self.findings else "no findings"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data, the same keys in every command that shows this result."""
+        return {"analysis": self.analysis, "trace": self.trace,
+                "findings": [dataclasses.asdict(f) for f in self.findings], "result": plain(self.data)}
+
+
+def plain(data: Any) -> Any:
+    """An analysis's data as JSON values: its own ``json_data()`` when it has one (to leave out plot
+    series), else its dataclass fields; findings are left out (they are at the top of the result)."""
+    if data is None:
+        return None
+    if hasattr(data, "json_data"):
+        value = data.json_data()
+    elif dataclasses.is_dataclass(data) and not isinstance(data, type):
+        value = dataclasses.asdict(data)
+    else:
+        value = data
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k != "findings"}
+    return json.loads(json.dumps(value, default=str))

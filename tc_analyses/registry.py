@@ -1,0 +1,176 @@
+"""Every analysis dfcompass runs on a trace, in one table.
+
+An entry names the module that computes the analysis (``run(inputs, options) -> Result``), the
+module that renders it (``text(result)``, ``plots(result, folder)`` and optionally
+``artifacts(result, folder)``), the events it reads
+and its options. The command line makes one command per entry (``dfcompass <key>``), ``analyze``
+and ``report`` make one section per entry, and ``docs/analyses-seed/README.md``'s event table is
+generated from it; ``tests/test_registry.py`` checks that each entry has its command, section and
+docs page. Modules are named, not imported, so that reading this table costs nothing.
+
+Adding an analysis: write ``tc_analyses/analyses/<key>.py`` with ``run``, add one
+:class:`Entry` to :data:`ANALYSES`, and write ``docs/analyses-seed/<key>.md``. A ``report``
+module is optional: without one, the text report lists the findings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from tc_analyses.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from tc_analyses.analyses.result import Result
+    from tc_analyses.inputs import TraceInputs
+
+NEEDED, USED = "needed", "used"  # an event class an analysis cannot run without, or reads when present
+
+
+@dataclass(frozen=True)
+class Param:
+    """An option of an analysis: ``--<name with dashes>`` on its command.
+
+    kind: ``flag``, ``int``, ``float``, ``str``, or ``peaks-device`` (a CPU or a model of the
+    device table, checked when parsed); ``minimum`` bounds numbers.
+    """
+
+    name: str
+    default: Any
+    help: str
+    kind: str = "str"
+    minimum: float | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One analysis. `trajectory`: several traces (labelled runs of one program) give a trajectory,
+    through the module's ``trajectory(runs, options) -> Result``."""
+
+    key: str
+    title: str
+    summary: str  # the command's help, first line
+    module: str
+    events: Mapping[str, str]  # event class short name -> NEEDED or USED
+    params: tuple[Param, ...] = ()
+    report: str | None = None
+    trajectory: bool = False
+
+    @property
+    def doc(self) -> str:
+        """Its page, relative to ``docs/``."""
+        return f"analyses-seed/{self.key}.md"
+
+    def options(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Every option of the analysis: the defaults, overridden by `given` (None = default)."""
+        given = dict(given or {})
+        unknown = sorted(set(given) - {p.name for p in self.params})
+        if unknown:
+            raise ConfigurationError(f"{self.key}: no option {', '.join(unknown)}")
+        return {p.name: p.default if given.get(p.name) is None else given[p.name] for p in self.params}
+
+    def analysis(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+    def run(self, inputs: TraceInputs, options: Mapping[str, Any] | None = None) -> Result:
+        result: Result = self.analysis().run(inputs, self.options(options))
+        return result
+
+    def run_trajectory(self, runs: Sequence[tuple[str, Result]], axis: str,
+                       options: Mapping[str, Any] | None = None) -> Result:
+        """The trajectory of labelled runs along `axis` (batch, threads...)."""
+        result: Result = self.analysis().trajectory(list(runs), axis, self.options(options))
+        return result
+
+    def text(self, result: Result) -> str:
+        """The text report of `result`."""
+        if self.report is None:
+            lines = [f"trace: {result.trace}", "", "findings:"]
+            return "\n".join(lines + [f"  - {f.text}" for f in result.findings] or ["  none"]) + "\n"
+        text: str = importlib.import_module(self.report).text(result)
+        return text
+
+    def plots(self, result: Result, folder: Path) -> list[Path]:
+        """Write the plots of `result` (PNG and SVG) into `folder`; their paths."""
+        if self.report is None:
+            return []
+        paths: list[Path] = importlib.import_module(self.report).plots(result, folder)
+        return paths
+
+    def artifacts(self, result: Result, folder: Path) -> list[Path]:
+        """Write what the command's ``-o`` gives into `folder`: the plots, and the other files of
+        analyses that have some (a plan, a predicted trace); the plots' paths."""
+        report = importlib.import_module(self.report) if self.report is not None else None
+        if report is not None and hasattr(report, "artifacts"):
+            paths: list[Path] = report.artifacts(result, folder)
+            return paths
+        return self.plots(result, folder)
+
+
+ANALYSES: tuple[Entry, ...] = (
+    Entry("roofline", "Roofline (paper b)",
+          "Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency.",
+          "tc_analyses.analyses.roofline",
+          {"node_begin": NEEDED, "node_end": NEEDED, "node_args": NEEDED, "tensor_edge": USED, "device_info": NEEDED},
+          (Param("device", "cpu", "Peaks from the device table: cpu (generic CPU, this machine's cores), "
+                 "CPU-<cores> or a GPU model (A100, H100...).", "peaks-device"),
+           Param("measure_peaks", False, "Use this machine's measured peaks (numpy microbenchmark, cached).", "flag")),
+          "tc_analyses.export.roofline_report", trajectory=True),
+    Entry("overhead", "Runtime overhead (paper d)",
+          "Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step "
+          "the overhead-hiding ratio and exposed host time.",
+          "tc_analyses.analyses.overhead",
+          {"node_begin": NEEDED, "node_end": NEEDED, "step_begin": USED, "step_end": USED, "api_enter": NEEDED,
+           "api_exit": NEEDED, "kernel_begin": NEEDED, "kernel_end": NEEDED, "memcpy_begin": NEEDED,
+           "memcpy_end": NEEDED, "memset_begin": NEEDED, "memset_end": NEEDED, "device_info": NEEDED},
+          report="tc_analyses.export.overhead_report", trajectory=True),
+    Entry("breakdown", "Temporal and idle-time breakdown (HTA-compatible)",
+          "HTA-compatible temporal breakdown (idle / compute / non-compute GPU time) and idle-time breakdown "
+          "per queue (host wait / kernel wait / other).",
+          "tc_analyses.analyses.breakdown",
+          {"step_begin": USED, "step_end": USED, "api_enter": USED, "api_exit": USED, "kernel_begin": NEEDED,
+           "kernel_end": NEEDED, "memcpy_begin": NEEDED, "memcpy_end": NEEDED, "memset_begin": NEEDED,
+           "memset_end": NEEDED, "device_info": NEEDED},
+          (Param("include_last_step", False, "Keep the GPU work launched in the last step (HTA drops it by default).",
+                 "flag"),
+           Param("kernel_delay_us", 30.0, "Gaps shorter than this between back-to-back GPU ops are kernel wait "
+                 "(HTA's consecutive_kernel_delay).", "float", 0)),
+          "tc_analyses.export.breakdown_report"),
+    Entry("memory", "Memory (paper a)",
+          "Memory (paper 1.a): peaks per device, allocation churn, redundant host-to-device transfers, pageable "
+          "against pinned copies, each finding with advice.",
+          "tc_analyses.analyses.memory",
+          {"node_begin": USED, "node_end": USED, "tensor_edge": USED, "step_begin": USED, "step_end": USED,
+           "api_enter": USED, "api_exit": USED, "memcpy_begin": NEEDED, "memcpy_end": NEEDED, "mem_alloc": NEEDED,
+           "mem_free": NEEDED, "device_info": NEEDED},
+          report="tc_analyses.export.memory_report"),
+    Entry("parallelism", "Inter-operator parallelism (paper c)",
+          "Inter-operator parallelism (paper 1.c): assign independent ops to streams (GPU) or threads (CPU) by "
+          "Nimble-style chain decomposition, with the speedup the simulator predicts.",
+          "tc_analyses.analyses.parallelism",
+          {"node_begin": NEEDED, "node_end": NEEDED, "tensor_edge": NEEDED, "api_enter": USED, "api_exit": USED,
+           "kernel_begin": USED, "kernel_end": USED, "memcpy_begin": USED, "memcpy_end": USED, "memset_begin": USED,
+           "memset_end": USED, "device_info": NEEDED},
+          (Param("device", None, "Plan this device's ops (default: the GPU work if any, else the busiest device)."),
+           Param("max_streams", None, "At most this many streams/threads (default: 4 on a GPU, the CPU count on a "
+                 "CPU).", "int", 1),
+           Param("sync_ns", None, "Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).", "int", 0)),
+          "tc_analyses.export.parallelism_report"),
+)
+
+BY_KEY: dict[str, Entry] = {entry.key: entry for entry in ANALYSES}
+KEYS: tuple[str, ...] = tuple(BY_KEY)
+
+
+def entry(key: str) -> Entry:
+    """The entry of analysis `key`; ConfigurationError naming the known ones otherwise."""
+    if key not in BY_KEY:
+        raise ConfigurationError(f"no analysis {key!r} (known: {', '.join(KEYS)})")
+    return BY_KEY[key]
