@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis:
         for label, inputs in zip(labels, runs):
             try:
                 results.append((label, analysis.run(inputs, options)))
-            except DfcompassError as exc:
+            except AnalysisUnavailable as exc:
                 missing.append(f"{analysis.title} of {label}: {exc}")
         if len(results) >= 2:
             trajectory = analysis.run_trajectory(results, axis, options)

@@ -73,6 +73,46 @@ def _trace_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
 
 
+class BadValue(click.BadParameter):
+    """A bad option value: one line naming the option and the problem, exit code 2."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"dfcompass: error: {' '.join(self.format_message().split())}", err=True)
+
+
+def _check(convert: Callable[[str], Any], value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+    try:
+        convert(str(value))
+    except DfcompassError as exc:
+        raise BadValue(str(exc), ctx, param) from None
+    return str(value)
+
+
+class PeaksDevice(click.ParamType):
+    """A device whose peaks the device table knows: cpu, CPU-<cores> or a GPU model (H100...)."""
+
+    name = "device"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tc_analyses.analyses.placement.devices import spec
+
+        return _check(spec, value, param, ctx)
+
+
+class DeviceList(click.ParamType):
+    """Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ..."""
+
+    name = "devices"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tc_analyses.analyses.placement.devices import parse_devices
+
+        return _check(parse_devices, value, param, ctx)
+
+
+PEAKS_DEVICE, DEVICE_LIST = PeaksDevice(), DeviceList()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dfcompass")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
@@ -179,7 +219,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--section", "section_keys", multiple=True, type=click.Choice(KEYS),
               help="Seed analyses to add (repeatable; default: all). Sections a trace cannot feed say why.")
 @click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
-@click.option("--device", default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
+@click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
 @_handle_errors
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
@@ -230,7 +270,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 
 @main.command("recommend-placement")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@click.option("--devices", required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
+@click.option("--devices", type=DEVICE_LIST, required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Folder for the plan and its views.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_handle_errors
@@ -245,7 +285,7 @@ def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) 
                nl=False)
 
 
-_KINDS: dict[str, Any] = {"str": str, "int": int, "float": float}
+_KINDS: dict[str, Any] = {"str": str, "int": int, "float": float, "peaks-device": PEAKS_DEVICE}
 
 
 def _param_option(param: Any) -> Callable[[F], F]:
@@ -305,10 +345,10 @@ for _key in KEYS:
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The HTML file to write.")
-@click.option("--devices", help="Also recommend a placement on these devices (as recommend-placement).")
+@click.option("--devices", type=DEVICE_LIST, help="Also recommend a placement on these devices (as recommend-placement).")
 @click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
 @click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them.")
-@click.option("--device", default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
+@click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @_handle_errors
 def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str) -> None:
     """One static HTML page (no server needed) with the reports and plots of each TRACE.

@@ -30,7 +30,12 @@ class MissingDependencyError(DfcompassError):
     """An optional system component (bt2, babeltrace2, torch...) is not installed."""
 
 
-class GraphError(DfcompassError):
+class AnalysisUnavailable(DfcompassError):
+    """This trace cannot feed this analysis (no GPU work for the overhead analysis, no shapes for the
+    roofline...). `analyze` and `report` show the reason in the analysis's section and go on."""
+
+
+class GraphError(AnalysisUnavailable):
     """A computation graph breaks a precondition of an analysis (e.g. it has a cycle)."""
 
 

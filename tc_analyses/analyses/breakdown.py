@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from tc_analyses.analyses.result import Finding, Result
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun, merge_intervals
 from tc_analyses.reader.fast import DfcTrace
 
@@ -55,9 +55,6 @@ _OTHER = re.compile(r".*(Memcpy|Sync)")  # HTA's "neither compute nor communicat
 KINDS = ("compute", "communication", "memory", "other")
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 
-
-class BreakdownError(DfcompassError):
-    """The trace has no GPU operations to break down."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +147,7 @@ def _path(activity: Activity, trace: DfcTrace | str | os.PathLike[str] | None) -
 def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[list[GpuOp], bool]:
     """The GPU operations analysed, and whether the last-step filter applied; raises if none."""
     if not activity.gpu:
-        raise BreakdownError(f"{trace}: no GPU operations (dfc:kernel/memcpy/memset events) to break down")
+        raise AnalysisUnavailable(f"{trace}: no GPU operations (dfc:kernel/memcpy/memset events) to break down")
     if not exclude_last_step or len({s.step for s in activity.steps}) < 2:
         return list(activity.gpu), False
     last_start = max(s.start for s in activity.steps)
@@ -160,7 +157,7 @@ def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> 
         if launch is not None and launch.start < last_start:
             ops.append(op)
     if not ops:
-        raise BreakdownError(f"{trace}: none of the {len(activity.gpu)} GPU operations was launched before the "
+        raise AnalysisUnavailable(f"{trace}: none of the {len(activity.gpu)} GPU operations was launched before the "
                              "last profiler step (try without excluding the last step)")
     return ops, True
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, GpuOp, NodeRun, read_activity
 from tc_analyses.reader import read_trace
 from tc_analyses.reader.fast import DfcTrace
@@ -48,9 +48,6 @@ MAX_SERIES_POINTS = 2000  # per device, for the plot (the envelope keeps every l
 UNKNOWN = "unknown"
 HOST_KINDS = ("pageable", "pinned")
 
-
-class MemoryAnalysisError(DfcompassError):
-    """The trace has nothing the memory analysis can use."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +161,7 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
     copies = [g for g in activity.gpu if g.kind == "memcpy"]
     edges = _cross_device_edges(dfc, activity.devices)
     if not events and not copies and not edges:
-        raise MemoryAnalysisError(f"{path}: no memory events (dfc:mem_alloc/dfc:mem_free), copies "
+        raise AnalysisUnavailable(f"{path}: no memory events (dfc:mem_alloc/dfc:mem_free), copies "
                                   "(dfc:memcpy_begin) or cross-device tensor edges to analyse")
     steps = _StepIndex(activity)
     nodes = _NodeIndex(activity.nodes)

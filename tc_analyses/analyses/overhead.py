@@ -31,7 +31,7 @@ import numpy as np
 from tc_analyses.analyses.labels import label_number, order_runs
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_ns
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
 
 if TYPE_CHECKING:
@@ -45,9 +45,6 @@ NO_GPU = ("no GPU activity joined to API calls: runtime overhead needs kernels w
 NO_OWNER = ("GPU activity is joined to API calls, but no framework op (dfc:node_begin) owns a launching call: "
             "runtime overhead needs the ops that launched the kernels")
 
-
-class OverheadError(DfcompassError):
-    """The trace has nothing to measure runtime overhead on (no joined GPU work)."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +151,10 @@ class Trajectory:
 def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
     """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`)."""
     if not activity.gpu or not any(activity.launch_of(g) for g in activity.gpu):
-        raise OverheadError(f"{trace}: {NO_GPU}")
+        raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
     owned, unowned, unlaunched = _launches(activity)
     if not owned:
-        raise OverheadError(f"{trace}: {NO_OWNER}")
+        raise AnalysisUnavailable(f"{trace}: {NO_OWNER}")
     windows, whole = _windows(activity)
     step_of = _stepper(windows)
     ops = tuple(sorted((_op(activity.nodes[i], calls, step_of) for i, calls in owned.items()),
@@ -409,11 +406,11 @@ def trajectory(runs: list[tuple[str, Result]], axis: str, options: Mapping[str, 
 def overhead_trajectory(results: list[tuple[str, OverheadResult]]) -> Trajectory:
     """The overhead figures of several traces side by side, labelled by the user (e.g. batch sizes)."""
     if not results:
-        raise OverheadError("overhead trajectory: no traces to compare")
+        raise ConfigurationError("overhead trajectory: no traces to compare")
     labels = [label for label, _ in results]
     if len(set(labels)) != len(labels):
         dup = next(label for label in labels if labels.count(label) > 1)
-        raise OverheadError(f"{dict(results)[dup].trace}: overhead trajectory: label {dup!r} is given twice")
+        raise ConfigurationError(f"{dict(results)[dup].trace}: overhead trajectory: label {dup!r} is given twice")
     numeric = all(label_number(label) is not None for label in labels)
     ordered = order_runs(results)
     points = tuple(TrajectoryPoint(label, r.trace, len(r.steps), r.mean_step_ns, r.hiding_ratio,

@@ -37,7 +37,7 @@ import numpy as np
 from tc_analyses.analyses.placement.cost import estimate_op, task_memory
 from tc_analyses.analyses.placement.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.analyses.result import Finding, Result
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
 from tc_analyses.reader.fast import DfcTrace
 
@@ -48,9 +48,6 @@ LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
 MAX_FINDINGS = 5
 NO_SHAPES = "this trace has no input shapes (dfc:node_args): record it with the PyTorch source"
 
-
-class RooflineError(DfcompassError):
-    """The trace cannot be placed on a roofline (e.g. no input shapes)."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
             int(sum(durations)) if durations else mean_ns * executions, est.flops, est.bytes, intensity,
             est.flops / (mean_ns * 1e-9), roof, efficiency, "memory" if intensity < peaks.ridge(est.dtype) else "compute"))
     if not points:
-        raise RooflineError(f"{trace}: {NO_SHAPES}" if trace else NO_SHAPES)
+        raise AnalysisUnavailable(f"{trace}: {NO_SHAPES}" if trace else NO_SHAPES)
     ops = _per_op(points, peaks)
     total = sum(p.total_ns for p in points)
     memory = sum(p.total_ns for p in points if p.bound == "memory") / total if total else 0.0

@@ -3,8 +3,9 @@ and `demo`.
 
 Each section runs one entry of :mod:`tc_analyses.registry` on the trace's shared inputs (read
 once), renders it as text and, when asked, writes its plots. An analysis the trace cannot feed
-(a CPU-only trace has no kernels for the overhead analysis, a trace without shapes has no
-roofline) gives a section whose text says why, not an error: the other sections are still worth
+(:class:`~tc_analyses.errors.AnalysisUnavailable`: a CPU-only trace has no kernels for the
+overhead analysis, a trace without shapes has no roofline) gives a section whose text says why,
+not an error: the other sections are still worth
 reading.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from tc_analyses.analyses.result import Result
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.inputs import TraceInputs
 from tc_analyses.registry import KEYS, Entry, entry
 
@@ -62,8 +63,11 @@ def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Seque
     for key in keys:
         analysis = entry(key)
         try:
+            if not inputs.is_dfcompass:
+                raise AnalysisUnavailable(f"{inputs.path}: not a dfcompass trace (only the Trace Compass analyses "
+                                          "run on other CTF traces)")
             result = analysis.run(inputs, (options or {}).get(key))
-        except DfcompassError as exc:
+        except AnalysisUnavailable as exc:  # other errors (a broken trace, a bad option) stop the command
             sections.append(SeedSection(analysis, None, f"not available: {exc}\n"))
         else:
             plots = analysis.plots(result, plot_dir) if plot_dir is not None else []

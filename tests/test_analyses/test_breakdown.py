@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from tc_analyses.analyses.breakdown import (
-    BreakdownError,
     GapStats,
     idle_breakdown,
     kernel_type,
     round_like_hta,
     temporal_breakdown,
 )
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable, DfcompassError
 from tc_analyses.export.breakdown_report import breakdown_text, write_breakdown_plot
 from tc_analyses.model.activity import Activity, GpuOp, read_activity
 from tc_analyses.reader import read_trace
@@ -198,16 +197,16 @@ def test_errors_name_the_trace(tmp_path: Path) -> None:
     with TraceBuilder(out, clock_offset_ns=0) as b:
         b.device("cpu", ts=0)
         _launch(b, 0, 100, "cudaGetDevice")
-    with pytest.raises(BreakdownError, match="cpu-only: no GPU operations") as err:
+    with pytest.raises(AnalysisUnavailable, match="cpu-only: no GPU operations") as err:
         temporal_breakdown(_activity(out), read_trace(out))
     assert isinstance(err.value, DfcompassError) and "\n" not in str(err.value)
-    with pytest.raises(BreakdownError):
+    with pytest.raises(AnalysisUnavailable):
         idle_breakdown(_activity(out), str(out))
     # every operation launched in the last step (or without a launch): nothing left
     path = _steps_trace(tmp_path)
     late = _activity(path)
     late.gpu = [op for op in late.gpu if op.name in ("k3", "k4")]
-    with pytest.raises(BreakdownError, match="none of the 2 GPU operations was launched before the last"):
+    with pytest.raises(AnalysisUnavailable, match="none of the 2 GPU operations was launched before the last"):
         temporal_breakdown(late, str(path))
 
 

@@ -17,12 +17,11 @@ from tc_analyses.analyses.overhead import (
     NO_GPU,
     NO_OWNER,
     WHOLE_TRACE,
-    OverheadError,
     OverheadResult,
     analyze_overhead,
     overhead_trajectory,
 )
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.export.overhead_report import (
     overhead_text,
     trajectory_text,
@@ -191,14 +190,14 @@ def test_errors(tmp_path: Path) -> None:
         cpu = b.device("cpu", 10)
         b.add("node_begin", "1", 100, 0, "aten::add", "add", cpu, 1, 0)
         b.add("node_end", "1", 200, 0, cpu, 1)
-    with pytest.raises(OverheadError, match="cpu: no GPU activity joined to API calls") as err:
+    with pytest.raises(AnalysisUnavailable, match="cpu: no GPU activity joined to API calls") as err:
         _analyze(tmp_path / "cpu")
     assert isinstance(err.value, DfcompassError) and str(err.value) == f"{tmp_path / 'cpu'}: {NO_GPU}"
     with TraceBuilder(tmp_path / "unjoined", clock_offset_ns=0) as b:  # kernels without correlation ids
         gpu = b.device("cuda:0", 10)
         b.add("kernel_begin", "g", 100, gpu, 7, 0, "k", 1, 1, 1, 1, 1, 1)
         b.add("kernel_end", "g", 200, gpu, 7, 0)
-    with pytest.raises(OverheadError, match="no GPU activity joined"):
+    with pytest.raises(AnalysisUnavailable, match="no GPU activity joined"):
         _analyze(tmp_path / "unjoined")
     with TraceBuilder(tmp_path / "ownerless", clock_offset_ns=0) as b:  # joined, but no node owns the launch
         gpu = b.device("cuda:0", 10)
@@ -206,7 +205,7 @@ def test_errors(tmp_path: Path) -> None:
         b.add("api_exit", "1", 60, 1, "cudaLaunchKernel", 3)
         b.add("kernel_begin", "g", 100, gpu, 7, 3, "k", 1, 1, 1, 1, 1, 1)
         b.add("kernel_end", "g", 200, gpu, 7, 3)
-    with pytest.raises(OverheadError) as err:
+    with pytest.raises(AnalysisUnavailable) as err:
         _analyze(tmp_path / "ownerless")
     assert str(err.value) == f"{tmp_path / 'ownerless'}: {NO_OWNER}"
 
@@ -239,9 +238,9 @@ def test_trajectory_without_crossing(result: OverheadResult) -> None:
     assert low.crossing is None and "never reaches 1 (best 0.4 at 2)" in low.findings[0].text
     back = overhead_trajectory([("1", _at(result, 0.5)), ("2", _at(result, 1.5)), ("4", _at(result, 0.8))])
     assert back.crossing is None and "falls back to 0.8 at 4" in back.findings[0].text
-    with pytest.raises(OverheadError, match="label '1' is given twice"):
+    with pytest.raises(ConfigurationError, match="label '1' is given twice"):
         overhead_trajectory([("1", result), ("1", result)])
-    with pytest.raises(OverheadError, match="no traces"):
+    with pytest.raises(ConfigurationError, match="no traces"):
         overhead_trajectory([])
 
 

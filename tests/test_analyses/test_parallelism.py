@@ -9,9 +9,9 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from tc_analyses.analyses.parallelism import (ParallelismError, StreamPlan, gpu_work, plan_placement,
+from tc_analyses.analyses.parallelism import (StreamPlan, gpu_work, plan_placement,
                                               plan_streams, plan_trace)
-from tc_analyses.errors import DfcompassError, GraphError
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError, GraphError
 from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
 from tc_analyses.export.parallelism_views import write_plan_view
 from tc_analyses.model import graph_keys as K
@@ -152,15 +152,15 @@ def test_plan_placement_matches_the_plan() -> None:
 
 
 def test_errors_name_the_graph() -> None:
-    with pytest.raises(ParallelismError, match="no ops to plan"):
+    with pytest.raises(AnalysisUnavailable, match="no ops to plan"):
         plan_streams(nx.DiGraph())
     g = dag({"a": 1, "b": 1}, [("a", "b"), ("b", "a")])
     g.graph[K.SOURCE] = "/x/trace"
     with pytest.raises(GraphError, match="^/x/trace: .*cycle"):
         plan_streams(g)
-    with pytest.raises(ParallelismError, match="device 'tpu'"):
+    with pytest.raises(ConfigurationError, match="no device 'tpu' in the trace"):  # a usage error: exit 2
         plan_streams(dag(**DIAMOND), device="tpu")
-    assert issubclass(ParallelismError, DfcompassError)
+    assert issubclass(AnalysisUnavailable, DfcompassError)
 
 
 def test_report_json_text_and_plot(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_torch_branchy_model(tmp_path: Path) -> None:
 
 
 def test_trace_without_edges_is_refused(tmp_path: Path) -> None:
-    from tc_analyses.analyses.parallelism import ParallelismError, plan_trace
+    from tc_analyses.analyses.parallelism import plan_trace
 
     out = tmp_path / "noedges"
     with TraceBuilder(out, clock_offset_ns=0) as b:
@@ -286,7 +286,7 @@ def test_trace_without_edges_is_refused(tmp_path: Path) -> None:
         for nid in range(2):
             b.add("node_begin", "1", 100 + 100 * nid, nid, "op", f"n{nid}", cpu, 1, 0)
             b.add("node_end", "1", 150 + 100 * nid, nid, cpu, 1)
-    with pytest.raises(ParallelismError, match="noedges: no dfc:tensor_edge events"):
+    with pytest.raises(AnalysisUnavailable, match="noedges: no dfc:tensor_edge events"):
         plan_trace(out)
 
 

@@ -10,7 +10,8 @@ import pytest
 from lxml import etree
 
 from tc_analyses.analyses.placement.devices import spec
-from tc_analyses.analyses.roofline import NO_SHAPES, Peaks, RooflineError, measure_peaks, roofline
+from tc_analyses.analyses.roofline import NO_SHAPES, Peaks, measure_peaks, roofline
+from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.export.roofline_report import write_roofline_plot
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader import read_trace
@@ -86,7 +87,7 @@ def test_time_shares_and_low_efficiency_finding(trace: Path) -> None:
 
 def test_no_node_args_is_an_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
     bare = _trace(tmp_path / "bare", with_args=False)
-    with pytest.raises(RooflineError, match="no input shapes"):
+    with pytest.raises(AnalysisUnavailable, match="no input shapes"):
         roofline(build_graph(read_trace(bare)), spec("H100"))
     r = cli("roofline", bare)
     assert r.exit_code == 1
@@ -104,7 +105,7 @@ def test_cli_text_and_json(trace: Path, cli: Callable[..., Any]) -> None:
     assert mm["flops"] == MM_FLOPS and mm["bytes"] == MM_BYTES and mm["bound"] == "memory"
     assert data["result"]["peaks"]["model"] == "H100"
     bad = cli("roofline", trace, "--device", "Z80")
-    assert bad.exit_code == 1 and "unknown device model" in bad.stderr
+    assert bad.exit_code == 2 and "unknown device model" in bad.stderr
 
 
 def test_plot_files_are_written_and_deterministic(trace: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -52,3 +53,31 @@ def test_help_everywhere(cli: Callable[..., Any], args: tuple[str, ...]) -> None
 def test_unknown_command(cli: Callable[..., Any]) -> None:
     result = cli("no-such-command")
     assert result.exit_code == 2 and "No such command" in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze", "{trace}", "--device", "NOPE"],
+    ["report", "{trace}", "--device", "Z80", "-o", "{tmp}/r.html"],
+    ["roofline", "{trace}", "--device", "Z80"],
+    ["recommend-placement", "{trace}", "--devices", "gpu7", "-o", "{tmp}/p"],
+    ["report", "{trace}", "--devices", "cpu,cpu", "-o", "{tmp}/r.html"],
+    ["parallelism", "{trace}", "--device", "tpu"],
+    ["overhead", "{trace}", "{trace}", "--labels", "1"],
+    ["overhead", "{trace}", "{trace}", "--labels", "1,1"],
+], ids=["analyze-device", "report-device", "roofline-device", "devices", "devices-twice", "parallelism-device",
+        "labels-count", "labels-twice"])
+def test_bad_devices_and_labels_are_usage_errors(cli: Any, tmp_path: Path, args: list[str]) -> None:
+    """An unknown device or a bad label list exits 2 and names it; never a silent 'not available'."""
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    result = cli(*[a.format(trace=trace, tmp=tmp_path) for a in args])
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert any(word in result.stderr for word in ("NOPE", "Z80", "gpu7", "twice", "tpu", "label"))
+
+
+def test_a_section_the_trace_cannot_feed_is_not_an_error(cli: Any, tmp_path: Path) -> None:
+    from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
+
+    assert issubclass(GraphError, AnalysisUnavailable) and not issubclass(ConfigurationError, AnalysisUnavailable)
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    assert cli("analyze", trace, "--device", "H100").exit_code == 0

@@ -31,12 +31,12 @@ from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
-                                                     LaneSummary, ParallelismError, PlannedOp, StreamPlan, SyncEdge)
+                                                     LaneSummary, PlannedOp, StreamPlan, SyncEdge)
 
 if TYPE_CHECKING:
     from tc_analyses.inputs import TraceInputs
 
-__all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary", "ParallelismError",
+__all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary",
            "PlannedOp", "StreamPlan", "SyncEdge", "gpu_work", "plan_placement", "plan_streams", "plan_trace", "run"]
 
 

@@ -12,12 +12,12 @@ from tc_analyses.analyses.parallelism import chains as decompose
 from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
-                                                     LaneSummary, Node, ParallelismError, PlannedOp, StreamPlan,
+                                                     LaneSummary, Node, PlannedOp, StreamPlan,
                                                      SyncEdge)
 from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
                                                     PlacementProblem, Slot, Task)
 from tc_analyses.analyses.placement.simulate import simulate
-from tc_analyses.errors import GraphError
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.graph import build_graph
@@ -65,17 +65,20 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
         device = device or "gpu"
         work_kind = "gpu time launched"
     if not keep:
-        raise ParallelismError(f"{where}: no ops to plan on device {device!r}")
+        known = sorted({str(a.get(K.DEVICE, "")) for _, a in graph.nodes(data=True)})
+        if weights is None and known and device not in known:  # a typo, not a trace that cannot be planned
+            raise ConfigurationError(f"{where}: no device {device!r} in the trace (its devices: {', '.join(known) or 'none'})")
+        raise AnalysisUnavailable(f"{where}: no ops to plan on device {device!r}")
     lane = lane or (THREAD if str(device).startswith("cpu") else STREAM)
     if lane not in (STREAM, THREAD):
-        raise ParallelismError(f"{where}: lane must be 'stream' or 'thread', not {lane!r}")
+        raise ConfigurationError(f"{where}: lane must be 'stream' or 'thread', not {lane!r}")
     if max_streams is None:
         max_streams = DEFAULT_GPU_STREAMS if lane == STREAM else (os.cpu_count() or 1)
     if max_streams < 1:
-        raise ParallelismError(f"{where}: max_streams must be at least 1, not {max_streams}")
+        raise ConfigurationError(f"{where}: max_streams must be at least 1, not {max_streams}")
     sync = DEFAULT_SYNC_NS[lane] if sync_ns is None else int(sync_ns)
     if sync < 0:
-        raise ParallelismError(f"{where}: sync_ns must not be negative, not {sync}")
+        raise ConfigurationError(f"{where}: sync_ns must not be negative, not {sync}")
     return _plan(graph, keep, source, str(device), lane, work_kind, max_streams, sync, unattributed_ns)
 
 
@@ -96,7 +99,7 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
     graph = graph if graph is not None else build_graph(trace)
     if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
-        raise ParallelismError(f"{trace.path}: {NO_EDGES}")
+        raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
     activity = activity if activity is not None else read_activity(trace)
     gpu_devices = {op.device for op in activity.gpu}
     if activity.gpu and (device is None or device in gpu_devices):
@@ -105,7 +108,7 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
             return plan_streams(graph, device=gpu, weights=weights, max_streams=max_streams, sync_ns=sync_ns,
                                 lane=STREAM, unattributed_ns=unattributed)
         if device is not None:
-            raise ParallelismError(f"{trace.path}: no op of the graph launched GPU work on {device}")
+            raise AnalysisUnavailable(f"{trace.path}: no op of the graph launched GPU work on {device}")
     return plan_streams(graph, device=device, max_streams=max_streams, sync_ns=sync_ns)
 
 
@@ -181,7 +184,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         planned = simulate(problem, {t: _lane_name(lane, stream[t]) for t in range(n)}, list(range(n)),
                            transfer_override=override, algorithm=f"nimble {lane}s")
     except PlacementError as exc:  # not expected: lanes follow a topological order
-        raise ParallelismError(f"{source or 'graph'}: {exc}") from exc
+        raise AnalysisUnavailable(f"{source or 'graph'}: {exc}") from exc
     slots = {s.task: s for s in planned.schedule}
     baseline_start = [0] * n
     clock = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tc_analyses.errors import DfcompassError
 from tc_analyses.analyses.result import Finding
 
 STREAM, THREAD = "stream", "thread"
@@ -16,9 +15,6 @@ MODEL_NOTE = ("modelled: every {lane} is an independent processor (no contention
 
 Node = Any  # a graph node: int for graphs built from traces
 
-
-class ParallelismError(DfcompassError):
-    """A graph that cannot be planned (no ops on the device, an unknown device)."""
 
 
 @dataclass(frozen=True)

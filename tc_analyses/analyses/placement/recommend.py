@@ -25,6 +25,7 @@ from tc_analyses.analyses.placement.problem import (
 )
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.analyses.placement.simulate import replay_actual, simulate
+from tc_analyses.errors import AnalysisUnavailable
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
 def problem_from_trace(trace: Any, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
     """The placement problem of a trace already read and its computation graph."""
     if graph.number_of_nodes() == 0:
-        raise PlacementError(f"{trace.path}: the trace has no dataflow nodes to place")
+        raise AnalysisUnavailable(f"{trace.path}: the trace has no dataflow nodes to place")
     return build_problem(graph, devices, trace=trace)
 
 
