@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
-from tc_analyses.analyses.states import build
+from tc_analyses.engine import build
 from tc_analyses.export.tracecompass.facts import trace_facts
 from tc_analyses.export.tracecompass.render import render_xml
 from tracegen import ensure_trace

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not at import
     import networkx as nx
 
-    from tc_analyses.analyses.states import BuiltAnalyses
     from tc_analyses.analyses.summary import Summary
     from tc_analyses.analyses.trace_info import TraceInfo
+    from tc_analyses.engine import BuiltAnalyses
     from tc_analyses.export.tracecompass.model import TraceFacts
     from tc_analyses.model.activity import Activity
     from tc_analyses.reader.fast import DfcTrace
@@ -130,7 +130,7 @@ class TraceInputs:
         return summarize(self.built(), top)
 
     def _build(self, xml_files: tuple[Path, ...]) -> BuiltAnalyses:
-        from tc_analyses.analyses import states
+        from tc_analyses.engine import build
         from tc_analyses.export.tracecompass.render import render_xml
 
         source = self.trace if self.is_dfcompass else self.path
@@ -141,4 +141,4 @@ class TraceInputs:
                     (Path(tmp) / name).write_bytes(data)
                     files.append(Path(tmp) / name)
             with self.progress("analysing events", None, "items") as advance:
-                return states.build(source, files, advance)
+                return build(source, files, advance)

@@ -22,10 +22,10 @@ import pytest
 from lxml import etree
 
 from tc_analyses.analyses.states import rows
+from tc_analyses.engine.state_system import StateSystem
+from tc_analyses.engine.xml_pattern import Pattern, Segment
+from tc_analyses.engine.xml_provider import StateProvider
 from tc_analyses.errors import DfcompassError
-from tc_analyses.model.state_system import StateSystem
-from tc_analyses.model.xml_pattern import Pattern, Segment
-from tc_analyses.model.xml_provider import StateProvider
 
 CASES = Path(__file__).resolve().parent / "cases"
 ANALYSIS_TAGS = ("stateProvider", "pattern")
@@ -150,7 +150,7 @@ def test_case_analysis_is_valid_for_trace_compass(case: Path, tc_xsd: Path) -> N
 
 def test_the_csv_is_the_one_dfcompass_states_writes(cli: Any, tmp_path: Path) -> None:
     """states_csv() writes the rows `dfcompass states --csv` writes, on a real trace."""
-    from tc_analyses.analyses.states import build
+    from tc_analyses.engine import build
 
     trace = Path(__file__).resolve().parent / "data" / "traces" / "succeed" / "all-classes"
     xml = CASES / "sp-lost-events" / "analysis.xml"  # counts every event by name

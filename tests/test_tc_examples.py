@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from tc_analyses.model.state_system import StateSystem
-from tc_analyses.model.xml_pattern import Pattern, load_patterns
-from tc_analyses.model.xml_provider import StateProvider, XmlAnalysisError, load_providers
+from tc_analyses.engine.state_system import StateSystem
+from tc_analyses.engine.xml_pattern import Pattern, load_patterns
+from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError, load_providers
 from tests.helpers import SHARED_DIR
 
 Intervals = list[tuple[int, int, Any]]

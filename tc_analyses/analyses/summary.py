@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from tc_analyses.analyses.states import BuiltAnalyses
-from tc_analyses.model.state_system import Interval, StateSystem
+from tc_analyses.engine.run import BuiltAnalyses
+from tc_analyses.engine.state_system import Interval, StateSystem
 
 DATAFLOW, GPU, MEMORY, NODE_LATENCY = "org.dfcompass.dataflow", "org.dfcompass.gpu", "org.dfcompass.memory", \
     "org.dfcompass.latency.node"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tc_analyses.engine.events import iter_events
+from tc_analyses.engine.state_system import StateSystem
+from tc_analyses.engine.xml_provider import load_providers
 from tc_analyses.export.tracecompass import render_xml
-from tc_analyses.model.events import iter_events
-from tc_analyses.model.state_system import StateSystem
-from tc_analyses.model.xml_provider import load_providers
 from tc_analyses.reader import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
@@ -79,7 +79,7 @@ def test_memory_in_use_per_device(systems: dict[str, StateSystem]) -> None:
 
 @pytest.fixture(scope="module")
 def segments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
-    from tc_analyses.model.xml_pattern import load_patterns
+    from tc_analyses.engine.xml_pattern import load_patterns
 
     out = tmp_path_factory.mktemp("latency") / "latency.xml"
     out.write_bytes(render_xml()["latency.xml"])

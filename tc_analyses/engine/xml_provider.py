@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from lxml import etree
 
+from tc_analyses.engine.state_system import StateSystem, StateTypeError, Value
 from tc_analyses.errors import ConfigurationError, DfcompassError
-from tc_analyses.model.state_system import StateSystem, StateTypeError, Value
 
 Event = tuple[str, int, Mapping[str, Any]]  # name, timestamp (ns), fields
 Path_ = tuple[str, ...]

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from tc_analyses.model.state_system import StateTypeError
-from tc_analyses.model.xml_provider import StateProvider, XmlAnalysisError
+from tc_analyses.engine.state_system import StateTypeError
+from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError
 
 
 def run(handlers: str, events: list[tuple[str, int, dict[str, Any]]], extra: str = "") -> Any:

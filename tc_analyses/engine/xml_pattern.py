@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 
-from tc_analyses.errors import DfcompassError
-from tc_analyses.model.state_system import StateSystem, Value
-from tc_analyses.model.xml_provider import (Compiler, Event, XmlAnalysisError, _force, _null_subtree, _typed,
+from tc_analyses.engine.state_system import StateSystem, Value
+from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, _force, _null_subtree, _typed,
                                              analysis_elements, content_field, event_regex)
+from tc_analyses.errors import DfcompassError
 
 PENDING, IN_PROGRESS, MATCHED, ABANDONED = 0, 1, 2, 3
 

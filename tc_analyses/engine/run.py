@@ -1,0 +1,105 @@
+"""Build the state systems (and latency segments) of XML analyses over a trace, headless.
+
+Events: every event of the trace in timestamp order (:mod:`tc_analyses.engine.events`).
+Analyses: any XML files; the CLI passes the generated ones (``dfcompass build-analyses`` for the
+trace) when the user names none. Returns a :class:`BuiltAnalyses` that the summary and the
+``states`` command read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from tc_analyses.engine.events import iter_ctf_events, iter_events
+from tc_analyses.engine.state_system import StateSystem
+from tc_analyses.engine.xml_pattern import Segment, load_patterns
+from tc_analyses.engine.xml_provider import Event, load_providers
+from tc_analyses.errors import DfcompassError
+from tc_analyses.reader.fast import DfcTrace, read_trace
+from tc_analyses.reader.metadata import is_dfcompass_trace
+
+
+@dataclass
+class BuiltAnalyses:
+    path: str
+    first_ts: int | None = None  # first and last event timestamps, trace clock
+    last_ts: int | None = None
+    events: int = 0
+    lost: int = 0  # events the tracer reported lost
+    classes: tuple[str, ...] = ()  # event names seen
+    systems: dict[str, StateSystem] = field(default_factory=dict)  # analysis id -> state system
+    segments: dict[str, list[Segment]] = field(default_factory=dict)  # pattern id -> segments
+
+    @property
+    def span_ns(self) -> int:
+        return 0 if self.first_ts is None or self.last_ts is None else self.last_ts - self.first_ts + 1
+
+
+def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
+    """A function giving a fresh time-ordered event stream (one pass per analysis)."""
+    if isinstance(trace, DfcTrace):
+        return _dfc_source(trace, built)
+    if is_dfcompass_trace(trace):
+        return _dfc_source(read_trace(trace), built)
+    events = list(iter_ctf_events(trace))  # babeltrace2 is slow: read once, replay per analysis
+    built.events = sum(1 for e in events if e[0] != "Lost event")
+    built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
+    built.classes = tuple(sorted({e[0] for e in events}))
+    if events:
+        built.first_ts, built.last_ts = events[0][1], events[-1][1]
+    return lambda: iter(events)
+
+
+def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
+    built.lost = trace.discarded
+    built.classes = tuple(sorted(name for name, table in trace.tables.items() if len(table)))
+    built.events = sum(len(t) for t in trace.tables.values())
+    firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
+    lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
+    built.first_ts, built.last_ts = (min(firsts), max(lasts)) if firsts else (None, None)
+    return lambda: iter_events(trace)
+
+
+def build(trace: str | Path | DfcTrace, xml_files: list[Path],
+          progress: Callable[[int], None] | None = None) -> BuiltAnalyses:
+    """Run every state provider and pattern of `xml_files` on the trace.
+
+    `trace`: a path to any CTF trace (dfcompass traces through the fast reader, others through
+    babeltrace2), or a dfcompass trace already read, so a caller that has one does not read it twice.
+    """
+    built = BuiltAnalyses(str(trace.path if isinstance(trace, DfcTrace) else trace))
+    events = _event_source(trace, built)
+    providers = [p for f in xml_files for p in load_providers(f)]
+    patterns = [p for f in xml_files for p in load_patterns(f)]
+    if not providers and not patterns:
+        raise DfcompassError(f"{', '.join(map(str, xml_files))}: no stateProvider or pattern to run")
+    for provider in providers:
+        built.systems[provider.id] = provider.run(_counted(events(), progress))
+    for pattern in patterns:
+        segments, system = pattern.run(_counted(events(), progress))
+        built.segments[pattern.id] = segments
+        built.systems[pattern.id] = system
+    _check_matches(built)
+    return built
+
+
+def _counted(events: Iterator[Event], progress: Callable[[int], None] | None) -> Iterator[Event]:
+    if progress is None:
+        yield from events
+        return
+    for n, event in enumerate(events, 1):
+        if n % 10_000 == 0:
+            progress(10_000)
+        yield event
+
+
+def _check_matches(built: BuiltAnalyses) -> None:
+    """A trace that does not match the analyses gives a clear message, not empty output."""
+    useful = [p for p, ss in built.systems.items() if any(
+        any(i.value is not None for i in intervals) for _, intervals in ss.items())]
+    if not useful and not any(built.segments.values()):
+        shown = ", ".join(built.classes[:12]) + (" ..." if len(built.classes) > 12 else "")
+        raise DfcompassError(f"{built.path}: none of the analyses found events they handle in this trace "
+                             f"(its events: {shown or 'none'})")
