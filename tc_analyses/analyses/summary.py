@@ -5,6 +5,9 @@
 * top nodes by total time (from the node-duration pattern's segments), with counts;
 * memory peak per device (``Memory/<device>/bytes_in_use``);
 * lost events (``events_discarded`` of the trace).
+
+Analysis ids and attribute paths come from :mod:`tc_analyses.engine.layout`, the module the
+generated analyses are written with.
 """
 
 from __future__ import annotations
@@ -12,11 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from tc_analyses.engine import layout
 from tc_analyses.engine.run import BuiltAnalyses
 from tc_analyses.engine.state_system import Interval, StateSystem
-
-DATAFLOW, GPU, MEMORY, NODE_LATENCY = "org.dfcompass.dataflow", "org.dfcompass.gpu", "org.dfcompass.memory", \
-    "org.dfcompass.latency.node"
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Summary:
 def _names(ss: StateSystem, root: str) -> dict[str, str]:
     names = {}
     for path, intervals in ss.items():
-        if len(path) == 3 and path[0] == root and path[2] == "name":
+        if len(path) == 3 and path[0] == root and path[2] == layout.NAME:
             values = [str(i.value) for i in intervals if i.value is not None]
             names[path[1]] = values[-1] if values else path[1]
     return names
@@ -83,37 +84,37 @@ def _union_time(interval_lists: list[list[Interval]]) -> int:
 def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
     span = built.span_ns
     busy: list[Busy] = []
-    gpu = built.systems.get(GPU)
+    gpu = built.systems.get(layout.GPU_ID)
     if gpu is not None:
-        names = _names(gpu, "GPU")
+        names = _names(gpu, layout.GPU)
         for path, intervals in gpu.items():
-            if len(path) == 3 and path[0] == "GPU" and path[2] == "busy":
+            if len(path) == 3 and path[0] == layout.GPU and path[2] == layout.BUSY:
                 busy.append(Busy(names.get(path[1], path[1]), "", _time(intervals, lambda v: v == 1), span))
-            if len(path) == 4 and path[0] == "GPU" and path[2] == "Queues":
-                running = _time(intervals, lambda v: v != "idle")
+            if len(path) == 4 and path[0] == layout.GPU and path[2] == layout.QUEUES:
+                running = _time(intervals, lambda v: v != layout.IDLE)
                 busy.append(Busy(names.get(path[1], path[1]), path[3], running, span))
-    dataflow = built.systems.get(DATAFLOW)
+    dataflow = built.systems.get(layout.DATAFLOW_ID)
     if dataflow is not None:
-        names = _names(dataflow, "Devices")
+        names = _names(dataflow, layout.DEVICES)
         depth_by_device: dict[str, list[list[Interval]]] = defaultdict(list)
         for path, intervals in dataflow.items():  # Devices/<d>/Threads/<t>/Node holds the stack depth
-            if len(path) == 5 and path[0] == "Devices" and path[2] == "Threads" and path[4] == "Node":
+            if len(path) == 5 and (path[0], path[2], path[4]) == (layout.DEVICES, layout.THREADS, layout.NODE):
                 depth_by_device[path[1]].append(intervals)
         for device, lists in sorted(depth_by_device.items()):
             if names.get(device, "").startswith(("cuda", "gpu", "hip")) and gpu is not None:
                 continue  # a GPU's busy time is its queues', not its host threads'
             busy.append(Busy(names.get(device, device), "", _union_time(lists), span))
     per_op: dict[str, list[int]] = defaultdict(list)
-    for segment in built.segments.get(NODE_LATENCY, []):
+    for segment in built.segments.get(layout.NODE_LATENCY_ID, []):
         per_op[segment.name].append(segment.duration)
     top_nodes = sorted((NodeTime(op, len(d), sum(d), max(d)) for op, d in per_op.items()),
                        key=lambda n: (-n.total_ns, n.op))[:top]
     peaks: dict[str, int] = {}
-    memory = built.systems.get(MEMORY)
+    memory = built.systems.get(layout.MEMORY_ID)
     if memory is not None:
-        names = _names(memory, "Memory")
+        names = _names(memory, layout.MEMORY)
         for path, intervals in memory.items():
-            if len(path) == 3 and path[0] == "Memory" and path[2] == "bytes_in_use":
+            if len(path) == 3 and path[0] == layout.MEMORY and path[2] == layout.BYTES_IN_USE:
                 values = [int(i.value.value) for i in intervals if i.value is not None]
                 if values:
                     peaks[names.get(path[1], path[1])] = max(values)

@@ -1,8 +1,9 @@
 """View-models of the generated Trace Compass analyses, built from the event catalogue.
 
-Templates only loop and print: every id, label, event name and field name they use comes from
-here, and event and field names come from ``tracer.schema``, so a renamed field breaks the build
-(jinja2's StrictUndefined), not Trace Compass at load time.
+Templates only loop and print: every id, label, event name, field name and attribute path they
+use comes from here. Event and field names come from ``tracer.schema``, so a renamed field breaks
+the build (jinja2's StrictUndefined), not Trace Compass at load time; analysis ids and attribute
+paths come from ``tc_analyses.engine.layout``, which the headless summary reads them back with.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tc_analyses.engine import layout
 from tracer import schema
 
 GENERATOR_VERSION = 1
 GENERIC_CTF = "org.eclipse.linuxtools.tmf.ui.type.ctf"
 EXPERIMENT = "org.eclipse.linuxtools.tmf.core.experiment.generic"
-ID_PREFIX = "org.dfcompass"
 LTTNG_SCHED_SWITCH = "sched_switch"  # LTTng kernel: prev_tid, next_tid, CPU from the stream
 
 # Runtime calls that put work on a GPU queue: they count in the queue depth until it starts.
@@ -30,6 +31,12 @@ LAUNCH_APIS = (
 def events() -> dict[str, dict[str, Any]]:
     """short name -> {"name": "dfc:...", "f": {field: field}}: the catalogue as templates see it."""
     return {c.short: {"name": c.name, "f": {f.name: f.name for f in c.fields}} for c in schema.CATALOGUE}
+
+
+def paths() -> dict[str, str]:
+    """The attribute path segments and state values the templates write (``paths.DEVICES``...), from
+    :mod:`tc_analyses.engine.layout`, which the summary reads them back with."""
+    return layout.names()
 
 
 @dataclass(frozen=True)
@@ -165,43 +172,43 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
     )
     gpu_classes = frozenset({"kernel_begin", "memcpy_begin", "memset_begin"})
     patterns = (
-        Pattern(f"{ID_PREFIX}.latency.node", "node", "dfcompass: node duration" + suffix, "Node duration",
+        Pattern(layout.NODE_LATENCY_ID, "node", "dfcompass: node duration" + suffix, "Node duration",
                 "Node duration: dfc:node_begin to the dfc:node_end of the same node_id, named by op.",
                 c["node_begin"].name, (c["node_end"].name,), "node_id", "op", classes=frozenset({"node_begin"})),
-        Pattern(f"{ID_PREFIX}.latency.kernel", "kernel", "dfcompass: kernel duration" + suffix, "Kernel duration",
+        Pattern(layout.KERNEL_LATENCY_ID, "kernel", "dfcompass: kernel duration" + suffix, "Kernel duration",
                 "Kernel duration: dfc:kernel_begin to dfc:kernel_end of the same correlation id, named by kernel.",
                 c["kernel_begin"].name, (c["kernel_end"].name,), "correlation_id", "name",
                 classes=frozenset({"kernel_begin"})),
-        Pattern(f"{ID_PREFIX}.latency.launch", "launch", "dfcompass: launch to start" + suffix, "Launch to start",
+        Pattern(layout.LAUNCH_LATENCY_ID, "launch", "dfcompass: launch to start" + suffix, "Launch to start",
                 "Launch-to-start delay: a launch API call (dfc:api_enter) to the start of the GPU activity "
                 "with the same correlation id, named by the API.",
                 c["api_enter"].name, (c["kernel_begin"].name, c["memcpy_begin"].name, c["memset_begin"].name),
                 "correlation_id", "name", StartFilter("name", LAUNCH_APIS),
                 classes=frozenset({"api_enter"}), any_of=gpu_classes),
-        Pattern(f"{ID_PREFIX}.latency.transfer", "transfer", "dfcompass: transfer duration" + suffix,
+        Pattern(layout.TRANSFER_LATENCY_ID, "transfer", "dfcompass: transfer duration" + suffix,
                 "Transfer duration",
                 "Transfer duration: dfc:memcpy_begin to dfc:memcpy_end of the same correlation id, named by kind.",
                 c["memcpy_begin"].name, (c["memcpy_end"].name,), "correlation_id", "copy_kind",
                 classes=frozenset({"memcpy_begin"})),
     )
     analyses = [
-        Analysis("dataflow", "dataflow.xml.j2", f"{ID_PREFIX}.dataflow", "dfcompass: dataflow nodes" + suffix,
+        Analysis("dataflow", "dataflow.xml.j2", layout.DATAFLOW_ID, "dfcompass: dataflow nodes" + suffix,
                  "Dataflow nodes by device and thread" + suffix, frozenset({"node_begin"}),
                  devices=_device_vms(facts, gpu_only=False)),
-        Analysis("gpu", "gpu.xml.j2", f"{ID_PREFIX}.gpu", "dfcompass: GPU queues" + suffix,
+        Analysis("gpu", "gpu.xml.j2", layout.GPU_ID, "dfcompass: GPU queues" + suffix,
                  "GPU queues" + suffix, gpu_classes, devices=_device_vms(facts, gpu_only=True),
                  activities=activities, launch_events=(events()["api_enter"],), launch_apis=LAUNCH_APIS),
-        Analysis("api", "api.xml.j2", f"{ID_PREFIX}.api", "dfcompass: runtime API calls" + suffix,
+        Analysis("api", "api.xml.j2", layout.API_ID, "dfcompass: runtime API calls" + suffix,
                  "Runtime API calls by thread" + suffix, frozenset({"api_enter"})),
-        Analysis("memory", "memory.xml.j2", f"{ID_PREFIX}.memory", "dfcompass: memory" + suffix,
+        Analysis("memory", "memory.xml.j2", layout.MEMORY_ID, "dfcompass: memory" + suffix,
                  "Memory in use" + suffix, frozenset({"mem_alloc", "mem_free"}),
                  devices=_device_vms(facts, only=facts.memory_devices if facts else None),
                  events=tuple(events()[name] for name in ("mem_alloc", "mem_free"))),
-        Analysis("experiment", "experiment.xml.j2", f"{ID_PREFIX}.experiment",
+        Analysis("experiment", "experiment.xml.j2", layout.EXPERIMENT_ID,
                  "dfcompass: dataflow threads on CPUs (with an LTTng kernel trace)" + suffix,
                  "Dataflow threads on and off CPU" + suffix, frozenset({"node_begin"}),
                  trace_types=(EXPERIMENT,), sched_switch=LTTNG_SCHED_SWITCH),
-        Analysis("latency", "latency.xml.j2", f"{ID_PREFIX}.latency", "dfcompass: latency patterns" + suffix,
+        Analysis("latency", "latency.xml.j2", layout.LATENCY_ID, "dfcompass: latency patterns" + suffix,
                  "", frozenset(), patterns=patterns),
     ]
     if facts is None:

@@ -47,10 +47,10 @@ def render_xml(facts: model.TraceFacts | None = None) -> dict[str, bytes]:
     """File name -> XML bytes, for every analysis the catalogue (or the trace) calls for."""
     env = environment()
     meta, analyses = model.build(facts)
-    events = model.events()
+    events, paths = model.events(), model.paths()
     files = {}
     for analysis in analyses:
-        text = env.get_template(analysis.template).render(m=meta, a=analysis, ev=events)
+        text = env.get_template(analysis.template).render(m=meta, a=analysis, ev=events, paths=paths)
         files[f"{analysis.name}.xml"] = _tidy(text, analysis.template)
     return files
 
