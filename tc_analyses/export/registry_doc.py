@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from tc_analyses.export.schema_doc import replace_section
 from tc_analyses.registry import ANALYSES, NEEDED, USED
 from tracer import schema
 
@@ -47,10 +48,4 @@ def render_analyses() -> str:
 
 def replace_analyses(document: str) -> str:
     """`document` with its generated section replaced by the current registry."""
-    head, sep, rest = document.partition(BEGIN)
-    if not sep:
-        raise ValueError("the document has no generated analyses section")
-    _, sep, tail = rest.partition(END)
-    if not sep:
-        raise ValueError("the generated analyses section is not closed")
-    return head + render_analyses() + tail
+    return replace_section(document, BEGIN, END, render_analyses())

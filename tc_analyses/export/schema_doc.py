@@ -25,10 +25,16 @@ def render_catalogue() -> str:
 
 def replace_catalogue(document: str) -> str:
     """`document` with its generated section replaced by the current catalogue."""
-    head, sep, rest = document.partition(BEGIN)
+    return replace_section(document, BEGIN, END, render_catalogue())
+
+
+def replace_section(document: str, begin: str, end: str, section: str) -> str:
+    """`document` with the part from the line `begin` to the line `end` replaced by `section`
+    (which starts with `begin` and ends with `end`)."""
+    head, sep, rest = document.partition(begin)
     if not sep:
-        raise ValueError("the document has no generated catalogue section")
-    _, sep, tail = rest.partition(END)
+        raise ValueError(f"the document has no generated section ({begin})")
+    _, sep, tail = rest.partition(end)
     if not sep:
-        raise ValueError("the generated catalogue section is not closed")
-    return head + render_catalogue() + tail
+        raise ValueError(f"the generated section is not closed ({end})")
+    return head + section + tail
