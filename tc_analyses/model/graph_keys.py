@@ -15,7 +15,6 @@ class EdgeKind(enum.Enum):
     """What an edge of the computation graph stands for."""
 
     DATA = "data"  # a tensor flows between two nodes on the same device
-    SYNC = "sync"  # an ordering constraint without data (reserved: not built yet)
     TRANSFER = "transfer"  # a tensor flows between nodes on different devices: a copy
 
 
@@ -44,8 +43,3 @@ DST_DEVICE: Final = "dst_device"  # device name of the consumer
 EXECUTION_NODES: Final = "execution_nodes"  # dict[int, node]: execution node_id -> graph node
 CROSS_STEP_EDGES: Final = "cross_step_edges"  # list[dict]: edges between steps, kept out of the DAG
 SOURCE: Final = "source"  # str: path of the trace the graph was built from
-
-NODE_KEYS: Final = (OP, NAME, DEVICE, OCCURRENCE, EXECUTIONS, DURATIONS_NS, MEAN_NS, MIN_NS, MAX_NS, MEASURED,
-                    INPUT_SHAPES, INPUT_DTYPES)
-EDGE_KEYS: Final = (KIND, BYTES, COUNT, SRC_DEVICE, DST_DEVICE)
-GRAPH_KEYS: Final = (EXECUTION_NODES, CROSS_STEP_EDGES, SOURCE)

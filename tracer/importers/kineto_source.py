@@ -71,10 +71,6 @@ def describe(index: int, event: dict[str, Any]) -> str:
     return f"traceEvents[{index}] ({event.get('cat', event.get('ph', '?'))} {name!r})"
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
-
-
 def us_to_ns(value: Any) -> int | None:
     """Microseconds (int or Decimal) as integer ns, rounded half-even past the ns; None if not a number."""
     if isinstance(value, bool):

@@ -153,10 +153,6 @@ def _device_vms(facts: TraceFacts | None, gpu_only: bool = False, only: frozense
     return tuple(DeviceVM(str(i), f": {xml_text(name)}", f".dev{i}") for i, name in sorted(chosen))
 
 
-def _ident(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
-
-
 def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
     """The analyses to generate: all of them, or those a trace's events and devices call for."""
     c = {cls.short: cls for cls in schema.CATALOGUE}
