@@ -52,7 +52,7 @@ class FixedClock:
     def __post_init__(self) -> None:
         self._t = self.start - self.step
 
-    def now(self) -> int:  # type: ignore[override]
+    def now(self) -> int:
         self._t += self.step
         return self._t
 

@@ -91,7 +91,7 @@ def _producers_of(session: _session.Session) -> _Producers:
     found = session.dataflow
     if found is None:
         found = session.dataflow = _Producers()
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def nbytes_of(obj: Any) -> int:
@@ -198,7 +198,7 @@ def traced(op: str | None = None, *, name: str | None = None, device: str = "cpu
     """
 
     def wrap(func: F) -> F:
-        node_name: str = name or getattr(func, "__qualname__", None) or getattr(func, "__name__", "node")
+        node_name = str(name or getattr(func, "__qualname__", None) or getattr(func, "__name__", "node"))
         node_op = op or node_name
 
         @functools.wraps(func)

@@ -17,7 +17,7 @@ class _CallbackLoader(importlib.abc.Loader):
         self._callback = callback
 
     def create_module(self, spec: Any) -> ModuleType | None:
-        return self._loader.create_module(spec)  # type: ignore[no-any-return]
+        return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)

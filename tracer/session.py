@@ -210,7 +210,7 @@ class Session:
     # ------------------------------------------------------------------ threads and strings
     def _thread_state(self) -> _ThreadState:
         try:
-            return self._local.state  # type: ignore[no-any-return]
+            return self._local.state
         except AttributeError:
             state = _ThreadState(threading.get_native_id(), self._caps)
             self._local.state = state

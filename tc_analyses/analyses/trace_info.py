@@ -46,6 +46,7 @@ class TraceInfo:
 def run(path: str | os.PathLike[str], reader: Reader = "auto",
         progress: Callable[[int], None] | None = None) -> TraceInfo:
     """Summarise the trace at `path`. `progress` gets bytes read (fast) or events read (bt2)."""
+    path = Path(path)
     traces = find_traces(path)
     if len(traces) != 1 or traces[0] != Path(path):
         # A folder of traces (an LTTng session output, say): babeltrace2 reads them as one.

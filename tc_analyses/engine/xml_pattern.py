@@ -202,14 +202,19 @@ class Pattern(Compiler):
             found = self._actions[action_id] = self._action_body(self._action_elements[action_id])
         return found
 
+    def _change_step(self, change: Any) -> Callable[[Event, PatternStateSystem, _Scenario], None]:
+        def step(event: Event, ss: PatternStateSystem, scenario: _Scenario) -> None:
+            change(event, ss, self._queued)
+
+        return step
+
     def _action_body(self, element: Any) -> Callable[[Event, PatternStateSystem, _Scenario], None]:
         steps: list[Callable[[Event, PatternStateSystem, _Scenario], None]] = []
         for child in element:
             if not isinstance(child.tag, str):
                 continue
             if child.tag == "stateChange":
-                change = self._change(child)
-                steps.append(lambda e, ss, sc, change=change: change(e, ss, self._queued))
+                steps.append(self._change_step(self._change(child)))
             elif child.tag == "segment":
                 steps.append(self._segment_action(child))
             elif child.tag == "action":  # a nested action is compiled in place (compileNamedAction)

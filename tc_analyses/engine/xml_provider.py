@@ -230,7 +230,7 @@ class Compiler:
                     ss.attribute(tuple(out))
             return tuple(out[len(base):])
 
-        return resolve  # type: ignore[return-value]
+        return resolve
 
     def _segment(self, element: Any) -> Callable[[Event, StateSystem, Path_], "list[str] | None"]:
         kind, raw = element.get("type"), element.get("value")

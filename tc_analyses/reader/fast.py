@@ -71,8 +71,8 @@ class EventTable:
         if len(sids) and int(sids.max()) >= len(self.strings):
             padded = np.full(int(sids.max()) + 1, None, dtype=object)
             padded[: len(self.strings)] = self.strings
-            return padded[sids]  # type: ignore[no-any-return]
-        return self.strings[sids]  # type: ignore[no-any-return]
+            return padded[sids]
+        return self.strings[sids]
 
 
 @dataclass

@@ -19,10 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 from lxml import etree
 
-_Element = etree._Element
+_Element: TypeAlias = etree._Element  # lxml has no type hints here: Any to the checker
 # Elements whose `value` Trace Compass passes through its $definedValue substitution.
 _VALUE_TAGS = frozenset({"stateValue", "stateAttribute", "futureTime", "begin", "end", "duration", "segField"})
 _REGEX_CHARS = frozenset(".()[]{}+?|^$\\")

@@ -36,7 +36,7 @@ def environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())),
         undefined=jinja2.StrictUndefined,
-        autoescape=lambda name: bool(name) and name.endswith((".xml.j2", ".xml")),
+        autoescape=lambda name: name is not None and name.endswith((".xml.j2", ".xml")),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
