@@ -11,12 +11,13 @@ OUT ?= demo-out
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: help setup apt venv demo test bench clean
+.PHONY: help setup apt venv demo test test-fast bench clean
 
 help:
-	@echo "make demo   - set up, record the embedded workload, print its summary"
-	@echo "make test   - set up, run the test suite"
-	@echo "make bench  - set up, run the benchmarks (ratios side by side)"
+	@echo "make demo      - set up, record the embedded workload, print its summary"
+	@echo "make test      - set up, run the whole test suite (what CI runs)"
+	@echo "make test-fast - set up, run the tests not marked slow or torch (under a minute)"
+	@echo "make bench     - set up, run the benchmarks (ratios side by side)"
 
 setup: apt $(STAMP)
 
@@ -53,6 +54,10 @@ demo: setup
 
 test: setup
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# The markers (slow, torch, shared) are declared in pyproject.toml; docs/architecture.md lists them.
+test-fast: setup
+	$(VPY) -m pytest -m "not slow and not torch" $(PYTEST_ARGS)
 
 bench: setup
 	$(VPY) bench/run.py

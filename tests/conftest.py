@@ -23,8 +23,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "instead of comparing with them.")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes a few seconds (real traces)")
+# Fixtures that read ../shared: a test using one, directly or through another fixture, is marked
+# `shared` (the markers are declared in pyproject.toml). Tests reaching ../shared another way carry
+# the mark by hand.
+SHARED_FIXTURES = frozenset({"shared_dir", "tc_xsd"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects, so `-m shared` and `-m "not shared"` see the mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.shared)
 
 
 # Property tests run the same examples every time and write no example database into the repo.

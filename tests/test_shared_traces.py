@@ -12,11 +12,11 @@ import pytest
 from tc_analyses.analyses import trace_info
 from tests.helpers import requires_bt2
 
-pytestmark = [pytest.mark.shared, pytest.mark.bt2, requires_bt2]
+pytestmark = [pytest.mark.shared, requires_bt2]
 
 TRACES = [
     pytest.param("many-threads", 240_644, 8, marks=pytest.mark.slow, id="many-threads-slow"),
-    pytest.param("ros2", 99_338, 8, id="ros2"),
+    pytest.param("ros2", 99_338, 8, marks=pytest.mark.slow, id="ros2"),
     pytest.param("context-switches-ust", 3_934, 1, id="context-switches-ust"),
     pytest.param("ust-tracef-local", 5_602, 2, id="ust-tracef-local"),
 ]
@@ -58,6 +58,7 @@ def test_ust_tracef_local_classes(lttng: Path) -> None:
     assert 33_000_000 < info.duration_ns < 34_000_000  # 0.03336 s
 
 
+@pytest.mark.slow
 def test_ros2_main_counts(lttng: Path) -> None:
     per_class = _info(lttng / "ros2").events_per_class
     assert len(per_class) == 30

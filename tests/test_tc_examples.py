@@ -24,6 +24,8 @@ from tc_analyses.engine.xml_pattern import Pattern, load_patterns
 from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError, load_providers
 from tests.helpers import SHARED_DIR
 
+pytestmark = pytest.mark.shared  # ../shared/tracecompass/examples, through the `examples` fixture
+
 Intervals = list[tuple[int, int, Any]]
 
 

@@ -279,7 +279,6 @@ def _idle_us(activity: Activity) -> dict[int, tuple[float, ...]]:
     return {q.queue: tuple(v / 1000 for v in (q.host_wait_ns, q.kernel_wait_ns, q.other_ns)) for q in queues}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in HTA if "sampled" in n])
 def test_hta_crosscheck_whole_us_traces(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, name: str) -> None:
     # Whole-µs stamps, no cuda_sync: our ns are HTA's µs times 1000, so the numbers are equal.
@@ -307,7 +306,6 @@ def test_hta_crosscheck_ns_trace(shared_dir: Path, tmp_path_factory: pytest.Temp
     assert compute_us > temporal[1]
 
 
-@pytest.mark.slow
 def test_hta_crosscheck_cuda_sync(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     name = "hta-simple-add/benchmark_result_493459_1694039959_trace.json.gz"
     activity, _ = _imported(shared_dir, tmp_path_factory, name)

@@ -245,7 +245,6 @@ def test_direction_is_the_first_word(value: str, direction: str, host: str) -> N
     assert (direction_of(value), host_memory_of(value)) == (direction, host)
 
 
-@pytest.mark.slow
 def test_kineto_trace_pageable_and_pinned(shared_dir: Path, tmp_path: Path) -> None:
     from tracer.importers import import_kineto
 

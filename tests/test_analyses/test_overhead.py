@@ -256,6 +256,7 @@ def test_text_report(result: OverheadResult) -> None:
     assert lines.index("findings:") < len(lines) - 4
 
 
+@pytest.mark.slow
 def test_plots_are_written_and_deterministic(result: OverheadResult, tmp_path: Path) -> None:
     traj = overhead_trajectory([("8", _at(result, 0.5)), ("16", _at(result, 1.5))])
     for write, stem in ((lambda d: write_overhead_plot(result, d), "overhead"),

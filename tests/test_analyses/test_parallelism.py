@@ -247,6 +247,8 @@ def test_gpu_plan(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # End to end on a real PyTorch CPU trace.
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_torch_branchy_model(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from tracer.torch_source import TorchRecorder

@@ -108,6 +108,7 @@ def test_cli_text_and_json(trace: Path, cli: Callable[..., Any]) -> None:
     assert bad.exit_code == 2 and "unknown device model" in bad.stderr
 
 
+@pytest.mark.slow
 def test_plot_files_are_written_and_deterministic(trace: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
     r = cli("roofline", trace, "--device", "A100", "-o", tmp_path / "out")
     assert r.exit_code == 0, r.stderr
@@ -138,6 +139,7 @@ def test_measure_peaks_writes_the_cache(tmp_path: Path, monkeypatch: pytest.Monk
     assert cached == {"fp32_flops": peaks.fp32_flops, "bandwidth": peaks.bandwidth}
 
 
+@pytest.mark.slow
 def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
     from lxml import html
 

@@ -91,6 +91,7 @@ def test_plot_is_deterministic(tmp_path: Path) -> None:
     assert first == second and first[0].startswith(b"\x89PNG") and b"<svg" in first[1]
 
 
+@pytest.mark.slow
 def test_cli_trajectory(tmp_path: Path, cli: Callable[..., Any]) -> None:
     a, b = _mm_trace(tmp_path / "bs4", 4, 64, 64, 800), _mm_trace(tmp_path / "bs16", 16, 64, 64, 1000)
     result = cli("roofline", str(b), str(a), "--labels", "16,4", "--format", "json", "-o", str(tmp_path / "out"))

@@ -36,6 +36,7 @@ def test_every_subcommand_needs_its_arguments(cli: Callable[..., Any]) -> None:
         assert "Usage:" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_help_and_version_as_a_subprocess(dfcompass_exe: list[str]) -> None:
     done = subprocess.run([*dfcompass_exe, "--help"], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert done.returncode == 0 and "Commands:" in done.stdout

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 from tc_analyses.reader.fast import read_trace
 from tests.helpers import check_packets, check_string_defs, subprocess_env
 
@@ -64,6 +66,7 @@ def test_exit_code_is_passed_through_and_trace_kept(tmp_path: Path, dfcompass_ex
     assert len(read_trace(out).table("node_begin")) == 7
 
 
+@pytest.mark.slow
 def test_existing_trace_needs_overwrite(tmp_path: Path, dfcompass_exe: list[str]) -> None:
     out = tmp_path / "trace"
     script = str(_script(tmp_path))
@@ -125,6 +128,7 @@ def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
     check_string_defs(trace)
 
 
+@pytest.mark.slow
 def test_demo_with_default_steps(tmp_path: Path, dfcompass_exe: list[str]) -> None:
     done = subprocess.run([*dfcompass_exe, "demo", "-o", str(tmp_path / "tmp"), "--workload", "pipeline"],
                           capture_output=True, text=True,

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tracer.builder import TraceBuilder
 
 ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
@@ -55,6 +57,7 @@ def test_analyze_writes_plots(cli: Any, tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["memory.png", "memory.svg"]
 
 
+@pytest.mark.slow
 def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Path) -> None:
     from lxml import html
 

@@ -110,6 +110,7 @@ def _hostile_trace(path: Path) -> Path:
     return path
 
 
+@pytest.mark.shared
 def test_hostile_names_give_valid_analyses(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     trace = _hostile_trace(tmp_path / HOSTILE_DIR)
     out = tmp_path / "out"

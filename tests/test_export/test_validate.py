@@ -131,6 +131,7 @@ def test_generated_files_pass_the_xsd_and_the_lint(trace: Path | None, tmp_path:
     assert check_files(paths, tc_xsd) == []
 
 
+@pytest.mark.torch
 def test_analyses_of_a_torch_recorded_trace_pass_the_xsd_and_the_lint(tmp_path: Path, tc_xsd: Path) -> None:
     torch = pytest.importorskip("torch")
     from tracer.torch_source import TorchRecorder

@@ -114,6 +114,7 @@ def test_cross_step_edges_stay_out_of_the_dag(tmp_path: Path) -> None:
                                             K.BYTES: 64, K.COUNT: 1, K.SRC_DEVICE: "cpu", K.DST_DEVICE: "cpu"}]
 
 
+@pytest.mark.torch
 def test_torch_branchy_model_aggregates_steps(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from tracer.torch_source import TorchRecorder

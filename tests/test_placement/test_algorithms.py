@@ -149,6 +149,7 @@ def test_milp_matches_brute_force(seed: int) -> None:
     assert res.placement.makespan_ns <= heft(p).makespan_ns
 
 
+@pytest.mark.slow
 def test_milp_on_generated_small_graphs_beats_or_equals_heuristics() -> None:
     for seed in range(3):
         p = generate.random_layered(10, 3, seed)
@@ -175,6 +176,7 @@ def test_generators_are_deterministic_and_valid() -> None:
     assert len(generate.series_parallel(30, 2, 0).tasks) == 30
 
 
+@pytest.mark.slow
 def test_two_host_case_naive_split_is_worse() -> None:
     p, naive = generate.two_host_case()
     naive_ms = _schedule(p, naive).makespan_ns

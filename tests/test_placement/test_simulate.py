@@ -99,6 +99,7 @@ def test_replay_all_classes_within_5_percent() -> None:
     assert _relative_error(ALL_CLASSES, "cpu,cuda:0=H100") <= 0.05
 
 
+@pytest.mark.torch
 def test_replay_torch_trace_within_5_percent(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from tracer.torch_source import TorchRecorder

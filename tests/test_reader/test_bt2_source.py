@@ -37,8 +37,6 @@ THREADS = 8
 NODES_PER_THREAD = 700
 PACKET = 1024
 
-pytestmark = [pytest.mark.bt2]
-
 
 def _record_everything(session: Session) -> None:
     s = session
@@ -136,6 +134,7 @@ def test_babeltrace2_dummy_output_accepts_the_trace(big_trace: Path) -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.slow
 @requires_bt2
 def test_bt2_yields_the_same_events_as_the_fast_reader(big_trace: Path, fast_trace: Any) -> None:
     fast_events = canonical_fast(fast_trace)

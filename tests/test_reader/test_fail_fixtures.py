@@ -54,6 +54,7 @@ def test_info_in_process(good_trace: Path, case: str, cli: Callable[..., Any]) -
     _check_message(result.stderr, result.stdout, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_info_subprocess(good_trace: Path, case: str, dfcompass_exe: list[str]) -> None:
     expected = CASES[case](good_trace)

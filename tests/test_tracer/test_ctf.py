@@ -55,6 +55,7 @@ def class_rows(draw: Any) -> tuple[schema.EventClass, str, list[tuple[int, ...]]
     strings=st.lists(ANY_TEXT, max_size=12),
     packet_size=st.sampled_from([1, 64, 200, 1024, 65536]),
 )
+@pytest.mark.slow
 def test_written_rows_read_back_equal(streams: list[Any], strings: list[str], packet_size: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
 
 from tc_analyses.reader import read_trace  # noqa: E402
@@ -31,6 +32,7 @@ def _record(tmp_path: Path, *env: str) -> tuple[subprocess.CompletedProcess[str]
     return subprocess.run(command, capture_output=True, text=True, timeout=120), out
 
 
+@pytest.mark.slow
 def test_record_traces_torch_ops_and_edges_without_code_change(tmp_path: Path) -> None:
     done, out = _record(tmp_path)
     assert done.returncode == 0, done.stderr
@@ -48,6 +50,7 @@ def test_record_traces_torch_ops_and_edges_without_code_change(tmp_path: Path) -
     assert len(trace.table("mem_alloc")) > 0
 
 
+@pytest.mark.slow
 def test_dfcompass_torch_0_turns_the_torch_source_off(tmp_path: Path) -> None:
     done, out = _record(tmp_path, "DFCOMPASS_TORCH=0")
     assert done.returncode == 0, done.stderr

@@ -13,6 +13,7 @@ import pytest
 from tc_analyses.reader.fast import read_trace
 from tests.helpers import check_packets, check_string_defs, subprocess_env
 
+pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("tracer.workloads.torch_models")
 
@@ -110,6 +111,7 @@ def test_record_writes_steps_ops_edges_and_memory(tmp_path: Path) -> None:
     check_string_defs(trace)
 
 
+@pytest.mark.slow
 def test_main_refuses_an_existing_trace_without_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "trace"
     command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(out),
@@ -124,6 +126,7 @@ def test_main_refuses_an_existing_trace_without_overwrite(tmp_path: Path) -> Non
 
 
 # ---------------------------------------------------------------------------- dfcompass demo
+@pytest.mark.slow
 def test_demo_records_the_torch_workload(tmp_path: Path, cli: Callable[..., Any]) -> None:
     out = tmp_path / "tmp"
     result = cli("demo", "-o", out)
@@ -160,6 +163,7 @@ def test_demo_records_the_torch_workload(tmp_path: Path, cli: Callable[..., Any]
     assert json.loads((out / "info.json").read_text())["events_per_class"]["dfc:step_begin"] == 2 * 2 + 2 * 1
 
 
+@pytest.mark.slow
 def test_demo_command_line(tmp_path: Path, dfcompass_exe: list[str]) -> None:
     done = subprocess.run([*dfcompass_exe, "demo", "-o", str(tmp_path / "tmp")], capture_output=True, text=True,
                           env=subprocess_env(), timeout=120)
