@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -22,6 +22,7 @@ import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
 import seed_speed  # noqa: E402
+import startup  # noqa: E402
 import torch_overhead  # noqa: E402
 from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
 
@@ -165,6 +166,16 @@ def placement_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def startup_rows(r: dict[str, Any]) -> list[Row]:
+    c = r["cases"]
+    return [
+        ("dfcompass --help / python -c pass", _x(r["ratio_python"]), "what dfcompass adds to an interpreter start"),
+        ("dfcompass --help / babeltrace2 --help", _x(r["ratio_babeltrace2"]), ""),
+        ("dfcompass --help", f"{c['dfcompass --help']['best_s']:.3f} s", f"target < {r['target_s']:.1f} s"),
+        ("  verdict", verdict(r["pass"]), ""),
+    ]
+
+
 def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
     """Run one benchmark; on failure record the error and carry on with the others."""
     t0 = time.perf_counter()
@@ -180,7 +191,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -200,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("seed_speed", lambda: seed_speed.run(args.rounds or 3), results)
     if args.only in (None, "placement"):
         ok &= _run_one("placement", placement_bench.run, results)
+    if args.only in (None, "startup"):
+        ok &= _run_one("startup", lambda: startup.run(args.rounds or 7), results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
@@ -208,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
-                                ("placement", "Placement quality and speed", placement_rows)):
+                                ("placement", "Placement quality and speed", placement_rows),
+                                ("startup", "Command-line start-up", startup_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)
