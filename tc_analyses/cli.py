@@ -12,12 +12,12 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import IO, Any, Callable, Iterator, TypeVar
 
 import click
 
 from tc_analyses.errors import ConfigurationError, DfcompassError, TraceError
-from tc_analyses.registry import KEYS
+from tc_analyses.registry import KEYS, Param
 
 # Only click and the error classes load at start-up, so `dfcompass --help` answers at once; each
 # command imports what it uses.
@@ -76,7 +76,7 @@ def _trace_bytes(path: Path) -> int:
 class BadValue(click.BadParameter):
     """A bad option value: one line naming the option and the problem, exit code 2."""
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"dfcompass: error: {' '.join(self.format_message().split())}", err=True)
 
 
@@ -288,7 +288,7 @@ def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) 
 _KINDS: dict[str, Any] = {"str": str, "int": int, "float": float, "peaks-device": PEAKS_DEVICE}
 
 
-def _param_option(param: Any) -> Callable[[F], F]:
+def _param_option(param: Param) -> Callable[[F], F]:
     """The click option of a registry Param."""
     if param.kind == "flag":
         return click.option(param.flag, param.name, is_flag=True, help=param.help)
@@ -305,11 +305,11 @@ def _analysis_command(key: str) -> None:
 
     analysis = entry(key)
 
-    def command(traces: Any, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
+    def command(traces: tuple[Path, ...] | Path, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
                 **options: Any) -> None:
         from tc_analyses import app
 
-        paths = tuple(traces) if analysis.trajectory else (traces,)
+        paths = traces if isinstance(traces, tuple) else (traces,)
         ran = app.run_analysis(key, paths, options, output, labels, axis, _progress)
         click.echo(_json(ran.json) if fmt == "json" else ran.text, nl=False)
 
