@@ -39,8 +39,8 @@ from typing import Any, Callable, Iterable
 
 
 from tc_analyses.engine.state_system import StateSystem, Value
-from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, _force, _null_subtree, _typed,
-                                             analysis_elements, content_field, event_regex)
+from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, analysis_elements, content_field,
+                                             event_regex, force_type, null_subtree, typed_value)
 from tc_analyses.errors import DfcompassError
 
 PENDING, IN_PROGRESS, MATCHED, ABANDONED = 0, 1, 2, 3
@@ -271,7 +271,7 @@ class Pattern(Compiler):
                 if kind == "null" or got is None:  # segment content has no null values
                     continue
                 if kind is not None and kind != got.kind:
-                    got = _force(got, kind, element)
+                    got = force_type(got, kind, element)
                 content[field_name] = got.value  # type: ignore[union-attr]
             for alias in self._stored.values():  # stored fields, as the pre-2019 segment builder added them
                 stored = ss.ongoing(scenario.path + ("storedFields", alias))
@@ -374,7 +374,7 @@ class Pattern(Compiler):
                 self._action(action)(event, ss, scenario)
             if transition.save:  # fields missing from the event keep their stored value
                 for field_id, alias in self._stored.items():
-                    found = _typed(content_field(event[2], field_id))
+                    found = typed_value(content_field(event[2], field_id))
                     if found is not None:
                         ss.modify(scenario.path + ("storedFields", alias), found, ts)
             for action in transition.actions:
@@ -389,7 +389,7 @@ class Pattern(Compiler):
                 ss.modify(scenario.path + ("startTime",), Value("long", ts), ts)
             if fsm.is_final(transition.target):  # matched: the slot is recycled (its subtree nulled)
                 scenario.status = MATCHED
-                _null_subtree(ss, scenario.path, ts)
+                null_subtree(ss, scenario.path, ts)
                 fsm.free.append(scenario.index)
             scenario.state = transition.target
             self._update(scenario, ss, ts)

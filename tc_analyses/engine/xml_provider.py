@@ -70,7 +70,7 @@ def field_value(event: Event, name: str) -> Any:
     return None
 
 
-def _typed(raw: Any) -> Value | None:
+def typed_value(raw: Any) -> Value | None:
     """A CTF field value as Trace Compass types it: integers are Long, strings String."""
     if raw is None:
         return None
@@ -93,7 +93,7 @@ def _wrap(number: int, bits: int) -> int:
     return number - (1 << bits) if number >= 1 << (bits - 1) else number
 
 
-def _force(value: Value | None, kind: str | None, element: Any) -> Value | None:
+def force_type(value: Value | None, kind: str | None, element: Any) -> Value | None:
     """forcedType: Integer.parseInt / Long.parseLong / Double.parseDouble for strings (a failure
     fails the analysis), narrowing or truncation for numbers, toString for strings."""
     if value is None or kind is None or value.kind == kind:
@@ -240,7 +240,7 @@ class Compiler:
                 return lambda e, ss, prefix: list(getattr(ss, "scenario_path", ()))
             return lambda e, ss, prefix: [text]
         if kind == "eventField":
-            return lambda e, ss, prefix: None if (v := _typed(field_value(e, raw))) is None else [str(v)]
+            return lambda e, ss, prefix: None if (v := typed_value(field_value(e, raw))) is None else [str(v)]
         if kind == "eventName":
             return lambda e, ss, prefix: [e[0]]
         if kind == "null":
@@ -285,7 +285,7 @@ class Compiler:
             got = base(event, ss)
             if mapping is not None:
                 got = mapping(event, ss, got)
-            return _force(got, forced, element)
+            return force_type(got, forced, element)
 
         return value
 
@@ -304,7 +304,7 @@ class Compiler:
         if kind in ("null", "delete"):
             return lambda e, ss: None
         if kind == "eventField":
-            return lambda e, ss: _typed(field_value(e, raw or ""))
+            return lambda e, ss: typed_value(field_value(e, raw or ""))
         if kind == "eventName":
             return lambda e, ss: Value("string", e[0])
         if kind in ("query", "peek"):
@@ -346,7 +346,7 @@ class Compiler:
         attributes = element.findall("stateAttribute")
         if field is not None:
             name = field.get("name")
-            first: ValueFn = lambda e, ss: _typed(field_value(e, name))  # noqa: E731
+            first: ValueFn = lambda e, ss: typed_value(field_value(e, name))  # noqa: E731
         elif attributes:
             path = self._path(attributes)
             first = lambda e, ss: None if (p := path(e, ss)) is None else ss.ongoing(p)  # noqa: E731
@@ -424,7 +424,7 @@ def _stack(ss: StateSystem, path: Path_, action: str, value: Value | None, t: in
         ss.modify(path + (str(depth),), value, t)
     elif action in ("pop", "popAll"):
         for _ in range(depth if action == "popAll" else min(depth, 1)):
-            _null_subtree(ss, path + (str(depth),), t)
+            null_subtree(ss, path + (str(depth),), t)
             depth -= 1
             ss.modify(path, Value("int", depth) if depth else None, t)
     else:
@@ -454,7 +454,7 @@ def event_regex(element: Any, text: str) -> re.Pattern[str]:
         raise XmlAnalysisError(element, f"event name {text!r} is not a valid regex: {exc}") from None
 
 
-def _null_subtree(ss: StateSystem, path: Path_, t: int) -> None:
+def null_subtree(ss: StateSystem, path: Path_, t: int) -> None:
     """StateSystem.removeAttribute: the attribute and everything below it become null at t."""
     for candidate in ss.subtree(path):
         ss.modify(candidate, None, t)
