@@ -148,13 +148,13 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     graph = trace = None
     if input_path.is_dir():
         inputs = inputs if inputs is not None else TraceInputs(input_path)
-        problem = problem_from_trace(inputs.trace, inputs.graph, parsed)
+        problem = problem_from_trace(inputs.activity, inputs.graph, parsed)
         graph, trace = inputs.graph, inputs.trace
     elif input_path.is_file():
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, trace)
+    result, predicted = recommend(problem, str(input_path), graph, inputs.activity if inputs is not None else None)
     output.mkdir(parents=True, exist_ok=True)
     (output / "plan.json").write_text(reports.to_json(result))
     text = reports.placement_text(result)

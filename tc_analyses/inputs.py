@@ -96,7 +96,7 @@ class TraceInputs:
         """The computation graph (nodes folded across steps, tensor edges)."""
         from tc_analyses.model.graph import build_graph
 
-        return build_graph(self.trace)
+        return build_graph(self.trace, self.activity)
 
     @cached_property
     def facts(self) -> TraceFacts:

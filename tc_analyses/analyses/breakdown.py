@@ -40,7 +40,8 @@ import numpy as np
 
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun, merge_intervals
+from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun
+from tc_analyses.model.intervals import union_ns
 from tc_analyses.reader.fast import DfcTrace
 
 if TYPE_CHECKING:
@@ -163,11 +164,7 @@ def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> 
 
 
 def _union(ops: Sequence[GpuOp]) -> int:
-    if not ops:
-        return 0
-    s, e = merge_intervals(np.fromiter((o.start for o in ops), np.int64, len(ops)),
-                           np.fromiter((o.end for o in ops), np.int64, len(ops)))
-    return int((e - s).sum())
+    return union_ns([o.start for o in ops], [o.end for o in ops])
 
 
 def _pct(part: int, whole: int) -> float:

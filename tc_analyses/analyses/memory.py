@@ -27,7 +27,7 @@ import itertools
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
@@ -157,9 +157,9 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
     dfc = trace if isinstance(trace, DfcTrace) else read_trace(trace)
     activity = activity if activity is not None else read_activity(dfc)
     path = str(dfc.path)
-    events = _memory_events(dfc, activity.devices)
+    events = _memory_events(dfc, activity)
     copies = [g for g in activity.gpu if g.kind == "memcpy"]
-    edges = _cross_device_edges(dfc, activity.devices)
+    edges = _cross_device_edges(dfc, activity)
     if not events and not copies and not edges:
         raise AnalysisUnavailable(f"{path}: no memory events (dfc:mem_alloc/dfc:mem_free), copies "
                                   "(dfc:memcpy_begin) or cross-device tensor edges to analyse")
@@ -173,7 +173,8 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
     tensors = _repeated_tensors(edges)
     per = max(steps.count, 1)
     tensor_bytes = sum(t.wasted_bytes for t in tensors) / per
-    tensor_ns = _estimated_ns(tensors, copies)
+    is_host = _host_test(activity)
+    tensor_ns = _estimated_ns(tensors, copies, is_host)
     uploads = _repeated_uploads(activity, copies, steps)
     result = MemoryResult(
         trace=path, start_ns=activity.span[0], steps=steps.count, peaks=peaks, churn=churn,
@@ -181,7 +182,7 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
         tensor_wasted_ns_per_step=None if tensor_ns is None else tensor_ns / per,
         repeated_uploads=uploads, upload_wasted_bytes_per_step=sum(u.bytes_per_step for u in uploads),
         upload_wasted_ns_per_step=sum(u.ns_per_step for u in uploads), copy_kinds=kinds, findings=())
-    return replace(result, findings=_findings(result))
+    return replace(result, findings=_findings(result, is_host))
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -190,23 +191,23 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
 _Row = tuple[int, int, int, int, int]
 
 
-def _memory_events(trace: DfcTrace, devices: dict[int, str]) -> dict[str, list[_Row]]:
+def _memory_events(trace: DfcTrace, activity: Activity) -> dict[str, list[_Row]]:
     per_device: dict[str, list[_Row]] = defaultdict(list)
     for is_alloc, name in ((1, "mem_alloc"), (0, "mem_free")):
         table = trace.table(name)
         for ts, dev, addr, nbytes, in_use in zip(table["timestamp"].tolist(), table["device"].tolist(),
                                                  table["addr"].tolist(), table["bytes"].tolist(),
                                                  table["bytes_in_use"].tolist()):
-            per_device[devices.get(dev, f"device{dev}")].append((ts, is_alloc, addr, nbytes, in_use))
+            per_device[activity.device(dev).name].append((ts, is_alloc, addr, nbytes, in_use))
     for rows in per_device.values():
         rows.sort()  # by time; at the same time frees first, so an address can be reused at once
     return dict(per_device)
 
 
-def _cross_device_edges(trace: DfcTrace, devices: dict[int, str]) -> list[tuple[int, int, str, str, int]]:
+def _cross_device_edges(trace: DfcTrace, activity: Activity) -> list[tuple[int, int, str, str, int]]:
     """(timestamp, tensor_id, src device, dst device, bytes) of edges between two devices."""
     table = trace.table("tensor_edge")
-    return [(ts, tensor, devices.get(s, f"device{s}"), devices.get(d, f"device{d}"), nbytes)
+    return [(ts, tensor, activity.device(s).name, activity.device(d).name, nbytes)
             for ts, tensor, s, d, nbytes in zip(table["timestamp"].tolist(), table["tensor_id"].tolist(),
                                                 table["src_device"].tolist(), table["dst_device"].tolist(),
                                                 table["bytes"].tolist()) if s != d]
@@ -351,11 +352,13 @@ def _repeated_tensors(edges: list[tuple[int, int, str, str, int]]) -> tuple[Repe
     return tuple(sorted(found, key=lambda t: (-t.wasted_bytes, t.tensor_id, t.dst_device)))
 
 
-def _is_host(device: str) -> bool:
-    return device.split(":")[0] == "cpu"
+def _host_test(activity: Activity) -> Callable[[str], bool]:
+    """device name -> whether it is a CPU (host memory), by the device's recorded kind."""
+    return lambda name: not activity.device_named(name).is_gpu
 
 
-def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: list[GpuOp]) -> float | None:
+def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: list[GpuOp], is_host: Callable[[str], bool]
+                  ) -> float | None:
     """Time of the extra moves at the trace's own bandwidth per direction; None if it has no copies."""
     if not tensors:
         return 0.0
@@ -365,7 +368,7 @@ def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: list[GpuOp]) -> f
         rate[direction_of(c.name)] = (b + c.bytes, ns + c.duration)
     total = 0.0
     for t in tensors:
-        kind = "HtoD" if _is_host(t.src_device) else "DtoH" if _is_host(t.dst_device) else "DtoD"
+        kind = "HtoD" if is_host(t.src_device) else "DtoH" if is_host(t.dst_device) else "DtoD"
         b, ns = rate.get(kind, (0, 0))
         if not b or not ns:
             return None
@@ -397,7 +400,7 @@ def _repeated_uploads(activity: Activity, copies: list[GpuOp], steps: _StepIndex
 
 # --- findings --------------------------------------------------------------------------------
 
-def _findings(r: MemoryResult) -> tuple[Finding, ...]:
+def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding, ...]:
     found: list[Finding] = []
     per = "per step" if r.steps else "in the trace"
     steps = max(r.steps, 1)
@@ -435,7 +438,7 @@ def _findings(r: MemoryResult) -> tuple[Finding, ...]:
             f"non_blocking=True) so the copy overlaps compute.")))
     for c in r.churn:
         if c.turnover >= CHURN_TURNOVER:
-            found.append(Finding("churn", 0, _churn_advice(c, r.steps)))
+            found.append(Finding("churn", 0, _churn_advice(c, r.steps, is_host(c.device))))
     for p in r.peaks:
         if p.peak_bytes and p.largest:
             blocks = ", ".join(f"{fmt_bytes(b.bytes)} from {b.node}" for b in p.largest[:3])
@@ -450,14 +453,14 @@ def _findings(r: MemoryResult) -> tuple[Finding, ...]:
     return tuple(sorted(found, key=lambda f: (-f.impact_ns, order[f.kind])))
 
 
-def _churn_advice(c: DeviceChurn, steps: int) -> str:
+def _churn_advice(c: DeviceChurn, steps: int, on_host: bool) -> str:
     if c.allocations_per_step is not None and c.bytes_per_step is not None:
         rate = f"{c.allocations_per_step:g} allocations and {fmt_bytes(c.bytes_per_step)} per step"
     else:
         rate = f"{c.allocations} allocations and {fmt_bytes(c.bytes_allocated)} in the trace"
     head = (f"{c.device}: {rate}, {c.turnover:.1f}x its peak, {c.short_lived_share:.0%} freed within "
             f"{fmt_ns(SHORT_LIVED_NS)}: the allocator recycles the same memory many times")
-    if _is_host(c.device):
+    if on_host:
         return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); every CPU "
                 "allocation goes to malloc, so a caching allocator (LD_PRELOAD jemalloc or tcmalloc) helps.")
     return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); keep the "

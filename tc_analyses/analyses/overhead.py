@@ -32,7 +32,8 @@ from tc_analyses.analyses.labels import label_number, order_runs
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
-from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun, clipped_union_ns
+from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun
+from tc_analyses.model.intervals import clipped_union_ns
 
 if TYPE_CHECKING:
     from tc_analyses.inputs import TraceInputs

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from tc_analyses.engine import layout
 from tc_analyses.engine.run import BuiltAnalyses
 from tc_analyses.engine.state_system import Interval, StateSystem
+from tc_analyses.model.intervals import union_ns
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,10 @@ def _time(intervals: list[Interval], busy: "callable") -> int:  # type: ignore[v
 
 
 def _union_time(interval_lists: list[list[Interval]]) -> int:
-    spans = sorted((i.start, i.end) for intervals in interval_lists for i in intervals
-                   if i.value is not None and int(i.value.value) > 0)
-    total, current_start, current_end = 0, None, None
-    for start, end in spans:
-        if current_end is None or start > current_end + 1:
-            if current_end is not None:
-                total += current_end - current_start + 1  # type: ignore[operator]
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start + 1  # type: ignore[operator]
-    return total
+    """Time covered by the intervals holding a positive value (state intervals are closed: [start, end])."""
+    spans = [(i.start, i.end + 1) for intervals in interval_lists for i in intervals
+             if i.value is not None and int(i.value.value) > 0]
+    return union_ns([s for s, _ in spans], [e for _, e in spans])
 
 
 def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
@@ -100,9 +92,12 @@ def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
         for path, intervals in dataflow.items():  # Devices/<d>/Threads/<t>/Node holds the stack depth
             if len(path) == 5 and (path[0], path[2], path[4]) == (layout.DEVICES, layout.THREADS, layout.NODE):
                 depth_by_device[path[1]].append(intervals)
+        # A GPU's busy time is its queues', not its host threads': the GPU analysis describes
+        # exactly the devices whose recorded kind is not cpu.
+        gpus = set(_names(gpu, layout.GPU)) if gpu is not None else set()
         for device, lists in sorted(depth_by_device.items()):
-            if names.get(device, "").startswith(("cuda", "gpu", "hip")) and gpu is not None:
-                continue  # a GPU's busy time is its queues', not its host threads'
+            if device in gpus:
+                continue
             busy.append(Busy(names.get(device, device), "", _union_time(lists), span))
     per_op: dict[str, list[int]] = defaultdict(list)
     for segment in built.segments.get(layout.NODE_LATENCY_ID, []):

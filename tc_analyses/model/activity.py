@@ -11,6 +11,11 @@ all need the same joins, so they are made once here:
 
 Intervals whose begin or end was not recorded (a truncated trace) are left out and counted in
 ``unpaired``. All times are nanoseconds on the trace clock.
+
+It is also the one place that names devices: :class:`Device` holds what ``dfc:device_info``
+recorded (name, kind, model), a device used but never described is named ``device<index>``,
+and :attr:`Device.is_gpu` tells CPUs from GPUs by the recorded kind. Interval unions are in
+:mod:`tc_analyses.model.intervals`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,61 @@ import numpy as np
 
 from tc_analyses.reader.fast import DfcTrace
 
-NO_STEP = 0xFFFFFFFF
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A device of the trace, as its ``dfc:device_info`` event describes it.
+
+    Parameters
+    ----------
+    index : int
+        The trace-local device index that events carry in their ``device`` fields.
+    name : str
+        The recorded name (``cpu``, ``cuda:0``), or ``device<index>`` when none was recorded.
+    kind : str
+        The recorded kind (``cpu``, ``cuda``...), empty when not recorded.
+    model : str
+        The recorded hardware model, empty when not known.
+
+    Examples
+    --------
+    >>> Device(1, "cuda:0", "cuda", "H100").is_gpu, Device(0, "cpu", "cpu", "").is_gpu
+    (True, False)
+    >>> Device.undescribed(3)
+    Device(index=3, name='device3', kind='', model='')
+    """
+
+    index: int
+    name: str
+    kind: str = ""
+    model: str = ""
+
+    @classmethod
+    def undescribed(cls, index: int, name: str = "") -> Device:
+        """The device `index` when the trace did not describe it (or gave it no name)."""
+        return cls(index, name or f"device{index}")
+
+    @classmethod
+    def named(cls, name: str) -> Device:
+        """A device known only by its name (a graph node's ``device`` attribute, say); kind unknown."""
+        return cls(-1, name)
+
+    @property
+    def is_gpu(self) -> bool:
+        """Not a CPU: the recorded kind is not ``cpu``.
+
+        Without a recorded kind the name decides, read the way the recorder derives a kind from
+        it (the part before ``:``): ``cpu`` and ``cpu:N`` are CPUs, anything else is not.
+        """
+        return (self.kind or self.name.partition(":")[0]) != "cpu"
+
+
+def read_devices(trace: DfcTrace) -> dict[int, Device]:
+    """Index -> :class:`Device` of every device the trace describes (the last description wins)."""
+    table = trace.table("device_info")
+    return {index: Device(index, name or Device.undescribed(index).name, kind or "", model or "")
+            for index, name, kind, model in zip(table["device"].tolist(), table.text("name").tolist(),
+                                                 table.text("kind").tolist(), table.text("model").tolist())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +150,22 @@ class Activity:
     steps: list[StepRun]  # by start time
     api: list[ApiCall]  # by start time
     gpu: list[GpuOp]  # by start time
-    devices: dict[int, str]
+    devices: dict[int, Device]  # the devices the trace describes, by index
     unpaired: int = 0
     span: tuple[int, int] = (0, 0)  # first and last event time of the trace
     _launch: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def device(self, index: int) -> Device:
+        """The device of index `index`: as described, or :meth:`Device.undescribed`."""
+        found = self.devices.get(index)
+        return found if found is not None else Device.undescribed(index)
+
+    def device_named(self, name: str) -> Device:
+        """The described device called `name`, else :meth:`Device.named` (kind unknown)."""
+        for device in self.devices.values():
+            if device.name == name:
+                return device
+        return Device.named(name)
 
     def launch_index(self, op: GpuOp) -> int:
         """Index in :attr:`api` of the call that launched `op` (same correlation id), -1 if not recorded."""
@@ -110,7 +181,7 @@ class Activity:
 
 def read_activity(trace: DfcTrace) -> Activity:
     """Pair the begin/end events of `trace` into an :class:`Activity`."""
-    devices = _devices(trace)
+    devices = read_devices(trace)
     unpaired = 0
     nodes, lost = _nodes(trace, devices)
     unpaired += lost
@@ -126,12 +197,18 @@ def read_activity(trace: DfcTrace) -> Activity:
     return Activity(str(trace.path), nodes, steps, api, gpu, devices, unpaired, span)
 
 
-def _devices(trace: DfcTrace) -> dict[int, str]:
-    table = trace.table("device_info")
-    return {d: n or f"device{d}" for d, n in zip(table["device"].tolist(), table.text("name").tolist())}
+def _names(devices: dict[int, Device]) -> dict[int, str]:
+    """Index -> name of the described devices; others are named by :meth:`Device.undescribed`."""
+    return {i: d.name for i, d in devices.items()}
 
 
-def _nodes(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[NodeRun], int]:
+def _name(names: dict[int, str], index: int) -> str:
+    found = names.get(index)
+    return found if found is not None else Device.undescribed(index).name
+
+
+def _nodes(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[NodeRun], int]:
+    names = _names(devices)
     begins, ends = trace.table("node_begin"), trace.table("node_end")
     end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
     raw = []
@@ -141,7 +218,7 @@ def _nodes(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[NodeRun], int
             begins["step"].tolist()):
         end = end_of.pop(nid, None)
         if end is not None:
-            raw.append((ts, -end, nid, op or "", name or "", devices.get(dev, f"device{dev}"), tid, step))
+            raw.append((ts, -end, nid, op or "", name or "", _name(names, dev), tid, step))
     unpaired = len(begins) - len(raw) + len(end_of)
     raw.sort()  # by start, enclosing nodes first
     open_until: dict[int, int] = {}  # tid -> end of the outermost open node
@@ -279,7 +356,8 @@ _GPU_CLASSES = (("kernel", "kernel_begin", "kernel_end"), ("memcpy", "memcpy_beg
                 ("memset", "memset_begin", "memset_end"))
 
 
-def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
+def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[GpuOp], int]:
+    names = _names(devices)
     ops: list[GpuOp] = []
     unpaired = 0
     for kind, begin_name, end_name in _GPU_CLASSES:
@@ -291,8 +369,8 @@ def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
                                 ends["timestamp"])
         if paired is not None:
             by_begin, by_end = paired
-            details = _details(kind, begins, devices)
-            ops += [GpuOp(kind, devices.get(dev, f"device{dev}"), queue, corr, start, end, *details[i])
+            details = _details(kind, begins, names)
+            ops += [GpuOp(kind, _name(names, dev), queue, corr, start, end, *details[i])
                     for i, dev, queue, corr, start, end in zip(
                         by_begin.tolist(), begins["device"][by_begin].tolist(), begins["queue"][by_begin].tolist(),
                         begins["correlation_id"][by_begin].tolist(), begins["timestamp"][by_begin].tolist(),
@@ -302,7 +380,7 @@ def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
         for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),
                                         ends["queue"].tolist(), ends["correlation_id"].tolist()):
             end_times[(dev, queue, corr)].append(ts)
-        details = _details(kind, begins, devices)
+        details = _details(kind, begins, names)
         for i, (ts, dev, queue, corr) in enumerate(zip(begins["timestamp"].tolist(), begins["device"].tolist(),
                                                        begins["queue"].tolist(),
                                                        begins["correlation_id"].tolist())):
@@ -314,46 +392,20 @@ def _gpu(trace: DfcTrace, devices: dict[int, str]) -> tuple[list[GpuOp], int]:
                 unpaired += 1
                 continue
             name, nbytes, src, dst = details[i]
-            ops.append(GpuOp(kind, devices.get(dev, f"device{dev}"), queue, corr, ts, pending.popleft(),
+            ops.append(GpuOp(kind, _name(names, dev), queue, corr, ts, pending.popleft(),
                              name, nbytes, src, dst))
         unpaired += sum(len(q) for q in end_times.values())
     ops.sort(key=lambda o: (o.start, o.device, o.queue))
     return ops, unpaired
 
 
-def _details(kind: str, begins: Any, devices: dict[int, str]) -> list[tuple[str, int, str, str]]:
+def _details(kind: str, begins: Any, names: dict[int, str]) -> list[tuple[str, int, str, str]]:
     """(name, bytes, source device, destination device) of each begin event, in table order."""
     if kind == "kernel":
         return [(name or "", 0, "", "") for name in begins.text("name").tolist()]
     if kind == "memset":
         return [("memset", b, "", "") for b in begins["bytes"].tolist()]
-    return [(k or "", b, devices.get(s, f"device{s}"), devices.get(d, f"device{d}"))
+    return [(k or "", b, _name(names, s), _name(names, d))
             for k, b, s, d in zip(begins.text("copy_kind").tolist(), begins["bytes"].tolist(),
                                   begins["src_device"].tolist(), begins["dst_device"].tolist())]
 
-
-def merge_intervals(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """The union of half-open intervals [start, end) as sorted, disjoint intervals."""
-    if len(starts) == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts, dtype=np.int64)[order], np.asarray(ends, dtype=np.int64)[order]
-    reach = np.maximum.accumulate(e)
-    new_group = np.empty(len(s), dtype=bool)
-    new_group[0] = True
-    new_group[1:] = s[1:] > reach[:-1]
-    return s[new_group], np.maximum.reduceat(e, np.flatnonzero(new_group))
-
-
-def union_ns(starts: Any, ends: Any) -> int:
-    """Total length of the union of intervals [start, end)."""
-    s, e = merge_intervals(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
-    return int((e - s).sum())
-
-
-def clipped_union_ns(starts: Any, ends: Any, lo: int, hi: int) -> int:
-    """Length of the union of the intervals within the window [lo, hi)."""
-    s = np.clip(np.asarray(starts, dtype=np.int64), lo, hi)
-    e = np.clip(np.asarray(ends, dtype=np.int64), lo, hi)
-    return union_ns(s, e)

@@ -36,6 +36,7 @@ import networkx as nx
 
 from tc_analyses.errors import GraphError
 from tc_analyses.model import graph_keys as K
+from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.graph_keys import EdgeKind
 from tc_analyses.reader.fast import DfcTrace
 
@@ -63,29 +64,22 @@ class _EdgeAcc:
     count: int = 0
 
 
-def _device_names(trace: DfcTrace) -> dict[int, str]:
-    table = trace.table("device_info")
-    return dict(zip(table["device"].tolist(), table.text("name").tolist()))
-
-
 def _node_args(trace: DfcTrace) -> dict[int, tuple[str, str]]:
     table = trace.table("node_args")
     shapes, dtypes = table.text("shapes").tolist(), table.text("dtypes").tolist()
     return {nid: (s or "", d or "") for nid, s, d in zip(table["node_id"].tolist(), shapes, dtypes)}
 
 
-def _end_times(trace: DfcTrace) -> dict[int, int]:
-    table = trace.table("node_end")
-    return dict(zip(table["node_id"].tolist(), table["timestamp"].tolist()))
-
-
-def build_graph(trace: DfcTrace) -> nx.DiGraph:
+def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph:
     """Build the computation graph of `trace`.
 
     Parameters
     ----------
     trace : DfcTrace
         A trace read by :func:`tc_analyses.reader.read_trace`.
+    activity : Activity, optional
+        The trace's :func:`~tc_analyses.model.activity.read_activity`, when the caller has it:
+        node durations and device names come from its paired node runs. Read when not given.
 
     Returns
     -------
@@ -101,20 +95,22 @@ def build_graph(trace: DfcTrace) -> nx.DiGraph:
     structure differs could fold into a cycle, which :func:`critical_path` and :func:`slack`
     report as a :class:`~tc_analyses.errors.GraphError`.
     """
-    devices = _device_names(trace)
+    if activity is None:
+        activity = read_activity(trace)
     args = _node_args(trace)
-    ends = _end_times(trace)
+    runs = {run.node_id: run for run in activity.nodes}
     begins = trace.table("node_begin")
     accs: dict[NodeKey, _NodeAcc] = {}
     execution_nodes: dict[int, int] = {}
     execution_step: dict[int, int] = {}
     seen: dict[tuple[int, str, str, str], int] = defaultdict(int)  # (step, name, op, device) -> count
-    # The table is sorted by timestamp, so occurrence indexes follow start order within a step.
-    for nid, ts, op, name, dev, step in zip(begins["node_id"].tolist(), begins["timestamp"].tolist(),
-                                            begins.text("op").tolist(), begins.text("name").tolist(),
-                                            begins["device"].tolist(), begins["step"].tolist()):
+    # Every execution counts, finished or not (an execution without its end is unmatched); the
+    # table is sorted by timestamp, so occurrence indexes follow start order within a step.
+    for nid, op, name, dev, step in zip(begins["node_id"].tolist(), begins.text("op").tolist(),
+                                        begins.text("name").tolist(), begins["device"].tolist(),
+                                        begins["step"].tolist()):
         op, name = op or "", name or ""
-        device = devices.get(dev, f"device{dev}")
+        device = activity.device(dev).name
         k = seen[(step, name, op, device)]
         seen[(step, name, op, device)] = k + 1
         key = (name, op, device, k)
@@ -122,11 +118,11 @@ def build_graph(trace: DfcTrace) -> nx.DiGraph:
         if acc is None:
             acc = accs[key] = _NodeAcc(len(accs), key)
         acc.executions += 1
-        end = ends.get(nid)
-        if end is None:
+        run = runs.get(nid)
+        if run is None:
             acc.unmatched += 1
         else:
-            acc.durations.append(end - ts)
+            acc.durations.append(run.duration)
         if nid in args and not acc.shapes:
             acc.shapes, acc.dtypes = args[nid]
         execution_nodes[nid] = acc.node

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tc_analyses.export.tracecompass.model import TraceFacts, build, comment_text, xml_text
+from tc_analyses.model.activity import Device
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -32,7 +33,7 @@ def test_everything_without_a_trace() -> None:
 
 
 def test_a_trace_without_gpu_work_gets_no_gpu_analyses() -> None:
-    facts = TraceFacts("t", frozenset({"node_begin", "node_end", "mem_alloc", "device_info"}), ((0, "cpu", "cpu"),))
+    facts = TraceFacts("t", frozenset({"node_begin", "node_end", "mem_alloc", "device_info"}), (Device(0, "cpu", "cpu"),))
     meta, analyses = build(facts)
     assert [a.name for a in analyses] == ["dataflow", "memory", "experiment", "latency"]
     assert [p.fsm for p in analyses[-1].patterns] == ["node"]
@@ -42,7 +43,8 @@ def test_a_trace_without_gpu_work_gets_no_gpu_analyses() -> None:
 
 def test_gpu_views_list_only_gpus() -> None:
     classes = frozenset({"node_begin", "kernel_begin", "api_enter"})
-    facts = TraceFacts("t", classes, ((0, "cpu", "cpu"), (1, "cuda:0", "cuda"), (2, "cuda:1 \x00", "cuda")))
+    facts = TraceFacts("t", classes, (Device(0, "cpu", "cpu"), Device(1, "cuda:0", "cuda"),
+                                      Device(2, "cuda:1 \x00", "cuda")))
     _, analyses = build(facts)
     gpu = next(a for a in analyses if a.name == "gpu")
     assert [(d.path, d.title, d.suffix) for d in gpu.devices] == [("1", ": cuda:0", ".dev1"),

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tc_analyses.model.activity import clipped_union_ns, merge_intervals, read_activity, union_ns
+from tc_analyses.model.activity import Device, read_activity
+from tc_analyses.model.intervals import clipped_union_ns, merge_intervals, union_ns
 from tc_analyses.reader import read_trace
 from tracer.builder import TraceBuilder
 
@@ -79,3 +80,14 @@ def test_pairing_in_order_refuses_what_it_cannot_pair() -> None:
     assert _pair_in_order(key, np.array([10, 20]), key, np.array([5, 25])) is None  # an end before its begin
     assert _pair_in_order(key, np.array([10, 20]), [np.array([1, 2])], np.array([15, 25])) is None  # other keys
     assert _pair_in_order(key, np.array([10, 20]), [np.array([1])], np.array([15])) is None  # counts differ
+
+
+def test_devices_carry_the_recorded_kind(tmp_path: Path) -> None:
+    activity = read_activity(read_trace(_trace(tmp_path)))
+    cpu, gpu = activity.devices.values()
+    assert (cpu.name, cpu.kind, cpu.is_gpu) == ("cpu", "cpu", False)
+    assert (gpu.name, gpu.kind, gpu.is_gpu) == ("cuda:0", "cuda", True)
+    assert activity.device(gpu.index) is gpu and activity.device_named("cuda:0") is gpu
+    assert activity.device(9) == Device(9, "device9", "", "")  # used but never described
+    assert Device(0, "accel", "cpu").is_gpu is False  # the recorded kind decides
+    assert Device.named("cpu:1").is_gpu is False and Device.named("mps").is_gpu  # no kind: the name does

@@ -182,3 +182,13 @@ def test_dot_escapes_hostile_names(tmp_path: Path) -> None:
     assert "  n0 -> n1 [label=\"8 B\", style=dashed];" in lines
     # every line is a whole statement: no label leaked a raw line break
     assert len(lines) == 2 + len(hostile) + 1 + 1
+
+
+def test_graph_from_a_given_activity_is_the_same() -> None:
+    from tc_analyses.model.activity import read_activity
+
+    trace = read_trace(ALL_CLASSES)
+    given = build_graph(trace, read_activity(trace))
+    read = build_graph(trace)
+    assert list(given.nodes(data=True)) == list(read.nodes(data=True))
+    assert list(given.edges(data=True)) == list(read.edges(data=True))

@@ -20,6 +20,7 @@ from tc_analyses.analyses.placement.simulate import simulate
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
+from tc_analyses.model.activity import Device as TraceDevice
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader.fast import DfcTrace
 
@@ -69,7 +70,7 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
         if weights is None and known and device not in known:  # a typo, not a trace that cannot be planned
             raise ConfigurationError(f"{where}: no device {device!r} in the trace (its devices: {', '.join(known) or 'none'})")
         raise AnalysisUnavailable(f"{where}: no ops to plan on device {device!r}")
-    lane = lane or (THREAD if str(device).startswith("cpu") else STREAM)
+    lane = lane or (STREAM if TraceDevice.named(str(device)).is_gpu else THREAD)
     if lane not in (STREAM, THREAD):
         raise ConfigurationError(f"{where}: lane must be 'stream' or 'thread', not {lane!r}")
     if max_streams is None:
@@ -96,11 +97,11 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
         from tc_analyses.reader import read_trace  # noqa: PLC0415 - callers with a DfcTrace skip it
 
         trace = read_trace(trace)
-    graph = graph if graph is not None else build_graph(trace)
+    activity = activity if activity is not None else read_activity(trace)
+    graph = graph if graph is not None else build_graph(trace, activity)
     if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
         raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
-    activity = activity if activity is not None else read_activity(trace)
     gpu_devices = {op.device for op in activity.gpu}
     if activity.gpu and (device is None or device in gpu_devices):
         gpu, weights, unattributed = gpu_work(graph, activity, device)

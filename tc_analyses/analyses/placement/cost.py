@@ -30,6 +30,9 @@ import numpy as np
 from tc_analyses.analyses.placement.devices import default_link, spec_of
 from tc_analyses.analyses.placement.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
 from tc_analyses.model import graph_keys as K
+from tc_analyses.model.activity import Activity, read_activity
+from tc_analyses.model.intervals import union_ns
+from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
 
 ITEMSIZE = {"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
@@ -271,31 +274,23 @@ def fit_link(sizes: list[int], durations: list[int]) -> Link | None:
     return Link(max(float(b), 0.0), 1.0 / float(a), f"fitted from {len(sizes)} copies in the trace")
 
 
-def observed_copies(trace: Any) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
-    """(src device name, dst device name) -> (bytes, durations) of the trace's memcpy pairs."""
-    names = _device_names(trace)
-    begins, ends = trace.table("memcpy_begin"), trace.table("memcpy_end")
-    end_at: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    for dev, q, corr, ts in zip(ends["device"].tolist(), ends["queue"].tolist(),
-                                ends["correlation_id"].tolist(), ends["timestamp"].tolist()):
-        end_at[(dev, q, corr)].append(ts)
+def activity_of(trace: Any) -> Activity:
+    """`trace` itself when it is an :class:`~tc_analyses.model.activity.Activity`, else its activity."""
+    return trace if isinstance(trace, Activity) else read_activity(trace)
+
+
+def observed_copies(trace: DfcTrace | Activity) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
+    """(src device name, dst device name) -> (bytes, durations) of the trace's copies of known size.
+
+    `trace` is a trace or its :class:`~tc_analyses.model.activity.Activity` (the paired copies).
+    """
     out: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for dev, q, corr, ts, nbytes, src, dst in zip(
-            begins["device"].tolist(), begins["queue"].tolist(), begins["correlation_id"].tolist(),
-            begins["timestamp"].tolist(), begins["bytes"].tolist(), begins["src_device"].tolist(),
-            begins["dst_device"].tolist()):
-        later = [e for e in end_at.get((dev, q, corr), []) if e >= ts]
-        if not later or nbytes <= 0:
-            continue
-        key = (names.get(src, f"device{src}"), names.get(dst, f"device{dst}"))
-        out[key][0].append(nbytes)
-        out[key][1].append(min(later) - ts)
+    for op in activity_of(trace).gpu:
+        if op.kind == "memcpy" and op.bytes > 0:
+            sizes, durations = out[(op.src_device, op.dst_device)]
+            sizes.append(op.bytes)
+            durations.append(op.duration)
     return dict(out)
-
-
-def _device_names(trace: Any) -> dict[int, str]:
-    table = trace.table("device_info")
-    return dict(zip(table["device"].tolist(), table.text("name").tolist()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,27 +306,24 @@ class StepTiming:
     runs_per_step: dict[int, float]  # graph node -> executions per step (< 1 for ops of some steps only)
 
 
-def measure_steps(trace: Any, g: nx.DiGraph) -> StepTiming:
+def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
     """Step time, host gaps and actual timings of `g`'s nodes, from the trace `g` was built from.
 
+    `trace` is that trace or its :class:`~tc_analyses.model.activity.Activity` (the paired node runs).
     The host gap of a device is the time inside the per-step span of its ops during which none of
     them runs, summed over steps and divided by the number of its op executions in those steps.
     Replaying the ops serially with that gap added to each, each op weighted by the fraction of
     steps it ran in (``runs_per_step``: the first step of a torch training loop runs ops later
     steps do not), reproduces the device's mean span exactly.
     """
-    names = _device_names(trace)
     execution_nodes = g.graph[K.EXECUTION_NODES]
-    begins, ends = trace.table("node_begin"), trace.table("node_end")
-    end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
-    steps_seen = set(begins["step"].tolist())
-    use_no_step = steps_seen == {NO_STEP}
+    nodes = activity_of(trace).nodes
+    use_no_step = {n.step for n in nodes} == {NO_STEP}
     runs: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)  # step -> (begin, end, node, device)
-    for nid, ts, dev, step in zip(begins["node_id"].tolist(), begins["timestamp"].tolist(),
-                                  begins["device"].tolist(), begins["step"].tolist()):
-        if (step == NO_STEP and not use_no_step) or nid not in end_of or nid not in execution_nodes:
+    for n in nodes:
+        if (n.step == NO_STEP and not use_no_step) or n.node_id not in execution_nodes:
             continue
-        runs[step].append((ts, end_of[nid], execution_nodes[nid], names.get(dev, f"device{dev}")))
+        runs[n.step].append((n.start, n.end, execution_nodes[n.node_id], n.device))
     spans: list[int] = []
     idle_sum: dict[str, int] = defaultdict(int)
     ops_on: dict[str, int] = defaultdict(int)
@@ -342,19 +334,17 @@ def measure_steps(trace: Any, g: nx.DiGraph) -> StepTiming:
         rows.sort()
         first = rows[0][0]
         spans.append(max(r[1] for r in rows) - first)
-        by_device: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        by_device: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
         for b, e, node, dev in rows:
             offsets[node].append(b - first)
             node_runs[node] += 1
             when.setdefault((step, node), (b, e))
-            by_device[dev].append((b, e))
-        for dev, intervals in by_device.items():
-            idle, reach = 0, intervals[0][1]
-            for b, e in intervals[1:]:
-                idle += max(0, b - reach)
-                reach = max(reach, e)
-            idle_sum[dev] += idle
-            ops_on[dev] += len(intervals)
+            by_device[dev][0].append(b)
+            by_device[dev][1].append(e)
+        for dev, (begins, ends) in by_device.items():
+            # idle = the device's span (first begin to last end) less the union of its ops
+            idle_sum[dev] += max(ends) - begins[0] - union_ns(begins, ends)
+            ops_on[dev] += len(begins)
     delays: dict[tuple[int, int], float] = {}
     for u, v, attrs in g.edges(data=True):
         if attrs.get(K.SRC_DEVICE) == attrs.get(K.DST_DEVICE):
@@ -370,7 +360,7 @@ def measure_steps(trace: Any, g: nx.DiGraph) -> StepTiming:
         runs_per_step={n: c / len(spans) for n, c in node_runs.items()})
 
 
-def host_gaps(trace: Any, g: nx.DiGraph) -> dict[str, float]:
+def host_gaps(trace: DfcTrace | Activity, g: nx.DiGraph) -> dict[str, float]:
     return measure_steps(trace, g).gaps_ns
 
 
@@ -392,14 +382,15 @@ def task_memory(g: nx.DiGraph, node: int) -> int:
 
 
 def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[str, str], Link] | None = None,
-                  trace: Any | None = None) -> PlacementProblem:
+                  trace: DfcTrace | Activity | None = None) -> PlacementProblem:
     """The placement problem of a computation graph on `devices`.
 
     `links` overrides transfer models per (src, dst) pair. `trace` (default: re-read from the
-    graph's ``source`` when that path exists) supplies memcpy timings and host gaps.
+    graph's ``source`` when that path exists), or its activity, supplies copy timings and host gaps.
     """
     if trace is None:
         trace = _trace_of(graph)
+    activity = activity_of(trace) if trace is not None else None
     names = [d.name for d in devices]
     tasks: list[Task] = []
     costs: dict[tuple[int, str], Cost] = {}
@@ -416,7 +407,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
                 costs[(node, device.name)] = Cost(modelled_ns(est, device), CostSource.MODELLED)
     edges = {(u, v): int(a.get(K.BYTES, 0)) for u, v, a in graph.edges(data=True)}
 
-    copies = observed_copies(trace) if trace is not None else {}
+    copies = observed_copies(activity) if activity is not None else {}
     problem_links: dict[tuple[str, str], Link] = {}
     for a in devices:
         for b in devices:
@@ -430,8 +421,8 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
             problem_links[key] = fitted or default_link(a, b)
 
     overhead: dict[str, int] = {}
-    if trace is not None:
-        gaps = host_gaps(trace, graph)
+    if activity is not None:
+        gaps = host_gaps(activity, graph)
         mean_gap = sum(gaps.values()) / len(gaps) if gaps else 0.0
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
     return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead)

@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from tc_analyses.analyses.placement import milp
-from tc_analyses.analyses.placement.cost import build_problem, measure_steps
+from tc_analyses.analyses.placement.cost import activity_of, build_problem, measure_steps
 from tc_analyses.analyses.placement.devices import default_link
 from tc_analyses.analyses.placement.heft import heft
 from tc_analyses.analyses.placement.problem import (
@@ -26,6 +26,7 @@ from tc_analyses.analyses.placement.problem import (
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.analyses.placement.simulate import replay_actual, simulate
 from tc_analyses.errors import AnalysisUnavailable
+from tc_analyses.model.activity import Activity
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,9 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     if len(actual_assignment) == len(problem.tasks):
         actual = simulate(problem, actual_assignment).makespan_ns
         if graph is not None and trace is not None:
-            measured = measure_steps(trace, graph).step_ns
-            replay = replay_actual(problem, graph, trace).makespan_ns
+            activity = activity_of(trace)  # paired once for both
+            measured = measure_steps(activity, graph).step_ns
+            replay = replay_actual(problem, graph, activity).makespan_ns
             error = abs(replay - measured) / measured if measured else None
     elif any(t.actual_device for t in problem.tasks):
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
@@ -115,11 +117,11 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     return recommendation, predicted
 
 
-def problem_from_trace(trace: Any, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
-    """The placement problem of a trace already read and its computation graph."""
+def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
+    """The placement problem of a trace's activity (its paired intervals) and computation graph."""
     if graph.number_of_nodes() == 0:
-        raise AnalysisUnavailable(f"{trace.path}: the trace has no dataflow nodes to place")
-    return build_problem(graph, devices, trace=trace)
+        raise AnalysisUnavailable(f"{activity.path}: the trace has no dataflow nodes to place")
+    return build_problem(graph, devices, trace=activity)
 
 
 def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:

@@ -164,7 +164,7 @@ def _actual_order(problem: PlacementProblem, offsets: dict[int, float]) -> list[
 def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | None = None) -> Placement:
     """Simulate the trace's own placement and order (see the module docstring).
 
-    `trace` defaults to the trace the graph was built from (``graph.graph["source"]``).
+    `trace` (or its activity) defaults to the trace the graph was built from (``graph.graph["source"]``).
     """
     if trace is None:
         trace = _trace_of(graph)

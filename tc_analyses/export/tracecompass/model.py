@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tc_analyses.engine import layout
+from tc_analyses.model.activity import Device
 from tracer import schema
 
 GENERATOR_VERSION = 1
@@ -120,7 +121,7 @@ class TraceFacts:
 
     name: str
     classes: frozenset[str]
-    devices: tuple[tuple[int, str, str], ...]  # (index, name, kind)
+    devices: tuple[Device, ...]  # by index
     memory_devices: frozenset[int] = frozenset()  # devices with allocations or frees
 
 
@@ -146,8 +147,9 @@ def _device_vms(facts: TraceFacts | None, gpu_only: bool = False, only: frozense
     """One entry per described device (all, GPUs only, or those in `only`); `*` when none is described."""
     if facts is None:
         return ALL_DEVICES
-    chosen = [(i, name) for i, name, kind in facts.devices
-              if (not gpu_only or kind != "cpu") and (only is None or i in only)]
+    # GPUs as the GPU analysis tells them, by the recorded kind (its stateProvider tests kind != "cpu")
+    chosen = [(d.index, d.name) for d in facts.devices
+              if (not gpu_only or d.kind != "cpu") and (only is None or d.index in only)]
     if not chosen:  # a trace without dfc:device_info (or none of that kind): match every device
         return ALL_DEVICES
     return tuple(DeviceVM(str(i), f": {xml_text(name)}", f".dev{i}") for i, name in sorted(chosen))
