@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tc_analyses.engine import layout
 from tc_analyses.engine.run import BuiltAnalyses
@@ -62,7 +63,7 @@ def _names(ss: StateSystem, root: str) -> dict[str, str]:
     return names
 
 
-def _time(intervals: list[Interval], busy: "callable") -> int:  # type: ignore[valid-type]
+def _time(intervals: list[Interval], busy: Callable[[object], bool]) -> int:
     return sum(i.end - i.start + 1 for i in intervals if i.value is not None and busy(i.value.value))
 
 

@@ -40,7 +40,7 @@ def write_graphml(g: nx.DiGraph, path: str | os.PathLike[str]) -> None:
 
     Read it back with ``networkx.read_graphml`` (or Gephi, yEd, Cytoscape).
     """
-    out = nx.DiGraph()
+    out: nx.DiGraph[Any] = nx.DiGraph()
     out.graph.update({k: _scalar(v) for k, v in g.graph.items() if v is not None})
     for n, attrs in g.nodes(data=True):
         out.add_node(n, **{k: _scalar(v) for k, v in attrs.items() if v is not None})
