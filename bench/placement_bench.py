@@ -18,7 +18,7 @@ from typing import Any
 from _common import log
 
 from tc_analyses.analyses.placement import generate
-from tc_analyses.analyses.placement.heft import _schedule, heft
+from tc_analyses.analyses.placement.heft import heft, list_schedule
 from tc_analyses.analyses.placement.milp import solve
 from tc_analyses.analyses.placement.search import local_search
 
@@ -88,7 +88,7 @@ def run(milp_time_limit_s: float = 10.0) -> dict[str, Any]:
     res["big"] = {"tasks": len(big.tasks), "edges": len(big.edges), "heft_s": t_heft, "search_s": t_search,
                   "ratio": s.makespan_ns / h.makespan_ns}
     p, naive = generate.two_host_case()
-    naive_ms = _schedule(p, naive).makespan_ns
+    naive_ms = list_schedule(p, naive).makespan_ns
     best = local_search(p, seed=0)
     res["two_host"] = {"naive_ns": naive_ms, "search_ns": best.makespan_ns, "gain": naive_ms / best.makespan_ns,
                        "cross_host_edges_naive": sum(1 for (u, v) in p.edges if naive[u] != naive[v]),

@@ -137,7 +137,7 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
 
     INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
     """
-    from tc_analyses.analyses.placement.devices import parse_devices
+    from tc_analyses.perf.devices import parse_devices
     from tc_analyses.analyses.placement.recommend import problem_from_graph_file, problem_from_trace, recommend
     from tc_analyses.export import reports
     from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace

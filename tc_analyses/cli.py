@@ -94,7 +94,7 @@ class PeaksDevice(click.ParamType):
     name = "device"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tc_analyses.analyses.placement.devices import spec
+        from tc_analyses.perf.devices import spec
 
         return _check(spec, value, param, ctx)
 
@@ -105,7 +105,7 @@ class DeviceList(click.ParamType):
     name = "devices"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tc_analyses.analyses.placement.devices import parse_devices
+        from tc_analyses.perf.devices import parse_devices
 
         return _check(parse_devices, value, param, ctx)
 

@@ -1,4 +1,4 @@
-"""Imports flow one way: tracer -> trace -> reader -> model -> engine -> analyses -> export -> cli."""
+"""Imports flow one way: tracer -> trace -> reader -> model -> engine -> perf -> analyses -> export -> cli."""
 
 import ast
 from pathlib import Path
@@ -42,7 +42,7 @@ def test_bt2_is_imported_in_one_module_only() -> None:
 
 @pytest.mark.parametrize("path", _modules("tc_analyses"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_stages_do_not_import_downstream(path: Path) -> None:
-    order = ["reader", "model", "engine", "analyses", "export", "cli"]
+    order = ["reader", "model", "engine", "perf", "analyses", "export", "cli"]
     parts = path.relative_to(ROOT / "tc_analyses").with_suffix("").parts
     stage = parts[0]
     if stage not in order:
@@ -50,3 +50,11 @@ def test_stages_do_not_import_downstream(path: Path) -> None:
     downstream = {f"tc_analyses.{s}" for s in order[order.index(stage) + 1 :]}
     bad = {n for n in _imports(path) if any(n == d or n.startswith(d + ".") for d in downstream)}
     assert not bad, f"{path.name} imports downstream stages {bad}"
+
+
+def test_perf_is_a_checked_stage() -> None:
+    # the shared performance model must not depend on the analyses that use it
+    assert _modules("tc_analyses/perf")
+    for path in _modules("tc_analyses/perf"):
+        assert not {n for n in _imports(path) if n.startswith(("tc_analyses.analyses", "tc_analyses.export",
+                                                                   "tc_analyses.cli"))}, path.name

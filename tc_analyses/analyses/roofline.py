@@ -1,7 +1,7 @@
 """Roofline analysis: how far each op's measured speed is from what the machine allows.
 
 For every graph node with recorded input shapes (``dfc:node_args``) the analytic cost model of
-:mod:`tc_analyses.analyses.placement.cost` gives the FLOPs and bytes of one execution. Then
+:mod:`tc_analyses.perf.cost` gives the FLOPs and bytes of one execution. Then
 
 * arithmetic intensity ``I = flops / bytes`` (FLOP/byte),
 * achieved FLOP/s ``flops / mean_ns``,
@@ -16,7 +16,7 @@ float16/bfloat16 when the spec has one). Per op type, times, FLOPs and bytes are
 achieved FLOP/s is the time-weighted mean) and the efficiency is the time-weighted mean of the
 nodes' efficiencies.
 
-The peaks come from the device table (:func:`~tc_analyses.analyses.placement.devices.spec`),
+The peaks come from the device table (:func:`~tc_analyses.perf.devices.spec`),
 ``cpu`` meaning the generic CPU of this machine's core count, or from :func:`measure_peaks`, a
 short numpy microbenchmark of this machine cached in ``$XDG_CACHE_HOME/dfcompass/peaks.json``.
 """
@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 import networkx as nx
 import numpy as np
 
-from tc_analyses.analyses.placement.cost import estimate_op, task_memory
-from tc_analyses.analyses.placement.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.analyses.result import Finding, Result
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
+from tc_analyses.perf.cost import estimate_op, task_memory
+from tc_analyses.perf.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.reader.fast import DfcTrace
 
 if TYPE_CHECKING:

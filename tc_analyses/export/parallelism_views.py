@@ -22,10 +22,10 @@ from pathlib import Path
 import networkx as nx
 
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
-from tc_analyses.analyses.placement.problem import Placement
 from tc_analyses.export.parallelism_report import plan_json, plan_text
 from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
 from tc_analyses.model import graph_keys as K
+from tc_analyses.perf.problem import Placement
 
 DEFAULT_START_NS = 1_000  # when there is no real trace to line up with
 

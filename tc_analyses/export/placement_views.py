@@ -17,8 +17,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from tc_analyses.analyses.placement.problem import Placement, PlacementProblem
 from tc_analyses.export.graph_formats import write_dot, write_graphml
+from tc_analyses.perf.problem import Placement, PlacementProblem
 from tracer.builder import TraceBuilder
 
 _KEPT_TID, _MOVED_TID = 1_000, 2_000  # pseudo-thread ids: + device index

@@ -35,6 +35,7 @@ from typing import Any, Hashable
 import networkx as nx
 
 from tc_analyses.errors import GraphError
+from tc_analyses.model import dag
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.graph_keys import EdgeKind
@@ -223,18 +224,12 @@ def critical_path(g: nx.DiGraph, weight: str = K.MEAN_NS) -> list[Hashable]:
         If `g` has a cycle.
     """
     _check_dag(g)
-    if not g:
-        return []
     w = _weights(g, weight)
-    # networkx weighs edges, not nodes: give each edge its source's duration and end every
-    # path on a sink edge carrying the last node's duration, so path length = sum of nodes.
-    sink = object()
-    h = nx.DiGraph()
-    h.add_nodes_from(g)  # keep g's node order: ties are broken the same way every run
-    h.add_weighted_edges_from((u, v, w[u]) for u, v in g.edges)
-    h.add_weighted_edges_from((n, sink, w[n]) for n in g)
-    path: list[Hashable] = nx.dag_longest_path(h, weight="weight")
-    return [n for n in path if n is not sink]
+    # A topological order that keeps g's node order where the edges allow; between equally long
+    # paths the path follows the node that comes first in it, the same way every run.
+    position = {n: i for i, n in enumerate(g)}
+    order = list(nx.lexicographical_topological_sort(g, key=position.__getitem__))
+    return dag.critical_path(order, w, {n: list(g.successors(n)) for n in g})
 
 
 def slack(g: nx.DiGraph, weight: str = K.MEAN_NS) -> dict[Hashable, int]:

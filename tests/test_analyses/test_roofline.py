@@ -9,11 +9,11 @@ from typing import Any, Callable
 import pytest
 from lxml import etree
 
-from tc_analyses.analyses.placement.devices import spec
 from tc_analyses.analyses.roofline import NO_SHAPES, Peaks, measure_peaks, roofline
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.export.roofline_report import write_roofline_plot
 from tc_analyses.model.graph import build_graph
+from tc_analyses.perf.devices import spec
 from tc_analyses.reader import read_trace
 from tracer.builder import TraceBuilder
 

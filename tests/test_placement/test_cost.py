@@ -7,12 +7,12 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from tc_analyses.analyses.placement.cost import (build_problem, estimate_op, fit_link, modelled_ns, observed_copies,
-                                                 parse_shapes, task_memory)
-from tc_analyses.analyses.placement.devices import parse_devices, spec
-from tc_analyses.analyses.placement.problem import CostSource, Device
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.graph import build_graph
+from tc_analyses.perf.cost import (build_problem, estimate_op, fit_link, modelled_ns, observed_copies,
+                                   parse_shapes, task_memory)
+from tc_analyses.perf.devices import parse_devices, spec
+from tc_analyses.perf.problem import CostSource, Device
 from tc_analyses.reader import read_trace
 from tests.data import make_traces
 from tracer.builder import TraceBuilder

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tc_analyses.analyses.placement.devices import (DEFAULT_GPU, GPUS, LINKS, default_link, parse_devices, spec)
-from tc_analyses.analyses.placement.problem import Device, PlacementError
+from tc_analyses.perf.devices import (DEFAULT_GPU, GPUS, LINKS, default_link, parse_devices, spec)
+from tc_analyses.perf.problem import Device, PlacementError
 
 
 def test_parse_named_and_default_devices() -> None:

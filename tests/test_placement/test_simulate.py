@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tc_analyses.analyses.placement.cost import build_problem, measure_steps
-from tc_analyses.analyses.placement.devices import parse_devices
-from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Link, PlacementError, PlacementProblem,
-                                                    Task)
-from tc_analyses.analyses.placement.simulate import replay_actual, simulate
 from tc_analyses.model.graph import build_graph
+from tc_analyses.perf.cost import build_problem, measure_steps
+from tc_analyses.perf.devices import parse_devices
+from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementError, PlacementProblem, Task
+from tc_analyses.perf.simulate import replay_actual, simulate
 from tc_analyses.reader import read_trace
 from tests.data import make_traces
 

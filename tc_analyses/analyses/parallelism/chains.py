@@ -1,18 +1,20 @@
-"""Nimble's chain decomposition and the graph measures around it, on a DAG of tasks 0..n-1.
+"""Nimble's chain decomposition on a DAG of tasks 0..n-1: matching, chains, lanes and syncs.
 
 Tasks are numbered in a topological order (the recorded order); ``succ``/``pred`` hold the edges
-of the transitive reduction. Pure functions: no trace, no simulator.
+of the transitive reduction. Pure functions: no trace, no simulator. The generic DAG measures
+(upward rank, critical path, reachability, transitive reduction, width) are in
+:mod:`tc_analyses.model.dag`.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
 
-WIDTH_PAIR_LIMIT = 2_000_000  # reachable pairs above which the exact width is not computed
 REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) is skipped
 
 
@@ -34,15 +36,7 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
     return dag
 
 
-def upward_rank(n: int, work: list[int], succ: dict[int, list[int]]) -> list[int]:
-    """Longest path (in work) from each task to a sink, itself included."""
-    rank = [0] * n
-    for t in reversed(range(n)):  # tasks are numbered in a topological order
-        rank[t] = work[t] + max((rank[s] for s in succ[t]), default=0)
-    return rank
-
-
-def match(n: int, succ: dict[int, list[int]], rank: list[int], critical: list[int]) -> dict[int, int]:
+def match(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], critical: list[int]) -> dict[int, int]:
     """Maximum matching of u_out -> v_in over the reduced edges: task u -> the task after it.
 
     Any maximum matching gives the fewest chains. Among them, prefer one that keeps the critical
@@ -57,7 +51,8 @@ def match(n: int, succ: dict[int, list[int]], rank: list[int], critical: list[in
     return kept if len(kept) >= len(free) else free
 
 
-def max_matching(n: int, succ: dict[int, list[int]], rank: list[int], fixed: dict[int, int]) -> dict[int, int]:
+def max_matching(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], fixed: dict[int, int]
+                 ) -> dict[int, int]:
     """Hopcroft-Karp (scipy, compiled) with the edges of `fixed` forced into the matching.
 
     Rows are u_out, columns v_in. Each row lists its successors heaviest path first, so the
@@ -132,65 +127,6 @@ def prune_syncs(n: int, cross: list[tuple[int, int]], stream: list[int], pos: li
         base[stream[t]] = pos[t]
         clock[t] = base
     return sorted(kept)
-
-
-def critical_path(n: int, work: list[int], succ: dict[int, list[int]]) -> list[int]:
-    rank = upward_rank(n, work, succ)
-    if not n:
-        return []
-    has_pred = {v for vs in succ.values() for v in vs}
-    t = max((s for s in range(n) if s not in has_pred), key=lambda s: (rank[s], -s))
-    path = [t]
-    while succ[t]:
-        t = max(succ[t], key=lambda s: (rank[s], -s))
-        path.append(t)
-    return path
-
-
-def reachability(n: int, succ: dict[int, list[int]]) -> list[int]:
-    """Bit ``v`` of ``reach[u]`` is set when a path leads from ``u`` to ``v`` (``u`` excluded)."""
-    reach = [0] * n
-    for t in reversed(range(n)):  # tasks are numbered in a topological order
-        bits = 0
-        for s in succ[t]:
-            bits |= reach[s] | (1 << s)
-        reach[t] = bits
-    return reach
-
-
-def transitive_reduction(n: int, succ: dict[int, list[int]], reach: list[int]) -> list[tuple[int, int]]:
-    """The edges ``u -> v`` that no other path joins: v is not reachable from another successor.
-
-    Same result as ``networkx.transitive_reduction`` with bitsets: networkx's per-node depth-first
-    searches take minutes on deep 10k-op graphs, this takes well under a second.
-    """
-    edges = []
-    for u in range(n):
-        covered = 0
-        for w in succ[u]:
-            covered |= reach[w]
-        edges += [(u, v) for v in sorted(set(succ[u])) if not covered >> v & 1]
-    return edges
-
-
-def width(n: int, reach: list[int]) -> int | None:
-    """Dilworth: the most pairwise independent ops = n - maximum matching of the transitive closure."""
-    if sum(r.bit_count() for r in reach) > WIDTH_PAIR_LIMIT:
-        return None
-    import numpy as np
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_bipartite_matching
-
-    nbytes = (n + 7) // 8
-    rows = [np.flatnonzero(np.unpackbits(np.frombuffer(r.to_bytes(nbytes, "little"), dtype=np.uint8),
-                                         bitorder="little")[:n]) for r in reach]
-    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
-    indices = np.concatenate(rows).astype(np.int32) if rows else np.empty(0, dtype=np.int32)
-    if not len(indices):
-        return n
-    closure = csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
-    matched = maximum_bipartite_matching(closure, perm_type="column")
-    return n - int((matched >= 0).sum())
 
 
 def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int:

@@ -14,14 +14,15 @@ from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
                                                      LaneSummary, Node, PlannedOp, StreamPlan,
                                                      SyncEdge)
-from tc_analyses.analyses.placement.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
-                                                    PlacementProblem, Slot, Task)
-from tc_analyses.analyses.placement.simulate import simulate
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
+from tc_analyses.model.dag import critical_path, reachability, transitive_reduction, upward_rank, width
 from tc_analyses.model.graph import build_graph
+from tc_analyses.perf.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
+                                      PlacementProblem, Slot, Task)
+from tc_analyses.perf.simulate import simulate
 from tc_analyses.reader.fast import DfcTrace
 
 
@@ -143,8 +144,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         full[idx[u]].append(idx[v])
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
-    reach = decompose.reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
-    red_edges = (decompose.transitive_reduction(len(order), full, reach) if reach is not None
+    reach = reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
+    red_edges = (transitive_reduction(len(order), full, reach) if reach is not None
                  else sorted({(u, v) for u, vs in full.items() for v in vs}))
     succ: dict[int, list[int]] = defaultdict(list)
     pred: dict[int, list[int]] = defaultdict(list)
@@ -152,8 +153,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         succ[u].append(v)
         pred[v].append(u)
     n = len(order)
-    rank = decompose.upward_rank(n, work, succ)
-    cp_tasks = decompose.critical_path(n, work, succ)
+    rank = upward_rank(range(n), work, succ)
+    cp_tasks = critical_path(range(n), work, succ, rank=rank)
     nxt = decompose.match(n, succ, rank, cp_tasks)
     chains = decompose.chains(n, nxt, work)
     stream_of_chain, streams = decompose.merge(chains, work, max_streams)
@@ -223,7 +224,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         redundant_syncs=len(cross) - len(kept), ops=ops, sync_edges=sync_edges, lanes=lanes,
         dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
-        width=decompose.width(n, reach) if reach is not None else None,
+        width=width(n, reach) if reach is not None else None,
         peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
         plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tc_analyses.analyses.placement.problem import (
+from tc_analyses.perf.problem import (
     Cost,
     CostSource,
     Device,

@@ -6,8 +6,9 @@ decreasing rank (a topological order), it puts each on the device where it would
 earliest, looking for the earliest idle gap of that device's schedule long enough for the task
 after its inputs arrive (insertion), not only the end of the schedule.
 
-``_schedule(problem, assignment, priority)`` is the same list scheduler with the devices fixed: the
-evaluator the local search and the MILP check reuse. Transfers cost ``problem.transfer_ns`` between
+``list_schedule(problem, assignment, priority)`` is the same list scheduler with the devices fixed;
+``evaluate`` is its core on a ``CompiledProblem``, which the local search and the MILP check reuse.
+Upward ranks come from :func:`tc_analyses.model.dag.upward_rank`. Transfers cost ``problem.transfer_ns`` between
 different devices and overlap freely with compute and with each other (no copy-engine contention:
 the simulator models that separately).
 
@@ -21,11 +22,12 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tc_analyses.analyses.placement.problem import Placement, PlacementError, PlacementProblem, Slot
+from tc_analyses.model.dag import upward_rank
+from tc_analyses.perf.problem import Placement, PlacementError, PlacementProblem, Slot
 
 
 @dataclass
-class _Compiled:
+class CompiledProblem:
     """The problem as dense lists indexed by task position and device position (fast inner loops)."""
 
     ids: list[int]  # position -> task id
@@ -34,6 +36,7 @@ class _Compiled:
     cost: list[list[int]]  # [task][device] ns, launch overhead included
     preds: list[list[tuple[int, int]]]  # [task] -> (pred position, bytes)
     succs: list[list[tuple[int, int]]]
+    succ: list[list[int]]  # [task] -> successor positions (the positions of succs)
     lat: list[list[float | None]]  # [src][dst] link latency; None = no link
     bw: list[list[float]]
     mem: list[int]
@@ -49,7 +52,8 @@ class _Compiled:
         return int(round(lat + nbytes / self.bw[src][dst]))
 
 
-def _compile(problem: PlacementProblem) -> _Compiled:
+def compile_problem(problem: PlacementProblem) -> CompiledProblem:
+    """`problem` validated and laid out as dense lists; PlacementError on a cycle or no device."""
     problem.validate()  # costs complete, edges known, acyclic (PlacementError otherwise)
     if not problem.devices:
         raise PlacementError("the problem has no device to place tasks on")
@@ -70,12 +74,13 @@ def _compile(problem: PlacementProblem) -> _Compiled:
             link = problem.links.get((da, db))
             if a != b and link is not None:
                 lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
-    return _Compiled(ids, index, devices, cost, preds, succs, lat, bw,
-                     [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                     [index[t] for t in problem.topological_order()])
+    return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
+                           [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
+                           [index[t] for t in problem.topological_order()])
 
 
-def _mean_transfer(c: _Compiled, nbytes: int) -> float:
+def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
+    """HEFT's mean transfer time of `nbytes` over all ordered device pairs (same-device pairs cost 0)."""
     nd = len(c.devices)
     if nd < 2 or nbytes <= 0:
         return 0.0
@@ -87,35 +92,24 @@ def _mean_transfer(c: _Compiled, nbytes: int) -> float:
     return total / (nd * nd)  # same-device pairs cost 0 and count in the mean, as in the paper
 
 
-def _upward_rank_order(c: _Compiled, assign: list[int] | None = None) -> list[int]:
+def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]:
     """Positions by decreasing upward rank (ties: topological position), a topological order.
 
     Without ``assign``: HEFT's mean costs and mean transfers. With it: the costs and transfers of
     that assignment (the critical-path-to-exit order of a fixed placement).
     """
     n = len(c.ids)
-    rank = [0.0] * n
-    for i in reversed(c.topo):
-        if assign is None:
-            own = sum(c.cost[i]) / len(c.devices)
-            best = 0.0
-            for j, nbytes in c.succs[i]:
-                r = _mean_transfer(c, nbytes) + rank[j]
-                if r > best:
-                    best = r
-        else:
-            di = assign[i]
-            own = float(c.cost[i][di])
-            best = 0.0
-            for j, nbytes in c.succs[i]:
-                r = c.transfer(nbytes, di, assign[j]) + rank[j]
-                if r > best:
-                    best = r
-        rank[i] = own + best
-    topo_pos = [0] * n
-    for k, i in enumerate(c.topo):
-        topo_pos[i] = k
-    return sorted(range(n), key=lambda i: (-rank[i], topo_pos[i]))
+    if assign is None:
+        nd = len(c.devices)
+        work = [sum(row) / nd for row in c.cost]
+        weights = [[mean_transfer(c, nbytes) for _, nbytes in out] for out in c.succs]
+    else:
+        work = [float(c.cost[i][assign[i]]) for i in range(n)]
+        transfer = c.transfer
+        weights = [[0 if assign[j] == d or nbytes <= 0 else transfer(nbytes, d, assign[j]) for j, nbytes in out]
+                   for out, d in zip(c.succs, assign)]
+    rank = upward_rank(c.topo, work, c.succ, weights)
+    return sorted(c.topo, key=rank.__getitem__, reverse=True)  # stable: equal ranks keep the topological order
 
 
 def _earliest_gap(starts: list[int], ends: list[int], ready: int, dur: int) -> tuple[int, int]:
@@ -130,7 +124,7 @@ def _earliest_gap(starts: list[int], ends: list[int], ready: int, dur: int) -> t
     return t, len(starts)
 
 
-def _evaluate(c: _Compiled, assign: list[int], order: Sequence[int]) -> tuple[int, list[int], list[int]]:
+def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tuple[int, list[int], list[int]]:
     """List-schedule positions in ``order`` on their assigned devices with insertion; (makespan, start, end)."""
     n = len(c.ids)
     nd = len(c.devices)
@@ -170,7 +164,7 @@ def _evaluate(c: _Compiled, assign: list[int], order: Sequence[int]) -> tuple[in
     return makespan, start, end
 
 
-def _check_memory(c: _Compiled, assign: list[int]) -> None:
+def _check_memory(c: CompiledProblem, assign: list[int]) -> None:
     used = [0] * len(c.devices)
     for i, d in enumerate(assign):
         used[d] += c.mem[i]
@@ -179,21 +173,22 @@ def _check_memory(c: _Compiled, assign: list[int]) -> None:
             raise PlacementError(f"tasks placed on {c.devices[d]} need {used[d]:,} bytes; it holds {cap:,}")
 
 
-def _placement(c: _Compiled, assign: list[int], start: list[int], end: list[int], makespan: int,
-               algorithm: str) -> Placement:
+def to_placement(c: CompiledProblem, assign: list[int], start: list[int], end: list[int], makespan: int,
+                 algorithm: str) -> Placement:
+    """A schedule over positions and device indexes as a :class:`Placement` of task ids and device names."""
     slots = sorted((Slot(c.ids[i], c.devices[assign[i]], start[i], end[i]) for i in range(len(c.ids))),
                    key=lambda s: (s.start_ns, s.device, s.task))
     return Placement({c.ids[i]: c.devices[assign[i]] for i in range(len(c.ids))}, makespan, slots, algorithm)
 
 
-def _schedule(problem: PlacementProblem, assignment: dict[int, str], priority: Sequence[int] | None = None,
-              algorithm: str = "list schedule") -> Placement:
+def list_schedule(problem: PlacementProblem, assignment: dict[int, str], priority: Sequence[int] | None = None,
+                  algorithm: str = "list schedule") -> Placement:
     """Schedule a fixed assignment: tasks in ``priority`` order (task ids, a topological order; default:
     decreasing upward rank under that assignment), each at its earliest start on its device after its
     inputs arrive, in the first idle gap long enough (insertion). PlacementError on a cycle, a task
     without a device, an unknown device, a priority that is not a topological order, or memory overflow.
     """
-    c = _compile(problem)
+    c = compile_problem(problem)
     dev_index = {d: k for k, d in enumerate(c.devices)}
     try:
         assign = [dev_index[assignment[tid]] for tid in c.ids]
@@ -201,19 +196,19 @@ def _schedule(problem: PlacementProblem, assignment: dict[int, str], priority: S
         raise PlacementError(f"the assignment has no known device for {exc.args[0]!r}") from None
     _check_memory(c, assign)
     if priority is None:
-        order = _upward_rank_order(c, assign)
+        order = rank_order(c, assign)
     else:
         order = [c.index[tid] for tid in priority]
         if sorted(order) != list(range(len(c.ids))):
             raise PlacementError("the priority order must list every task exactly once")
-    makespan, start, end = _evaluate(c, assign, order)
-    return _placement(c, assign, start, end, makespan, algorithm)
+    makespan, start, end = evaluate(c, assign, order)
+    return to_placement(c, assign, start, end, makespan, algorithm)
 
 
-def _heft(c: _Compiled) -> tuple[list[int], list[int], int, list[int], list[int]]:
+def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int], list[int]]:
     """HEFT on a compiled problem: (assignment, order, makespan, start, end)."""
     n, nd = len(c.ids), len(c.devices)
-    order = _upward_rank_order(c)
+    order = rank_order(c)
     assign = [-1] * n
     start = [0] * n
     end = [0] * n
@@ -249,6 +244,6 @@ def _heft(c: _Compiled) -> tuple[list[int], list[int], int, list[int], list[int]
 
 def heft(problem: PlacementProblem) -> Placement:
     """Insertion-based HEFT placement with its schedule and makespan (PlacementError on a cycle or no fit)."""
-    c = _compile(problem)
-    assign, _order, makespan, start, end = _heft(c)
-    return _placement(c, assign, start, end, makespan, "heft")
+    c = compile_problem(problem)
+    assign, _order, makespan, start, end = heft_assign(c)
+    return to_placement(c, assign, start, end, makespan, "heft")

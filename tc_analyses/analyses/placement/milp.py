@@ -14,7 +14,7 @@ Minimise ``C`` subject to:
 
 The bounds on ``s`` and ``C`` are HEFT's makespan, a feasible upper bound; ``M`` is that plus the
 largest cost. The model
-matches ``heft._schedule`` (transfers overlap freely; no copy-engine contention), so the returned
+matches ``heft.list_schedule`` (transfers overlap freely; no copy-engine contention), so the returned
 placement's makespan is the list scheduler's evaluation of the MILP's assignment in the MILP's
 start order, which equals the optimum when the solver proves it.
 
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from tc_analyses.analyses.placement.heft import _compile, _evaluate, _heft, _placement
-from tc_analyses.analyses.placement.problem import Placement, PlacementProblem
+from tc_analyses.analyses.placement.heft import compile_problem, evaluate, heft_assign, to_placement
+from tc_analyses.model.dag import reachability
+from tc_analyses.perf.problem import Placement, PlacementProblem
 
 MAX_TASKS = 20
 MAX_DEVICES = 4
@@ -49,22 +50,18 @@ class MilpResult:
 def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int = MAX_TASKS,
           max_devices: int = MAX_DEVICES) -> MilpResult:
     """Optimal placement of a small problem (see the module doc); PlacementError on a cycle."""
-    c = _compile(problem)
+    c = compile_problem(problem)
     n, nd = len(c.ids), len(c.devices)
     if n > max_tasks or nd > max_devices:
         return MilpResult(None, False, f"the exact MILP handles up to {max_tasks} tasks and {max_devices} devices; "
                                        f"this problem has {n} tasks and {nd} devices")
-    h_assign, _order, h_ms, h_start, h_end = _heft(c)
+    h_assign, _order, h_ms, h_start, h_end = heft_assign(c)
     if n == 0 or nd == 1 or h_ms == 0:
-        return MilpResult(_placement(c, h_assign, h_start, h_end, h_ms, "milp"), True, "trivial")
+        return MilpResult(to_placement(c, h_assign, h_start, h_end, h_ms, "milp"), True, "trivial")
 
     # reachability, to skip pairs already ordered by a path
-    reach = [set() for _ in range(n)]
-    for i in reversed(c.topo):
-        for j, _b in c.succs[i]:
-            reach[i].add(j)
-            reach[i] |= reach[j]
-    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if j not in reach[i] and i not in reach[j]]
+    reach = reachability(n, c.succ, order=c.topo)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if not (reach[i] >> j & 1 or reach[j] >> i & 1)]
 
     X = 0  # x[t,d] at X + t * nd + d
     S = n * nd
@@ -154,9 +151,9 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
             indeg[v] -= 1
             if indeg[v] == 0:
                 heapq.heappush(heap, (round(float(starts[v]), 3), v))
-    ms, start, end = _evaluate(c, assign, order)
+    ms, start, end = evaluate(c, assign, order)
     optimal = res.status == 0
     if ms > h_ms:  # a time-limited incumbent worse than HEFT after rounding: keep HEFT's
         ms, assign, start, end = h_ms, h_assign, h_start, h_end
-    return MilpResult(_placement(c, assign, start, end, ms, "milp"), optimal,
+    return MilpResult(to_placement(c, assign, start, end, ms, "milp"), optimal,
                       "optimal" if optimal else f"not proven optimal: {res.message.strip()}")

@@ -17,16 +17,16 @@ from typing import Any
 import networkx as nx
 
 from tc_analyses.analyses.placement import milp
-from tc_analyses.analyses.placement.cost import activity_of, build_problem, measure_steps
-from tc_analyses.analyses.placement.devices import default_link
 from tc_analyses.analyses.placement.heft import heft
-from tc_analyses.analyses.placement.problem import (
-    Cost, CostSource, Device, Placement, PlacementError, PlacementProblem, Task,
-)
 from tc_analyses.analyses.placement.search import local_search
-from tc_analyses.analyses.placement.simulate import replay_actual, simulate
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity
+from tc_analyses.perf.cost import activity_of, build_problem, measure_steps
+from tc_analyses.perf.devices import default_link
+from tc_analyses.perf.problem import (
+    Cost, CostSource, Device, Placement, PlacementError, PlacementProblem, Task,
+)
+from tc_analyses.perf.simulate import replay_actual, simulate
 
 
 @dataclass(frozen=True)

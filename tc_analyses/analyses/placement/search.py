@@ -23,18 +23,12 @@ import time
 
 import numpy as np
 
-from tc_analyses.analyses.placement.heft import (
-    _compile,
-    _Compiled,
-    _evaluate,
-    _heft,
-    _placement,
-    _upward_rank_order,
-)
-from tc_analyses.analyses.placement.problem import Placement, PlacementProblem
+from tc_analyses.analyses.placement.heft import (CompiledProblem, compile_problem, evaluate, heft_assign, rank_order,
+                                                 to_placement)
+from tc_analyses.perf.problem import Placement, PlacementProblem
 
 
-def _critical_path(c: _Compiled, assign: list[int], start: list[int], end: list[int]) -> list[int]:
+def _critical_path(c: CompiledProblem, assign: list[int], start: list[int], end: list[int]) -> list[int]:
     """Positions on the chain that determines the makespan, last task first."""
     n = len(c.ids)
     if n == 0:
@@ -73,11 +67,11 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
                  perturb: bool = True) -> Placement:
     """HEFT improved by critical-path local search; never worse than HEFT (see the module doc)."""
     t0 = time.perf_counter()
-    c = _compile(problem)
+    c = compile_problem(problem)
     n, nd = len(c.ids), len(c.devices)
-    assign, order, makespan, start, end = _heft(c)
+    assign, order, makespan, start, end = heft_assign(c)
     if n == 0 or nd < 2:
-        return _placement(c, assign, start, end, makespan, "heft+search")
+        return to_placement(c, assign, start, end, makespan, "heft+search")
     rng = np.random.default_rng(seed)
     evals = 0
 
@@ -100,14 +94,14 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
         """Evaluate in the current order and in the re-ranked order; the better if it beats ``cur``."""
         nonlocal evals
         evals += 1
-        ms, s, e = _evaluate(c, new_assign, cur[2])
+        ms, s, e = evaluate(c, new_assign, cur[2])
         result = (ms, s, e, cur[2])
         if small or ms >= cur[0]:
             if out_of_budget():
                 return None if ms >= cur[0] else (ms, s, e)
             evals += 1
-            order2 = _upward_rank_order(c, new_assign)
-            ms2, s2, e2 = _evaluate(c, new_assign, order2)
+            order2 = rank_order(c, new_assign)
+            ms2, s2, e2 = evaluate(c, new_assign, order2)
             if ms2 < ms:
                 result = (ms2, s2, e2, order2)
         if result[0] < cur[0]:
@@ -191,12 +185,12 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
                 used[pa[i]] -= c.mem[i]
                 used[d] += c.mem[i]
                 pa[i] = d
-        po = _upward_rank_order(c, pa)
+        po = rank_order(c, pa)
         evals += 1
-        ms, s, e = _evaluate(c, pa, po)
+        ms, s, e = evaluate(c, pa, po)
         cur = (ms, pa, po, s, e)
         nonlocal_order[0] = po
         if ms < best[0]:
             best = cur
     ms, a, _o, s, e = best
-    return _placement(c, a, s, e, ms, "heft+search")
+    return to_placement(c, a, s, e, ms, "heft+search")

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from tc_analyses.analyses.placement.problem import Device, Link, PlacementError
+from tc_analyses.perf.problem import Device, Link, PlacementError
 
 TFLOPS = 1e12
 GBPS = 1e9

@@ -27,11 +27,11 @@ from typing import Any, Callable
 import networkx as nx
 import numpy as np
 
-from tc_analyses.analyses.placement.devices import default_link, spec_of
-from tc_analyses.analyses.placement.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.intervals import union_ns
+from tc_analyses.perf.devices import default_link, spec_of
+from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
 
@@ -364,7 +364,8 @@ def host_gaps(trace: DfcTrace | Activity, g: nx.DiGraph) -> dict[str, float]:
     return measure_steps(trace, g).gaps_ns
 
 
-def _trace_of(g: nx.DiGraph) -> Any | None:
+def trace_of(g: nx.DiGraph) -> DfcTrace | None:
+    """The trace `g` was built from (its ``source``), read again; None when that path is gone."""
     source = g.graph.get(K.SOURCE)
     if not source or not Path(source).exists():
         return None
@@ -389,7 +390,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
     graph's ``source`` when that path exists), or its activity, supplies copy timings and host gaps.
     """
     if trace is None:
-        trace = _trace_of(graph)
+        trace = trace_of(graph)
     activity = activity_of(trace) if trace is not None else None
     names = [d.name for d in devices]
     tasks: list[Task] = []

@@ -13,7 +13,7 @@ Model:
 :func:`replay_actual` runs the trace's own placement in the trace's own order, with the measured
 host gaps as launch overhead (each op weighted by the fraction of steps it ran in) and the observed producer-end -> consumer-begin delays of the
 trace's cross-device edges as their transfer times; it should reproduce the measured step time
-(:func:`tc_analyses.analyses.placement.cost.measure_steps`).
+(:func:`tc_analyses.perf.cost.measure_steps`).
 """
 
 from __future__ import annotations
@@ -24,19 +24,19 @@ from typing import Any
 
 import networkx as nx
 
-from tc_analyses.analyses.placement.cost import _trace_of, measure_steps
-from tc_analyses.analyses.placement.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
+from tc_analyses.model.dag import upward_rank
+from tc_analyses.perf.cost import measure_steps, trace_of
+from tc_analyses.perf.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
 
 
 def upward_ranks(problem: PlacementProblem, assignment: dict[int, str]) -> dict[int, int]:
     """rank(t) = cost on its device + max over successors (transfer + rank(successor))."""
     succs = problem.successors()
-    rank: dict[int, int] = {}
-    for t in reversed(problem.topological_order()):
-        dev = assignment[t]
-        rank[t] = problem.cost(t, dev) + max(
-            (problem.transfer_ns(dev, assignment[s], problem.edges[(t, s)]) + rank[s] for s in succs[t]), default=0)
-    return rank
+    order = problem.topological_order()
+    work = {t: problem.cost(t, assignment[t]) for t in order}
+    weights = {t: [problem.transfer_ns(assignment[t], assignment[s], problem.edges[(t, s)]) for s in succs[t]]
+               for t in order}
+    return upward_rank(order, work, succs, weights)
 
 
 def _priority(problem: PlacementProblem, assignment: dict[int, str], order: list[int] | None) -> list[int]:
@@ -167,7 +167,7 @@ def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | Non
     `trace` (or its activity) defaults to the trace the graph was built from (``graph.graph["source"]``).
     """
     if trace is None:
-        trace = _trace_of(graph)
+        trace = trace_of(graph)
     if trace is None:
         raise PlacementError("replaying the actual placement needs the trace the graph was built from")
     names = set(problem.device_names())

@@ -1,0 +1,59 @@
+"""The DAG algorithms every analysis shares: upward rank, critical path, reachability, reduction, width."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import pytest
+
+from tc_analyses.model.dag import critical_path, reachability, transitive_reduction, upward_rank, width
+
+
+def random_dag(n: int, p: float, seed: int) -> tuple[nx.DiGraph, dict[int, list[int]]]:
+    g = nx.gnp_random_graph(n, p, seed=seed, directed=True)
+    dag = nx.DiGraph((u, v) for u, v in g.edges if u < v)  # edges forward in index order: a DAG
+    dag.add_nodes_from(range(n))
+    return dag, {u: sorted(dag.successors(u)) for u in range(n)}
+
+
+def test_reduction_equals_networkx() -> None:
+    dag, succ = random_dag(60, 0.15, 3)
+    reach = reachability(60, succ)
+    assert set(transitive_reduction(60, succ, reach)) == set(nx.transitive_reduction(dag).edges)
+    assert [reach[0] >> v & 1 for v in range(60)] == [int(nx.has_path(dag, 0, v) and v != 0) for v in range(60)]
+
+
+def test_reachability_in_any_topological_order() -> None:
+    # nodes numbered against the edges: 3 -> 2 -> 0, 3 -> 1
+    succ = {3: [2, 1], 2: [0], 1: [], 0: []}
+    assert reachability(4, succ, order=[3, 2, 1, 0]) == [0, 0, 1, 0b111]
+
+
+def test_upward_rank_and_critical_path_follow_the_longest_path() -> None:
+    dag, succ = random_dag(40, 0.1, 7)
+    work = [(7 * i) % 11 + 1 for i in range(40)]
+    rank = upward_rank(range(40), work, succ)
+    for t in range(40):  # the longest node-weighted path from t
+        longest = max(sum(work[v] for v in path) for s in range(40)
+                      for path in nx.all_simple_paths(dag, t, s)) if dag.out_degree(t) else work[t]
+        assert rank[t] == max(longest, work[t])
+    path = critical_path(range(40), work, succ, rank=rank)
+    assert all(dag.has_edge(u, v) for u, v in itertools.pairwise(path))
+    assert sum(work[t] for t in path) == max(rank.values())
+
+
+def test_edge_weights_count_in_the_rank() -> None:
+    succ = [[1, 2], [], []]
+    assert upward_rank([0, 1, 2], [1, 5, 1], succ) == {2: 1, 1: 5, 0: 6}
+    assert upward_rank([0, 1, 2], [1, 5, 1], succ, weights=[[0, 10], [], []]) == {2: 1, 1: 5, 0: 12}
+    assert critical_path([0, 1, 2], [1, 5, 1], succ, weights=[[0, 10], [], []]) == [0, 2]
+    assert critical_path([], [], {}) == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_width_is_the_largest_antichain(seed: int) -> None:
+    dag, succ = random_dag(12, 0.2, seed)
+    closure = nx.transitive_closure_dag(dag)
+    largest = max(len(a) for a in nx.antichains(closure))
+    assert width(12, reachability(12, succ)) == largest
