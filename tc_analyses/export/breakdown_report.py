@@ -2,7 +2,7 @@
 
 The plot has two panels of 100% stacked bars: idle / compute / non-compute share of the kernel
 time per device (and all devices), and host wait / kernel wait / other share of the idle time
-per (device, queue). PNG and SVG are byte-for-byte deterministic, as in ``roofline_plot``.
+per (device, queue). PNG and SVG are byte-for-byte deterministic, as in ``roofline_report``.
 """
 
 from __future__ import annotations
