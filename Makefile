@@ -11,11 +11,12 @@ OUT ?= demo-out
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: help setup apt venv demo test test-fast bench clean
+.PHONY: help setup apt venv demo test test-fast typecheck bench clean
 
 help:
 	@echo "make demo      - set up, record the embedded workload, print its summary"
-	@echo "make test      - set up, run the whole test suite (what CI runs)"
+	@echo "make test      - set up, type-check (mypy), run the whole test suite (what CI runs)"
+	@echo "make typecheck - set up, type-check tracer/ and tc_analyses/ (mypy, settings in pyproject.toml)"
 	@echo "make test-fast - set up, run the tests not marked slow or torch (under a minute)"
 	@echo "make bench     - set up, run the benchmarks (ratios side by side)"
 
@@ -52,7 +53,11 @@ link-bt2: $(STAMP)
 demo: setup
 	$(VENV)/bin/dfcompass demo -o $(OUT)
 
-test: setup
+# mypy reads its settings (files, strictness) from pyproject.toml.
+typecheck: setup
+	$(VPY) -m mypy
+
+test: typecheck
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 # The markers (slow, torch, shared) are declared in pyproject.toml; docs/architecture.md lists them.

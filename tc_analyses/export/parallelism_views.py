@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -44,7 +45,7 @@ def _real_trace_clock(trace_path: str | os.PathLike[str] | None) -> tuple[int, i
 
 def _plan_graph(plan: StreamPlan) -> nx.DiGraph:
     """The planned ops and the dependencies the plan keeps (reduced edges), with op and name."""
-    g = nx.DiGraph()
+    g: nx.DiGraph[Any] = nx.DiGraph()
     for op in plan.ops:
         g.add_node(op.node, **{K.OP: op.op, K.NAME: op.name, K.MEAN_NS: op.work_ns, "stream": op.stream,
                                 "order": op.order})

@@ -44,10 +44,10 @@ def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement,
             task = tasks[slot.task]
             moved = task.actual_device is not None and task.actual_device != slot.device
             tid = (_MOVED_TID if moved else _KEPT_TID) + index[slot.device]
-            device = builder.device(slot.device, start_ns)
+            device_index = builder.device(slot.device, start_ns)
             label = f"{task.name} (from {task.actual_device})" if moved else task.name
-            builder.add("node_begin", f"t{tid}", start_ns + slot.start_ns, task.id, task.op, label, device, tid, 0)
-            builder.add("node_end", f"t{tid}", start_ns + slot.end_ns, task.id, device, tid)
+            builder.add("node_begin", f"t{tid}", start_ns + slot.start_ns, task.id, task.op, label, device_index, tid, 0)
+            builder.add("node_end", f"t{tid}", start_ns + slot.end_ns, task.id, device_index, tid)
             end_of[task.id] = (start_ns + slot.start_ns, slot.device, tid)
         for (u, v), nbytes in sorted(problem.edges.items()):
             if u in end_of and v in end_of:
@@ -65,4 +65,7 @@ def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[
         if node in planned:
             planned.nodes[node]["recommended_device"] = device
             planned.nodes[node]["device"] = device  # colours follow the plan
-    return [write_dot(planned, out_dir / "graph.dot"), write_graphml(planned, out_dir / "graph.graphml")]
+    dot, graphml = out_dir / "graph.dot", out_dir / "graph.graphml"
+    write_dot(planned, dot)
+    write_graphml(planned, graphml)
+    return [dot, graphml]

@@ -35,13 +35,18 @@ A diamond ``0 -> {1, 2} -> 3`` with node work 1, 5, 2, 1:
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 N = TypeVar("N", bound=Hashable)
 
 WIDTH_PAIR_LIMIT = 2_000_000  # reachable pairs above which width() does not compute the exact width
 
-Adjacency = Mapping[Any, Sequence[Any]] | Sequence[Sequence[Any]]
+
+
+class Adjacency(Protocol):
+    """Successors (or edge weights) by node: a dict keyed by node, or a list indexed by node number."""
+
+    def __getitem__(self, node: Any, /) -> Sequence[Any]: ...
 
 
 def upward_rank(order: Iterable[N], work: Any, succ: Adjacency,

@@ -129,7 +129,7 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
         execution_nodes[nid] = acc.node
         execution_step[nid] = step
 
-    g = nx.DiGraph()
+    g: nx.DiGraph[int] = nx.DiGraph()
     for acc in accs.values():
         name, op, device, k = acc.key
         durations = acc.durations
@@ -200,7 +200,7 @@ def _describe(g: nx.DiGraph, node: Hashable) -> str:
 
 
 def _weights(g: nx.DiGraph, weight: str) -> dict[Hashable, int]:
-    return {n: int(w) for n, w in g.nodes(data=weight, default=0)}
+    return {n: int(w) for n, w in g.nodes(data=weight, default=0)}  # type: ignore[call-overload]  # networkx's stubs type data=str as the whole dict
 
 
 def critical_path(g: nx.DiGraph, weight: str = K.MEAN_NS) -> list[Hashable]:

@@ -63,12 +63,12 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
     `transfer_override` gives the transfer time of particular cross-device edges directly.
     """
     names = set(problem.device_names())
-    for t in problem.tasks:
-        dev = assignment.get(t.id)
+    for task in problem.tasks:
+        dev = assignment.get(task.id)
         if dev is None:
-            raise PlacementError(f"task {t.id} ({t.name}) is not assigned to a device")
+            raise PlacementError(f"task {task.id} ({task.name}) is not assigned to a device")
         if dev not in names:
-            raise PlacementError(f"task {t.id} ({t.name}) is assigned to unknown device {dev!r}")
+            raise PlacementError(f"task {task.id} ({task.name}) is assigned to unknown device {dev!r}")
     priority = _priority(problem, assignment, order)
     preds, succs = problem.predecessors(), problem.successors()
     queues: dict[str, list[int]] = {d: [] for d in names}

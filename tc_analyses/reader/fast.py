@@ -225,7 +225,7 @@ def stream_files(trace_dir: Path) -> list[Path]:
     return sorted(p for p in trace_dir.iterdir() if p.is_file() and p.name != "metadata" and not p.name.startswith("."))
 
 
-def read_trace(path: str | Path, progress: Callable[[int], None] | None = None) -> DfcTrace:
+def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> DfcTrace:
     """Read a whole dfcompass trace directory into columnar tables.
 
     `progress`, when given, is called with the number of bytes read after each stream file.

@@ -20,7 +20,7 @@ REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) 
 
 def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
     """The DAG on the kept nodes: u -> v when a path joins them through dropped nodes only."""
-    dag = nx.DiGraph()
+    dag: nx.DiGraph[Any] = nx.DiGraph()
     dag.add_nodes_from(n for n in graph.nodes if n in keep)
     for u in dag.nodes:
         stack, seen = list(graph.successors(u)), set()

@@ -56,10 +56,10 @@ def _launch_owners(activity: Activity) -> dict[int, int]:
     starts = {tid: [r[0] for r in runs] for tid, runs in per_tid.items()}
     owners: dict[int, int] = {}
     for call in activity.api:
-        runs = per_tid.get(call.tid)
-        if not runs or not call.correlation_id:
+        outermost = per_tid.get(call.tid)
+        if not outermost or not call.correlation_id:
             continue
         at = bisect.bisect_right(starts[call.tid], call.start) - 1
-        if at >= 0 and runs[at][0] <= call.start <= runs[at][1]:
-            owners[call.correlation_id] = runs[at][2]  # the last call of an id, as Activity.launch_of
+        if at >= 0 and outermost[at][0] <= call.start <= outermost[at][1]:
+            owners[call.correlation_id] = outermost[at][2]  # the last call of an id, as Activity.launch_of
     return owners

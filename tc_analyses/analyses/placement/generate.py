@@ -76,7 +76,7 @@ def random_layered(n_tasks: int, n_devices: int = 3, seed: int = 0, width: int |
     layers: list[list[int]] = []
     i = 0
     while i < n_tasks:
-        w = int(min(n_tasks - i, max(1, rng.integers(max(1, width // 2), width + width // 2 + 1))))
+        w = min(n_tasks - i, max(1, int(rng.integers(max(1, width // 2), width + width // 2 + 1))))
         layers.append(list(range(i, i + w)))
         i += w
     edges: set[tuple[int, int]] = set()

@@ -74,25 +74,31 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
     lo: list[float] = []
     hi: list[float] = []
 
+    def constrain(r: np.ndarray, low: float, high: float) -> None:
+        """Add the constraint low <= r . x <= high."""
+        rows.append(r)
+        lo.append(low)
+        hi.append(high)
+
     def row() -> np.ndarray:
         return np.zeros(nv)
 
     for t in range(n):
         r = row()
         r[X + t * nd: X + (t + 1) * nd] = 1
-        rows.append(r), lo.append(1), hi.append(1)
+        constrain(r, 1, 1)
         r = row()
         r[S + t] = 1
         r[X + t * nd: X + (t + 1) * nd] = c.cost[t]
         r[CV] = -1
-        rows.append(r), lo.append(-np.inf), hi.append(0)
+        constrain(r, -np.inf, 0)
     for v in range(n):
         for u, nbytes in c.preds[v]:
             base = row()
             base[S + v] = 1
             base[S + u] = -1
             base[X + u * nd: X + (u + 1) * nd] = [-k for k in c.cost[u]]
-            rows.append(base), lo.append(0), hi.append(np.inf)
+            constrain(base, 0, np.inf)
             for d1 in range(nd):
                 for d2 in range(nd):
                     if d1 == d2:
@@ -103,25 +109,25 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
                     r = base.copy()
                     r[X + u * nd + d1] -= tr
                     r[X + v * nd + d2] -= tr
-                    rows.append(r), lo.append(-tr), hi.append(np.inf)
+                    constrain(r, -tr, np.inf)
     for k, (i, j) in enumerate(pairs):
         for d in range(nd):
             r = row()  # y = 1: i before j
             r[S + i], r[S + j], r[Y + k] = 1, -1, bigm
             r[X + i * nd + d] += bigm
             r[X + j * nd + d] += bigm
-            rows.append(r), lo.append(-np.inf), hi.append(3 * bigm - c.cost[i][d])
+            constrain(r, -np.inf, 3 * bigm - c.cost[i][d])
             r = row()  # y = 0: j before i
             r[S + j], r[S + i], r[Y + k] = 1, -1, -bigm
             r[X + i * nd + d] += bigm
             r[X + j * nd + d] += bigm
-            rows.append(r), lo.append(-np.inf), hi.append(2 * bigm - c.cost[j][d])
+            constrain(r, -np.inf, 2 * bigm - c.cost[j][d])
     for d, cap in enumerate(c.cap):
         if cap is not None:
             r = row()
             for t in range(n):
                 r[X + t * nd + d] = c.mem[t]
-            rows.append(r), lo.append(-np.inf), hi.append(cap)
+            constrain(r, -np.inf, cap)
 
     integrality = np.zeros(nv)
     integrality[X:S] = 1

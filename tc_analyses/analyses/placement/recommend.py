@@ -46,7 +46,7 @@ class Recommendation:
     algorithm: str
     tasks: int
     actual_makespan_ns: int | None  # the trace's own placement, simulated (None for graph files without one)
-    measured_step_ns: int | None  # what the trace measured, to judge the simulator
+    measured_step_ns: float | None  # what the trace measured, to judge the simulator
     replay_error: float | None  # |replay - measured| / measured
     predicted_makespan_ns: int
     speedup: float | None  # actual / predicted, both simulated
