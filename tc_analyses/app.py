@@ -30,6 +30,64 @@ DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
 Echo = Callable[[str], None]
 
 
+# --------------------------------------------------------------------- import, build-analyses
+def import_kineto(file: Path, output: Path, overwrite: bool) -> Any:
+    """Convert a Kineto (PyTorch profiler) trace into a dfcompass trace; its ImportSummary. The
+    importer's errors become dfcompass's (a bad FILE: exit 1; an existing OUTPUT: exit 2)."""
+    from tc_analyses.errors import TraceError
+    from tracer.ctf import TraceExistsError
+    from tracer.importers import KinetoImportError
+    from tracer.importers import import_kineto as convert
+
+    try:
+        return convert(file, output, overwrite=overwrite)
+    except KinetoImportError as exc:
+        raise TraceError(exc.path, exc.problem) from None
+    except TraceExistsError:
+        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)") from None
+    except OSError as exc:  # a missing or unreadable FILE, an unwritable OUTPUT
+        raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
+
+
+@dataclass
+class Built:
+    """What ``build-analyses`` wrote, and what the XSD and the lint found wrong in it."""
+
+    written: dict[str, Path]
+    problems: list[str]
+    xml_files: int
+
+
+def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate: bool) -> Built:
+    """Write the Trace Compass analyses for `trace` (or the whole catalogue) into `output`; with
+    `validate`, check every XML file against Trace Compass's XSD (found from `xsd`) and the lint."""
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.validate import check_files, find_xsd
+
+    schema = find_xsd(xsd) if validate else None  # a missing schema is reported before anything is written
+    written = write_output(output, TraceInputs(trace).facts if trace is not None else None)
+    xml = sorted(p for k, p in written.items() if k.startswith("xml/"))
+    return Built(written, check_files(xml, schema) if schema is not None else [], len(xml))
+
+
+def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None, csv_out: Path | None,
+           progress: Progress = no_progress) -> list[Any]:
+    """The intervals of the XML analyses' state systems whose path matches `path_glob` (at time
+    `at`), written to `csv_out` as path,start,end,value when given."""
+    import csv
+
+    from tc_analyses.analyses.states import rows
+
+    found = rows(TraceInputs(trace, progress).built(xml), path_glob, at)
+    if csv_out is not None:
+        with open(csv_out, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(["path", "start", "end", "value"])
+            for row in found:
+                writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value])
+    return found
+
+
 # ------------------------------------------------------------------------------------ analyze
 def check_user_xml(xml: Sequence[Path], xsd: Path | None) -> None:
     """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""

@@ -7,110 +7,20 @@ traceback only under ``--debug``.
 
 from __future__ import annotations
 
-import functools
 import sys
-import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, TypeVar
+from typing import Any, Callable
 
 import click
 
-from tc_analyses.errors import ConfigurationError, DfcompassError, TraceError
+from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, State, handle_errors as _handle_errors,
+                                     progress as _progress, trace_bytes as _trace_bytes)
+from tc_analyses.errors import DfcompassError
 from tc_analyses.registry import KEYS, Param
 
-# Only click and the error classes load at start-up, so `dfcompass --help` answers at once; each
-# command imports what it uses.
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _State:
-    debug = False
-    progress = True
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(f"dfcompass: error: {message}", err=True)
-    sys.exit(code)
-
-
-def _handle_errors(func: F) -> F:
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DfcompassError as exc:
-            _fail(" ".join(str(exc).split()), exc.exit_code)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except BrokenPipeError:
-            sys.exit(0)
-        except Exception as exc:  # never a traceback by default: one line, exit 1
-            if _State.debug:
-                traceback.print_exc()
-            _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with --debug for details)", 1)
-        return None
-
-    return run  # type: ignore[return-value]
-
-
-@contextmanager
-def _progress(label: str, total: int | None, unit: str = "items") -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr when interactive; a no-op otherwise. `unit`: bytes or items."""
-    if not _State.progress or not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    count = (DownloadColumn() if unit == "bytes" else MofNCompleteColumn()) if total else TextColumn("{task.completed}")
-    columns = [TextColumn(label), BarColumn(), count, TimeRemainingColumn()]
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
-
-
-def _trace_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
-
-
-class BadValue(click.BadParameter):
-    """A bad option value: one line naming the option and the problem, exit code 2."""
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"dfcompass: error: {' '.join(self.format_message().split())}", err=True)
-
-
-def _check(convert: Callable[[str], Any], value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-    try:
-        convert(str(value))
-    except DfcompassError as exc:
-        raise BadValue(str(exc), ctx, param) from None
-    return str(value)
-
-
-class PeaksDevice(click.ParamType):
-    """A device whose peaks the device table knows: cpu, CPU-<cores> or a GPU model (H100...)."""
-
-    name = "device"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tc_analyses.perf.devices import spec
-
-        return _check(spec, value, param, ctx)
-
-
-class DeviceList(click.ParamType):
-    """Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ..."""
-
-    name = "devices"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tc_analyses.perf.devices import parse_devices
-
-        return _check(parse_devices, value, param, ctx)
-
-
-PEAKS_DEVICE, DEVICE_LIST = PeaksDevice(), DeviceList()
+# Only click, the registry (plain data) and the error classes load at start-up, so `dfcompass
+# --help` answers at once; each command imports what it uses.
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -119,13 +29,13 @@ PEAKS_DEVICE, DEVICE_LIST = PeaksDevice(), DeviceList()
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
 def main(debug: bool, no_progress: bool) -> None:
     """dfcompass: record dataflow and ML programs as CTF traces and analyse them."""
-    _State.debug = debug
-    _State.progress = not no_progress
+    State.debug = debug
+    State.progress = not no_progress
 
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_FORMAT
 @click.option("--reader", type=click.Choice(["auto", "fast", "bt2"]), default="auto", show_default=True,
               help="auto: the numpy reader for dfcompass traces, bt2 (babeltrace2) for any other CTF trace.")
 @_handle_errors
@@ -160,23 +70,14 @@ def repair(trace: Path, dry_run: bool) -> None:
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Trace directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_FORMAT
 @_handle_errors
 def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
     """Convert a PyTorch profiler (Kineto) trace FILE (.json or .json.gz) into a dfcompass trace."""
+    from tc_analyses import app
     from tc_analyses.export import reports
-    from tracer.ctf import TraceExistsError
-    from tracer.importers import KinetoImportError
-    from tracer.importers import import_kineto as convert
 
-    try:
-        summary = convert(file, output, overwrite=overwrite)
-    except KinetoImportError as exc:
-        raise TraceError(exc.path, exc.problem) from None
-    except TraceExistsError:
-        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)") from None
-    except OSError as exc:  # a missing or unreadable FILE, an unwritable OUTPUT
-        raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
+    summary = app.import_kineto(file, output, overwrite)
     click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
 
 
@@ -191,29 +92,24 @@ def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
 @_handle_errors
 def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None) -> None:
     """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue."""
-    from tc_analyses.export.tracecompass import write_output
-    from tc_analyses.export.tracecompass.facts import trace_facts
-    from tc_analyses.export.tracecompass.validate import check_files, find_xsd
+    from tc_analyses import app
 
-    schema = find_xsd(xsd) if validate else None  # a missing schema is reported before anything is written
-    facts = trace_facts(trace) if trace is not None else None
-    written = write_output(output, facts)
-    for key, path in written.items():
+    built = app.build_analyses(trace, output, xsd if validate else None, validate)
+    for path in built.written.values():
         click.echo(f"wrote {path}")
-    if schema is not None:
-        problems = check_files(sorted(p for k, p in written.items() if k.startswith("xml/")), schema)
-        for problem in problems:
-            click.echo(f"dfcompass: {problem}", err=True)
-        if problems:
-            raise DfcompassError(f"{len(problems)} problem(s) in the generated analyses")
-        click.echo(f"validated {sum(k.startswith('xml/') for k in written)} files against the XSD and the lint")
+    for problem in built.problems:
+        click.echo(f"dfcompass: {problem}", err=True)
+    if built.problems:
+        raise DfcompassError(f"{len(built.problems)} problem(s) in the generated analyses")
+    if validate:
+        click.echo(f"validated {built.xml_files} files against the XSD and the lint")
 
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Trace Compass XML analysis to run (repeatable); default: the generated analyses.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_FORMAT
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
 @click.option("--section", "section_keys", multiple=True, type=click.Choice(KEYS),
@@ -248,23 +144,13 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
            xsd: Path | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
-    import csv
-
     from tc_analyses import app
-    from tc_analyses.analyses.states import rows
-    from tc_analyses.inputs import TraceInputs
 
     app.check_user_xml(xml, xsd)
-    found = rows(TraceInputs(trace, _progress).built(xml), path_glob, at)
+    found = app.states(trace, xml, path_glob, at, csv_out, _progress)
     if csv_out is not None:
-        with open(csv_out, "w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(["path", "start", "end", "value"])
-            for row in found:
-                writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value])
         click.echo(f"wrote {len(found)} intervals to {csv_out}")
-        return
-    for row in found:
+    for row in found if csv_out is None else ():
         click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
 
 
@@ -272,7 +158,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option("--devices", type=DEVICE_LIST, required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Folder for the plan and its views.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_FORMAT
 @_handle_errors
 def recommend_placement(input_path: Path, devices: str, output: Path, fmt: str) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
@@ -336,7 +222,6 @@ def _json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 # The registry is plain data: the analysis commands cost nothing at start-up.
 for _key in KEYS:
     _analysis_command(_key)

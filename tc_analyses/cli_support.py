@@ -1,0 +1,106 @@
+"""What every ``dfcompass`` command shares: one-line errors and exit codes, progress bars, and
+the option types that check a value when it is parsed (a bad one is a usage error, exit 2)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, TypeVar
+
+import click
+
+from tc_analyses.errors import DfcompassError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class State:
+    debug = False
+    progress = True
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"dfcompass: error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(func: F) -> F:
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DfcompassError as exc:
+            _fail(" ".join(str(exc).split()), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # never a traceback by default: one line, exit 1
+            if State.debug:
+                traceback.print_exc()
+            _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with --debug for details)", 1)
+        return None
+
+    return run  # type: ignore[return-value]
+
+
+@contextmanager
+def progress(label: str, total: int | None, unit: str = "items") -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr when interactive; a no-op otherwise. `unit`: bytes or items."""
+    if not State.progress or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    count = (DownloadColumn() if unit == "bytes" else MofNCompleteColumn()) if total else TextColumn("{task.completed}")
+    columns = [TextColumn(label), BarColumn(), count, TimeRemainingColumn()]
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def trace_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
+
+
+class BadValue(click.BadParameter):
+    """A bad option value: one line naming the option and the problem, exit code 2."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"dfcompass: error: {' '.join(self.format_message().split())}", err=True)
+
+
+def _check(convert: Callable[[str], Any], value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+    try:
+        convert(str(value))
+    except DfcompassError as exc:
+        raise BadValue(str(exc), ctx, param) from None
+    return str(value)
+
+
+class PeaksDevice(click.ParamType):
+    """A device whose peaks the device table knows: cpu, CPU-<cores> or a GPU model (H100...)."""
+
+    name = "device"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tc_analyses.perf.devices import spec
+
+        return _check(spec, value, param, ctx)
+
+
+class DeviceList(click.ParamType):
+    """Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ..."""
+
+    name = "devices"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tc_analyses.perf.devices import parse_devices
+
+        return _check(parse_devices, value, param, ctx)
+
+
+PEAKS_DEVICE, DEVICE_LIST = PeaksDevice(), DeviceList()
