@@ -180,10 +180,6 @@ def _embedding(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
     return 0.0, idx * (w[-1] if w else 1)
 
 
-def _none(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
-    return 0.0, _out_elems(args, out_bytes, args[0].numel if args else 0)
-
-
 ELEMENTWISE = {  # FLOPs per element
     "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1, "threshold": 1,
     "threshold_backward": 1, "clamp": 1, "hardtanh": 1, "leaky_relu": 2, "where": 1, "pow": 2,
