@@ -1,6 +1,6 @@
 """dfcompass analysis side: read CTF traces, model them, analyse and export.
 
-Data flows one way: reader -> model -> engine -> analyses -> export -> app -> cli.
+Data flows one way: reader -> model -> engine -> perf -> analyses -> export -> inputs -> app -> cli.
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
+from tc_analyses.registry import KEYS
 
 if TYPE_CHECKING:
     from tc_analyses.analyses.placement.recommend import Recommendation
@@ -132,7 +133,6 @@ def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Se
     """The summary of the Trace Compass analyses (the generated ones unless `xml` names others),
     then the registered analyses named by `section_keys`."""
     from tc_analyses.analyses.summary import summarize
-    from tc_analyses.export.sections import seed_sections
 
     summary = summarize(inputs.built(xml), top)
     sections = []
@@ -143,8 +143,35 @@ def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Se
 
 
 def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:
-    """The options of `analyze` and `report` (which have only --device) by analysis."""
-    return {"roofline": {"device": peaks_device}}
+    """The options of `analyze` and `report` by analysis: their --device goes to every option that
+    takes a device's peaks; the others keep their defaults."""
+    from tc_analyses.registry import ANALYSES
+
+    return {a.key: {p.name: peaks_device for p in a.params if p.kind == "peaks-device"} for a in ANALYSES}
+
+
+def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Sequence[str] = KEYS,
+                  advance: Callable[[int], None] = lambda n: None,
+                  options: Mapping[str, Mapping[str, Any]] | None = None) -> list[SeedSection]:
+    """Run the analyses named by `keys` on one trace (`options` by key); plots go to `plot_dir`."""
+    from tc_analyses.export.sections import SeedSection
+    from tc_analyses.registry import entry
+
+    sections = []
+    for key in keys:
+        analysis = entry(key)
+        try:
+            if not inputs.is_dfcompass:
+                raise AnalysisUnavailable(f"{inputs.path}: not a dfcompass trace (only the Trace Compass analyses "
+                                          "run on other CTF traces)")
+            result = analysis.run(inputs, (options or {}).get(key))
+        except AnalysisUnavailable as exc:  # other errors (a broken trace, a bad option) stop the command
+            sections.append(SeedSection(analysis, None, f"not available: {exc}\n"))
+        else:
+            plots = analysis.plots(result, plot_dir) if plot_dir is not None else []
+            sections.append(SeedSection(analysis, result, analysis.text(result), plots))
+        advance(1)
+    return sections
 
 
 @dataclass
@@ -183,8 +210,8 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
                   {"runs": [r.to_json() for r in results], "trajectory": trajectory.to_json()})
     if written:
         ran.text += "plots: " + ", ".join(str(p.resolve()) for p in written) + "\n"
-    if output is not None and any(p for p in output.iterdir() if p not in written):
-        ran.text += f"everything written: {output.resolve()}\n"
+    if output is not None and analysis.artifacts_note:
+        ran.text += f"{analysis.artifacts_note}: {output.resolve()}\n"
     return ran
 
 
@@ -233,9 +260,6 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
     placement) and the seed sections themselves."""
     from tc_analyses.export import reports
     from tc_analyses.export.html_report import Block, Section, inline_svg
-    from tc_analyses.export.sections import seed_sections
-    from tc_analyses.registry import KEYS
-
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import click
 
-from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, State, handle_errors as _handle_errors,
+from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, OneLineErrors, State, handle_errors as _handle_errors,
                                      progress as _progress, trace_bytes as _trace_bytes)
 from tc_analyses.errors import DfcompassError
 from tc_analyses.registry import KEYS, Param
@@ -23,7 +23,7 @@ from tc_analyses.registry import KEYS, Param
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dfcompass")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
@@ -201,9 +201,10 @@ def _analysis_command(key: str) -> None:
 
     for param in reversed(analysis.params):
         command = _param_option(param)(command)
-    if analysis.trajectory:
+    if analysis.axis:
         command = click.option("--axis", default="batch", show_default=True,
                                help="With several traces: the setting that changes between them (batch, threads...).")(command)
+    if analysis.trajectory:
         command = click.option("--labels", help="With several traces: their values on the trajectory axis, "
                                                 "comma-separated (default: folder names).")(command)
         command = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))(command)

@@ -8,7 +8,7 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import click
 
@@ -38,6 +38,9 @@ def handle_errors(func: F) -> F:
             _fail("interrupted", 130)
         except BrokenPipeError:
             sys.exit(0)
+        except OSError as exc:  # a file dfcompass cannot write or read that no reader caught
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            _fail(f"{where}{exc.strerror or type(exc).__name__}", 1)
         except Exception as exc:  # never a traceback by default: one line, exit 1
             if State.debug:
                 traceback.print_exc()
@@ -45,6 +48,28 @@ def handle_errors(func: F) -> F:
         return None
 
     return run  # type: ignore[return-value]
+
+
+class OneLineErrors(click.Group):
+    """A command group whose usage errors (a missing argument, a bad choice or range, an unknown
+    option) are one line on stderr, with the usage in it, and exit code 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        try:
+            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.NoArgsIsHelpError as exc:  # the bare command: its help, as click gives it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            usage = " ".join(exc.ctx.get_usage().split()) if exc.ctx is not None else ""
+            _fail(" ".join(exc.format_message().split()) + (f" ({usage})" if usage else ""), exc.exit_code)
+        except click.ClickException as exc:
+            _fail(" ".join(exc.format_message().split()), exc.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 @contextmanager
@@ -66,18 +91,11 @@ def trace_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
 
 
-class BadValue(click.BadParameter):
-    """A bad option value: one line naming the option and the problem, exit code 2."""
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"dfcompass: error: {' '.join(self.format_message().split())}", err=True)
-
-
 def _check(convert: Callable[[str], Any], value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
     try:
         convert(str(value))
     except DfcompassError as exc:
-        raise BadValue(str(exc), ctx, param) from None
+        raise click.BadParameter(str(exc), ctx, param) from None
     return str(value)
 
 

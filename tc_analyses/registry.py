@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from tc_analyses.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from tc_analyses.analyses.result import Result
-    from tc_analyses.inputs import TraceInputs
+    from tc_analyses.analyses.result import Inputs, Result
 
 NEEDED, USED = "needed", "used"  # an event class an analysis cannot run without, or reads when present
 
@@ -52,7 +51,8 @@ class Param:
 @dataclass(frozen=True)
 class Entry:
     """One analysis. `trajectory`: several traces (labelled runs of one program) give a trajectory,
-    through the module's ``trajectory(runs, options) -> Result``."""
+    through the module's ``trajectory(runs, axis, options) -> Result``; `axis`: the trajectory is
+    drawn along a named setting (``--axis batch|threads``)."""
 
     key: str
     title: str
@@ -62,6 +62,7 @@ class Entry:
     params: tuple[Param, ...] = ()
     report: str | None = None
     trajectory: bool = False
+    axis: bool = False
 
     @property
     def doc(self) -> str:
@@ -79,7 +80,7 @@ class Entry:
     def analysis(self) -> ModuleType:
         return importlib.import_module(self.module)
 
-    def run(self, inputs: TraceInputs, options: Mapping[str, Any] | None = None) -> Result:
+    def run(self, inputs: Inputs, options: Mapping[str, Any] | None = None) -> Result:
         result: Result = self.analysis().run(inputs, self.options(options))
         return result
 
@@ -93,7 +94,7 @@ class Entry:
         """The text report of `result`."""
         if self.report is None:
             lines = [f"trace: {result.trace}", "", "findings:"]
-            return "\n".join(lines + [f"  - {f.text}" for f in result.findings] or ["  none"]) + "\n"
+            return "\n".join(lines + ([f"  - {f.text}" for f in result.findings] or ["  none"])) + "\n"
         text: str = importlib.import_module(self.report).text(result)
         return text
 
@@ -103,6 +104,11 @@ class Entry:
             return []
         paths: list[Path] = importlib.import_module(self.report).plots(result, folder)
         return paths
+
+    @property
+    def artifacts_note(self) -> str:
+        """What ``-o`` writes besides the plots (the report module's ARTIFACTS), "" when nothing."""
+        return str(getattr(importlib.import_module(self.report), "ARTIFACTS", "")) if self.report else ""
 
     def artifacts(self, result: Result, folder: Path) -> list[Path]:
         """Write what the command's ``-o`` gives into `folder`: the plots, and the other files of
@@ -122,7 +128,7 @@ ANALYSES: tuple[Entry, ...] = (
           (Param("device", "cpu", "Peaks from the device table: cpu (generic CPU, this machine's cores), "
                  "CPU-<cores> or a GPU model (A100, H100...).", "peaks-device"),
            Param("measure_peaks", False, "Use this machine's measured peaks (numpy microbenchmark, cached).", "flag")),
-          "tc_analyses.export.roofline_report", trajectory=True),
+          "tc_analyses.export.roofline_report", trajectory=True, axis=True),
     Entry("overhead", "Runtime overhead (paper d)",
           "Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step "
           "the overhead-hiding ratio and exposed host time.",

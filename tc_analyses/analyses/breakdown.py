@@ -34,18 +34,16 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from tc_analyses.analyses.result import Finding, Result
+from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun
 from tc_analyses.model.intervals import union_ns
 from tc_analyses.reader.fast import DfcTrace
 
-if TYPE_CHECKING:
-    from tc_analyses.inputs import TraceInputs
 
 ALL_DEVICES = "all"
 # HTA's default is "30": its docstring says ns but it compares it with µs gaps, so 30 µs.
@@ -288,7 +286,7 @@ class Breakdown:
     findings: tuple[Finding, ...]
 
 
-def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+def run(inputs: Inputs, options: Options) -> Result:
     """The temporal and idle-time breakdowns, HTA's way: the last step's GPU work left out unless
     ``options["include_last_step"]``, gaps under ``options["kernel_delay_us"]`` counted as kernel wait."""
     exclude = not options["include_last_step"]

@@ -26,10 +26,12 @@ def order_runs(runs: list[tuple[str, T]]) -> list[tuple[str, T]]:
 
 
 def default_labels(paths: list[str], given: str | None) -> list[str]:
-    """Labels from a comma-separated option, else each trace's folder name."""
-    if given:
-        labels = [label.strip() for label in given.split(",")]
-        if len(labels) != len(paths):
-            raise ConfigurationError(f"--labels has {len(labels)} label(s) for {len(paths)} trace(s)")
-        return labels
-    return [Path(p).name or str(p) for p in paths]
+    """Labels from a comma-separated option, else each trace's folder name; each label once, since
+    it names the run in the trajectory and its plot folder."""
+    labels = [label.strip() for label in given.split(",")] if given else [Path(p).name or str(p) for p in paths]
+    if given and len(labels) != len(paths):
+        raise ConfigurationError(f"--labels has {len(labels)} label(s) for {len(paths)} trace(s)")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if len(paths) > 1 and repeated:
+        raise ConfigurationError(f"label {repeated[0]!r} is given to more than one trace (name them with --labels)")
+    return labels

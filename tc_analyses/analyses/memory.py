@@ -27,9 +27,9 @@ import itertools
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable
 
-from tc_analyses.analyses.result import Finding, Result
+from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, GpuOp, NodeRun, read_activity
@@ -38,8 +38,6 @@ from tc_analyses.reader.fast import DfcTrace
 from tracer import copy_kinds
 from tracer.copy_kinds import direction_of
 
-if TYPE_CHECKING:
-    from tc_analyses.inputs import TraceInputs
 
 SHORT_LIVED_NS = 1_000_000  # freed less than 1 ms after it was allocated: a temporary
 CHURN_TURNOVER = 4.0  # bytes allocated per step / peak at or above this is a finding
@@ -146,7 +144,7 @@ class MemoryResult:
         return as_dict(self)
 
 
-def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+def run(inputs: Inputs, options: Options) -> Result:
     """The memory analysis of the trace (no options)."""
     data = analyze_memory(inputs.trace, inputs.activity)
     return Result("memory", data.trace, data, data.findings)

@@ -24,19 +24,17 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from tc_analyses.analyses.labels import label_number, order_runs
-from tc_analyses.analyses.result import Finding, Result
+from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp, NodeRun
 from tc_analyses.model.intervals import clipped_union_ns
 
-if TYPE_CHECKING:
-    from tc_analyses.inputs import TraceInputs
 
 MAX_FINDINGS = 5
 WHOLE_TRACE = -1  # the step number of the single window of a trace without steps
@@ -391,13 +389,13 @@ def _step_text(r: OverheadResult) -> str:
 
 
 # ------------------------------------------------------------------------------ registry entry
-def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+def run(inputs: Inputs, options: Options) -> Result:
     """The runtime overhead of the trace's ops with GPU work (no options)."""
     data = analyze_overhead(inputs.activity, str(inputs.path))
     return Result("overhead", data.trace, data, data.findings)
 
 
-def trajectory(runs: list[tuple[str, Result]], axis: str, options: Mapping[str, Any]) -> Result:
+def trajectory(runs: list[tuple[str, Result]], axis: str, options: Options) -> Result:
     """The overhead figures of labelled runs side by side (`axis` names what changes between them)."""
     data = overhead_trajectory([(label, r.data) for label, r in runs])
     return Result("overhead", ", ".join(p.trace for p in data.points), data, data.findings)

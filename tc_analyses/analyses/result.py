@@ -14,7 +14,32 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from tc_analyses.model.activity import Activity
+    from tc_analyses.reader.fast import DfcTrace
+
+Options = Mapping[str, Any]  # an analysis's options by name, every one present (Entry.options)
+
+
+class Inputs(Protocol):
+    """What an analysis reads of a trace, made once and shared (:class:`tc_analyses.inputs.TraceInputs`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def trace(self) -> DfcTrace: ...
+
+    @property
+    def activity(self) -> Activity: ...
+
+    @property
+    def graph(self) -> nx.DiGraph[int]: ...
 
 
 @dataclass(frozen=True, slots=True)

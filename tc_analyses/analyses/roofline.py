@@ -29,20 +29,18 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from tc_analyses.analyses.result import Finding, Result
+from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.cost import estimate_op, task_memory
 from tc_analyses.perf.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.reader.fast import DfcTrace
 
-if TYPE_CHECKING:
-    from tc_analyses.inputs import TraceInputs
 
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
 MAX_FINDINGS = 5
@@ -191,7 +189,7 @@ def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGra
 
 
 # ------------------------------------------------------------------------------ registry entry
-def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+def run(inputs: Inputs, options: Options) -> Result:
     """The roofline of the trace's ops, on the peaks of ``options["device"]`` (or this machine's,
     measured, with ``options["measure_peaks"]``)."""
     peaks = measure_peaks() if options["measure_peaks"] else device_peaks(options["device"])
@@ -199,7 +197,7 @@ def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
     return Result("roofline", data.trace, data, data.findings)
 
 
-def trajectory(runs: list[tuple[str, Result]], axis: str, options: Mapping[str, Any]) -> Result:
+def trajectory(runs: list[tuple[str, Result]], axis: str, options: Options) -> Result:
     """Each op type's path across labelled runs of one program."""
     from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
 

@@ -21,6 +21,7 @@ from tc_analyses.export.plotting import figure, save
 SIZE_IN = (10.0, 5.5)
 MAX_SYNC_LINES = 300
 MAX_ROWS = 40  # ops listed per lane in the text
+ARTIFACTS = "plan, predicted trace and Trace Compass views"  # what -o writes besides the plots
 
 
 def plan_json(plan: StreamPlan) -> dict[str, Any]:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tc_analyses.analyses.result import Result
-from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.inputs import TraceInputs
-from tc_analyses.registry import KEYS, Entry, entry
+from tc_analyses.registry import Entry
 
 
 @dataclass
@@ -53,27 +51,6 @@ class SeedSection:
         if self.result is None:
             return {"available": False, "reason": self.text.removeprefix("not available: ").strip()}
         return {"available": True, **self.result.to_json()}
-
-
-def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Sequence[str] = KEYS,
-                  advance: Callable[[int], None] = lambda n: None,
-                  options: Mapping[str, Mapping[str, Any]] | None = None) -> list[SeedSection]:
-    """Run the analyses named by `keys` on one trace (`options` by key); plots go to `plot_dir`."""
-    sections = []
-    for key in keys:
-        analysis = entry(key)
-        try:
-            if not inputs.is_dfcompass:
-                raise AnalysisUnavailable(f"{inputs.path}: not a dfcompass trace (only the Trace Compass analyses "
-                                          "run on other CTF traces)")
-            result = analysis.run(inputs, (options or {}).get(key))
-        except AnalysisUnavailable as exc:  # other errors (a broken trace, a bad option) stop the command
-            sections.append(SeedSection(analysis, None, f"not available: {exc}\n"))
-        else:
-            plots = analysis.plots(result, plot_dir) if plot_dir is not None else []
-            sections.append(SeedSection(analysis, result, analysis.text(result), plots))
-        advance(1)
-    return sections
 
 
 def sections_json(sections: list[SeedSection]) -> dict[str, Any]:

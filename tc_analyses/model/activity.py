@@ -72,10 +72,10 @@ class Device:
     def is_gpu(self) -> bool:
         """Not a CPU: the recorded kind is not ``cpu``.
 
-        Without a recorded kind the name decides, read the way the recorder derives a kind from
-        it (the part before ``:``): ``cpu`` and ``cpu:N`` are CPUs, anything else is not.
+        Without a recorded kind the name decides: ``cpu``, ``cpu:N``, ``cpu0``... are CPUs,
+        anything else is not.
         """
-        return (self.kind or self.name.partition(":")[0]) != "cpu"
+        return self.kind != "cpu" if self.kind else not self.name.startswith("cpu")
 
 
 def read_devices(trace: DfcTrace) -> dict[int, Device]:

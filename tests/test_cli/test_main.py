@@ -82,3 +82,32 @@ def test_a_section_the_trace_cannot_feed_is_not_an_error(cli: Any, tmp_path: Pat
     assert issubclass(GraphError, AnalysisUnavailable) and not issubclass(ConfigurationError, AnalysisUnavailable)
     trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
     assert cli("analyze", trace, "--device", "H100").exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze"],
+    ["parallelism", "{trace}", "--max-streams", "0"],
+    ["analyze", "{trace}", "--section", "nope"],
+    ["no-such-command"],
+    ["roofline", "{trace}", "{trace}"],  # two runs with the same folder name: label them
+], ids=["missing-argument", "range", "choice", "command", "repeated-label"])
+def test_usage_errors_are_one_line_with_the_usage(cli: Any, args: list[str]) -> None:
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    result = cli(*[a.format(trace=trace) for a in args])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("dfcompass: error: ")
+    assert "(Usage: " in result.stderr or "label" in result.stderr  # in-process, click names the program "main"
+
+
+def test_only_the_roofline_trajectory_has_an_axis(cli: Any) -> None:
+    assert "--axis" in cli("roofline", "--help").stdout and "--axis" not in cli("overhead", "--help").stdout
+
+
+def test_an_analysis_without_a_report_module_lists_its_findings() -> None:
+    from tc_analyses.analyses.result import Finding, Result
+    from tc_analyses.registry import Entry
+
+    bare = Entry("x", "X", "x", "tc_analyses.analyses.memory", {})
+    assert bare.text(Result("x", "t", None, ())) == "trace: t\n\nfindings:\n  none\n"
+    assert bare.text(Result("x", "t", None, (Finding("k", 0, "a"),))).endswith("findings:\n  - a\n")
+    assert bare.plots(Result("x", "t", None, ()), Path("/nonexistent")) == [] and bare.artifacts_note == ""

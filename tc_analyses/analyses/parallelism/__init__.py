@@ -25,22 +25,18 @@ speedup is an upper bound. The baseline is one lane in the recorded order (the s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
-
-from tc_analyses.analyses.result import Result
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
                                                      LaneSummary, PlannedOp, StreamPlan, SyncEdge)
+from tc_analyses.analyses.result import Inputs, Options, Result
 
-if TYPE_CHECKING:
-    from tc_analyses.inputs import TraceInputs
 
 __all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary",
            "PlannedOp", "StreamPlan", "SyncEdge", "gpu_work", "plan_placement", "plan_streams", "plan_trace", "run"]
 
 
-def run(inputs: TraceInputs, options: Mapping[str, Any]) -> Result:
+def run(inputs: Inputs, options: Options) -> Result:
     """The stream (GPU) or thread (CPU) plan of the trace's ops: ``options["device"]``,
     ``["max_streams"]`` and ``["sync_ns"]`` as :func:`plan_trace` takes them (None = default)."""
     plan = plan_trace(inputs.trace, device=options["device"], max_streams=options["max_streams"],
