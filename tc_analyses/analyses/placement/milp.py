@@ -27,7 +27,11 @@ solution found but not proven optimal in time comes back with ``optimal=False``.
 from __future__ import annotations
 
 import heapq
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -38,6 +42,37 @@ from tc_analyses.perf.problem import Placement, PlacementProblem
 
 MAX_TASKS = 20
 MAX_DEVICES = 4
+
+
+HIGHS_SOLVE_ERROR = 4  # scipy's status for "HiGHS Status 4: Solve error", seen with its presolve on
+
+
+@contextmanager
+def _stdout_silenced() -> Iterator[None]:
+    """HiGHS writes to file descriptor 1 from C++ whatever its options say: point fd 1 at
+    /dev/null meanwhile, so that `--format json` output stays JSON."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solve_quietly(obj: np.ndarray, constraints: LinearConstraint, integrality: np.ndarray, bounds: Bounds,
+                   time_limit_s: float) -> Any:
+    """scipy's milp with its output silenced; once more without presolve when HiGHS reports a
+    solve error, which its presolve gives on some small big-M models that it then solves."""
+    options: dict[str, Any] = {"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "disp": False}
+    with _stdout_silenced():
+        res = milp(obj, constraints=constraints, integrality=integrality, bounds=bounds, options=options)
+        if res.x is None and res.status == HIGHS_SOLVE_ERROR:
+            res = milp(obj, constraints=constraints, integrality=integrality, bounds=bounds,
+                       options={**options, "presolve": False})
+    return res
 
 
 @dataclass
@@ -123,7 +158,7 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
             r[X + j * nd + d] += bigm
             constrain(r, -np.inf, 2 * bigm - c.cost[j][d])
     for d, cap in enumerate(c.cap):
-        if cap is not None:
+        if cap is not None and any(c.mem):  # an empty row (no task holds memory) trips HiGHS's presolve
             r = row()
             for t in range(n):
                 r[X + t * nd + d] = c.mem[t]
@@ -138,8 +173,7 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
     ub[Y:] = 1
     obj = np.zeros(nv)
     obj[CV] = 1
-    res = milp(obj, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
-               bounds=Bounds(lb, ub), options={"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "disp": False})
+    res = _solve_quietly(obj, LinearConstraint(np.array(rows), lo, hi), integrality, Bounds(lb, ub), time_limit_s)
     if res.x is None:
         return MilpResult(None, False, f"the MILP found no solution ({res.message.strip()}); use the heuristic")
     x = res.x

@@ -3,8 +3,10 @@
 Input: a dfcompass trace (its computation graph, measured costs) or a graph file (node-link JSON
 with per-device costs, so benchmark suites run without traces). The exact MILP solves graphs of
 up to ``milp.MAX_TASKS`` tasks; larger ones use HEFT plus critical-path local search, with a
-notice. Actual and recommended placements are both evaluated by the same discrete-event
-simulator, so the speedup compares like with like; the measured step time is reported beside it.
+notice. One model gives every figure: the plan reported, exported and drawn is the optimiser's
+own schedule, and the trace's actual placement is list-scheduled by the same model
+(``heft.list_schedule``), so the speedup compares like with like. The discrete-event simulator
+replays the trace's own run to check the costs against the measured step time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import networkx as nx
 
 from tc_analyses.analyses.placement import milp
-from tc_analyses.analyses.placement.heft import heft
+from tc_analyses.analyses.placement.heft import heft, list_schedule
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity
@@ -26,7 +28,7 @@ from tc_analyses.perf.devices import default_link
 from tc_analyses.perf.problem import (
     Cost, CostSource, Device, Placement, PlacementError, PlacementProblem, Task,
 )
-from tc_analyses.perf.simulate import replay_actual, simulate
+from tc_analyses.perf.simulate import replay_actual
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,11 @@ class Recommendation:
     devices: list[dict[str, Any]]  # name, model, host, model_is_default
     algorithm: str
     tasks: int
-    actual_makespan_ns: int | None  # the trace's own placement, simulated (None for graph files without one)
+    actual_makespan_ns: int | None  # the trace's own placement, list-scheduled (None for graph files without one)
     measured_step_ns: float | None  # what the trace measured, to judge the simulator
     replay_error: float | None  # |replay - measured| / measured
     predicted_makespan_ns: int
-    speedup: float | None  # actual / predicted, both simulated
+    speedup: float | None  # actual / predicted, both under the optimiser's model
     assignment: dict[str, str]  # task name -> device
     moved: list[MovedNode] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
@@ -87,12 +89,13 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     for device in problem.devices:
         if device.model_is_default:
             notices.append(f"{device.name}: no model given, assumed {device.model} (name it: {device.name}=MODEL)")
-    plan = _optimise(problem, notices)
-    predicted = simulate(problem, plan.assignment, algorithm=plan.algorithm)
+    # One model: the optimiser's own schedule is what is reported, exported and drawn, and the
+    # actual placement is scheduled by the same list scheduler, so the speedup compares like with like.
+    predicted = _optimise(problem, notices)
     actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
     actual = measured = error = None
     if len(actual_assignment) == len(problem.tasks):
-        actual = simulate(problem, actual_assignment).makespan_ns
+        actual = list_schedule(problem, actual_assignment, algorithm="actual").makespan_ns
         if graph is not None and trace is not None:
             activity = activity_of(trace)  # paired once for both
             measured = measure_steps(activity, graph).step_ns
@@ -100,18 +103,18 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
             error = abs(replay - measured) / measured if measured else None
     elif any(t.actual_device for t in problem.tasks):
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
-    moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", plan.assignment[t.id],
-                       _reason(problem, t, t.actual_device, plan.assignment[t.id]))
-             for t in problem.tasks if t.actual_device and t.actual_device != plan.assignment[t.id]]
+    moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
+                       _reason(problem, t, t.actual_device, predicted.assignment[t.id]))
+             for t in problem.tasks if t.actual_device and t.actual_device != predicted.assignment[t.id]]
     sources: dict[str, int] = {}
     for cost in problem.costs.values():
         sources[cost.source.value] = sources.get(cost.source.value, 0) + 1
     recommendation = Recommendation(
         source, [{"name": d.name, "model": d.model, "host": d.host, "model_is_default": d.model_is_default}
                  for d in problem.devices],
-        plan.algorithm, len(problem.tasks), actual, measured, error, predicted.makespan_ns,
+        predicted.algorithm, len(problem.tasks), actual, measured, error, predicted.makespan_ns,
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
-        {t.name: plan.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
+        {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
     )
     return recommendation, predicted
