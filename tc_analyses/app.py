@@ -216,14 +216,15 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
 
 
 # ---------------------------------------------------------------------------------- placement
-def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None
-          ) -> tuple[Recommendation, str]:
+def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None,
+          algorithm: str = "auto") -> tuple[Recommendation, str]:
     """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}.
 
     INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
     """
     from tc_analyses.perf.devices import parse_devices
-    from tc_analyses.analyses.placement.recommend import problem_from_graph_file, problem_from_trace, recommend
+    from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
+    from tc_analyses.analyses.placement.recommend import problem_from_trace, recommend
     from tc_analyses.export import reports
     from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
     from tc_analyses.export.tracecompass import write_output
@@ -239,7 +240,8 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, inputs.activity if inputs is not None else None)
+    result, predicted = recommend(problem, str(input_path), graph, inputs.activity if inputs is not None else None,
+                                  algorithm)
     output.mkdir(parents=True, exist_ok=True)
     (output / "plan.json").write_text(reports.to_json(result))
     text = reports.placement_text(result)

@@ -67,6 +67,10 @@ class PlacementProblem:
     edges: dict[tuple[int, int], int]  # (producer, consumer) -> bytes
     links: dict[tuple[str, str], Link]  # (src device, dst device) -> transfer model; same device = free
     launch_overhead_ns: dict[str, int] = field(default_factory=dict)  # per device, added to each task
+    forbidden: frozenset[tuple[int, str]] = frozenset()  # (task id, device name) pairs the task cannot run on
+
+    def allowed(self, task: int, device: str) -> bool:
+        return (task, device) not in self.forbidden
 
     def device_names(self) -> list[str]:
         return [d.name for d in self.devices]
@@ -113,13 +117,18 @@ class PlacementProblem:
         return order
 
     def validate(self) -> None:
-        """Every task has a cost on every device, every edge joins known tasks; else a one-line error."""
+        """Every task has a cost on every device it may run on, and at least one such device; every
+        edge joins known tasks; else a one-line error."""
         ids = {t.id for t in self.tasks}
         for (u, v) in self.edges:
             if u not in ids or v not in ids:
                 raise PlacementError(f"edge {u}->{v} names a task that does not exist")
         for task in self.tasks:
+            if not any(self.allowed(task.id, d.name) for d in self.devices):
+                raise PlacementError(f"task {task.id} ({task.name}) may run on none of the devices")
             for device in self.devices:
+                if not self.allowed(task.id, device.name):
+                    continue
                 cost = self.costs.get((task.id, device.name))
                 if cost is None:
                     raise PlacementError(f"task {task.id} ({task.name}) has no cost on {device.name}")

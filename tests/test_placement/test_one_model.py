@@ -18,7 +18,8 @@ import pytest
 
 from tc_analyses.analyses.placement import generate, milp
 from tc_analyses.analyses.placement.heft import heft, list_schedule
-from tc_analyses.analyses.placement.recommend import problem_from_graph_file, recommend
+from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
+from tc_analyses.analyses.placement.recommend import recommend
 from tc_analyses.perf.devices import parse_devices
 from tc_analyses.perf.problem import Placement, PlacementProblem
 from tests.helpers import REPO_ROOT

@@ -42,6 +42,7 @@ class CompiledProblem:
     mem: list[int]
     cap: list[int | None]
     topo: list[int]  # positions in a topological order
+    allowed: list[list[bool]]  # [task][device]: False where the problem forbids the device (cost 0 there, unused)
 
     def transfer(self, nbytes: int, src: int, dst: int) -> int:
         if src == dst or nbytes <= 0:
@@ -60,7 +61,8 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
     ids = [t.id for t in problem.tasks]
     index = {tid: i for i, tid in enumerate(ids)}
     devices = problem.device_names()
-    cost = [[problem.cost(tid, d) for d in devices] for tid in ids]
+    allowed = [[problem.allowed(tid, d) for d in devices] for tid in ids]
+    cost = [[problem.cost(tid, d) if ok else 0 for d, ok in zip(devices, row)] for tid, row in zip(ids, allowed)]
     preds: list[list[tuple[int, int]]] = [[] for _ in ids]
     succs: list[list[tuple[int, int]]] = [[] for _ in ids]
     for (u, v), nbytes in problem.edges.items():
@@ -76,7 +78,7 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
                 lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
     return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
                            [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                           [index[t] for t in problem.topological_order()])
+                           [index[t] for t in problem.topological_order()], allowed)
 
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
@@ -100,8 +102,7 @@ def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]
     """
     n = len(c.ids)
     if assign is None:
-        nd = len(c.devices)
-        work = [sum(row) / nd for row in c.cost]
+        work = [sum(k for k, ok in zip(row, oks) if ok) / sum(oks) for row, oks in zip(c.cost, c.allowed)]
         weights = [[mean_transfer(c, nbytes) for _, nbytes in out] for out in c.succs]
     else:
         work = [float(c.cost[i][assign[i]]) for i in range(n)]
@@ -136,6 +137,8 @@ def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tup
     makespan = 0
     for i in order:
         d = assign[i]
+        if not c.allowed[i][d]:
+            raise PlacementError(f"task {c.ids[i]} is placed on {c.devices[d]}, which it may not run on")
         ready = 0
         for j, nbytes in preds[i]:
             ej = end[j]
@@ -220,7 +223,7 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
         best: tuple[int, int, int, int] | None = None  # (finish, device, start, insert index)
         for d in range(nd):
             cap = c.cap[d]
-            if cap is not None and used[d] + c.mem[i] > cap:
+            if not c.allowed[i][d] or (cap is not None and used[d] + c.mem[i] > cap):
                 continue
             ready = 0
             for j, nbytes in c.preds[i]:

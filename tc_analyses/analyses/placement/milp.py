@@ -170,6 +170,10 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
     lb = np.zeros(nv)
     ub = np.full(nv, big)
     ub[X:S] = 1
+    for t in range(n):  # a device a task may not run on is fixed off
+        for d in range(nd):
+            if not c.allowed[t][d]:
+                ub[X + t * nd + d] = 0
     ub[Y:] = 1
     obj = np.zeros(nv)
     obj[CV] = 1

@@ -11,9 +11,7 @@ replays the trace's own run to check the costs against the measured step time.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -21,12 +19,11 @@ import networkx as nx
 from tc_analyses.analyses.placement import milp
 from tc_analyses.analyses.placement.heft import heft, list_schedule
 from tc_analyses.analyses.placement.search import local_search
-from tc_analyses.errors import AnalysisUnavailable
+from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model.activity import Activity
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps
-from tc_analyses.perf.devices import default_link
 from tc_analyses.perf.problem import (
-    Cost, CostSource, Device, Placement, PlacementError, PlacementProblem, Task,
+    Device, Placement, PlacementProblem, Task,
 )
 from tc_analyses.perf.simulate import replay_actual
 
@@ -59,10 +56,25 @@ class Recommendation:
     links: dict[str, str] = field(default_factory=dict)  # "src->dst" -> how its transfer time was set
 
 
-def _optimise(problem: PlacementProblem, notices: list[str]) -> Placement:
-    """The exact MILP when the problem is small enough, else HEFT plus local search."""
+ALGORITHMS = ("auto", "heft", "search", "milp")
+
+
+def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "auto") -> Placement:
+    """auto: the exact MILP when the problem is small enough, else HEFT plus local search; or the
+    one `algorithm` names (the MILP falls back to the heuristic, with a notice, when it cannot run).
+    The candidates are compared by the makespan of their own schedules."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigurationError(f"no placement algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
     candidates = [heft(problem)]
+    if algorithm == "heft":
+        return candidates[0]
+    if algorithm == "search":
+        return local_search(problem)  # never worse than HEFT
     exact = milp.solve(problem)
+    if algorithm == "milp" and exact.placement is not None:
+        if not exact.optimal:
+            notices.append(f"the exact solver stopped before proving optimality ({exact.reason})")
+        return exact.placement  # never worse than HEFT either
     if exact.placement is not None:
         candidates.append(exact.placement)
         if not exact.optimal:
@@ -83,7 +95,7 @@ def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) ->
 
 
 def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None = None,
-              trace: Any | None = None) -> tuple[Recommendation, Placement]:
+              trace: Any | None = None, algorithm: str = "auto") -> tuple[Recommendation, Placement]:
     problem.validate()
     notices: list[str] = []
     for device in problem.devices:
@@ -91,7 +103,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
             notices.append(f"{device.name}: no model given, assumed {device.model} (name it: {device.name}=MODEL)")
     # One model: the optimiser's own schedule is what is reported, exported and drawn, and the
     # actual placement is scheduled by the same list scheduler, so the speedup compares like with like.
-    predicted = _optimise(problem, notices)
+    predicted = _optimise(problem, notices, algorithm)
     actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
     actual = measured = error = None
     if len(actual_assignment) == len(problem.tasks):
@@ -125,32 +137,3 @@ def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Devi
     if graph.number_of_nodes() == 0:
         raise AnalysisUnavailable(f"{activity.path}: the trace has no dataflow nodes to place")
     return build_problem(graph, devices, trace=activity)
-
-
-def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:
-    """A node-link JSON graph: nodes with ``costs`` {device: ns}, edges with ``bytes``."""
-    try:
-        data = json.loads(path.read_text())
-        graph = nx.node_link_graph(data, directed=True, edges="edges" if "edges" in data else "links")
-    except (OSError, ValueError, KeyError, nx.NetworkXError) as exc:
-        raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
-    if not nx.is_directed_acyclic_graph(graph):
-        raise PlacementError(f"{path}: the graph has a cycle; placement needs a DAG")
-    names = [d.name for d in devices]
-    ids = {node: i for i, node in enumerate(graph.nodes)}
-    tasks, costs = [], {}
-    for node, attrs in graph.nodes(data=True):
-        node_costs = attrs.get("costs") or {}
-        missing = [d for d in names if d not in node_costs]
-        if missing:
-            raise PlacementError(f"{path}: node {node!r} has no cost on {', '.join(missing)}")
-        tasks.append(Task(ids[node], str(attrs.get("name", node)), str(attrs.get("op", "")),
-                          attrs.get("actual_device"), int(attrs.get("memory_bytes", 0))))
-        for device in names:
-            value = node_costs[device]
-            if not isinstance(value, (int, float)) or value < 0:
-                raise PlacementError(f"{path}: node {node!r} has an invalid cost {value!r} on {device}")
-            costs[(ids[node], device)] = Cost(int(value), CostSource.MEASURED)
-    edges = {(ids[u], ids[v]): int(a.get("bytes", 0)) for u, v, a in graph.edges(data=True)}
-    links = {(a.name, b.name): default_link(a, b) for a in devices for b in devices if a.name != b.name}
-    return PlacementProblem(tasks, devices, costs, edges, links)

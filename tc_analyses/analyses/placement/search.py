@@ -125,7 +125,7 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
             if out_of_budget():
                 break
             for d in range(nd):
-                if d == a0[i] or not fits(d, c.mem[i]):
+                if d == a0[i] or not c.allowed[i][d] or not fits(d, c.mem[i]):
                     continue
                 na = list(a0)
                 na[i] = d
@@ -147,7 +147,7 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
                 for y in range(x + 1, len(crit)):
                     i, j = crit[x], crit[y]
                     di, dj = a0[i], a0[j]
-                    if di == dj:
+                    if di == dj or not (c.allowed[i][dj] and c.allowed[j][di]):
                         continue
                     ci, cj = c.cap[di], c.cap[dj]
                     if ci is not None and used[di] - c.mem[i] + c.mem[j] > ci:
@@ -181,7 +181,7 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
         for _ in range(max(2, n // 10)):
             i = int(rng.integers(0, n))
             d = int(rng.integers(0, nd))
-            if d != pa[i] and fits(d, c.mem[i]):
+            if d != pa[i] and c.allowed[i][d] and fits(d, c.mem[i]):
                 used[pa[i]] -= c.mem[i]
                 used[d] += c.mem[i]
                 pa[i] = d

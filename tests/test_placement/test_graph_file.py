@@ -1,0 +1,77 @@
+"""Graph files pose any placement problem: links per device pair, devices a node may not use,
+the optimiser of choice; a bad file is one line naming the file and the place in it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tc_analyses.analyses.placement.graph_file import SCHEMA, problem_from_graph_file, read_graph_file
+from tc_analyses.analyses.placement.recommend import recommend
+from tc_analyses.perf.devices import parse_devices
+from tc_analyses.perf.problem import PlacementError
+from tests.helpers import REPO_ROOT
+
+GRAPHS = REPO_ROOT / "tests" / "data" / "graphs"
+DEVICES = "cpu,cuda:0"
+
+
+def _problem(name: str = "forbidden-and-links.json") -> Any:
+    return problem_from_graph_file(GRAPHS / name, parse_devices(DEVICES))
+
+
+@pytest.mark.parametrize("algorithm", ["heft", "search", "milp", "auto"])
+def test_no_optimiser_uses_a_forbidden_device(algorithm: str) -> None:
+    result, plan = recommend(_problem(), "g", algorithm=algorithm)
+    assert result.assignment["load"] == result.assignment["decode"] == "cpu"
+    assert result.algorithm in {"heft": {"heft"}, "search": {"heft+search"}, "milp": {"milp"},
+                                "auto": {"heft", "milp"}}[algorithm]  # auto: the best, HEFT on a tie
+    assert result.predicted_makespan_ns == max(s.end_ns for s in plan.schedule)
+
+
+def test_the_file_sets_the_links() -> None:
+    problem = _problem()
+    link = problem.links[("cpu", "cuda:0")]
+    assert link.source == "graph file" and link.time_ns(1_000_000) == 5_000 + 80_000  # 1 MB at 12.5 GB/s
+    # conv on the GPU saves 380 us against 2 x 85 us of copies: it moves; the result says why.
+    result, _ = recommend(problem, "g")
+    assert result.assignment["conv"] == "cuda:0" and result.links["cpu->cuda:0"] == "graph file"
+
+
+def test_every_committed_graph_file_follows_the_schema() -> None:
+    assert json.loads(SCHEMA.read_text())["title"] and (REPO_ROOT / "docs" / "graph-file.schema.json").resolve() == SCHEMA
+    for path in sorted(GRAPHS.glob("*.json")):
+        assert read_graph_file(path)["nodes"], path
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"nodes": [{"id": "a", "costs": {"cpu": -1, "cuda:0": 1}}]}', "nodes/0/costs/cpu: -1 is less than the minimum"),
+    ('{"nodes": [{"id": "a", "costs": {"cpu": "fast", "cuda:0": 1}}]}', "nodes/0/costs/cpu: 'fast' is not of type"),
+    ('{"nodes": [{"id": "a"}]}', "nodes/0: 'costs' is a required property"),
+    ('{"nodes": [{"id": "a", "costs": {"cpu": null, "cuda:0": null}}]}', "may run on none of cpu, cuda:0"),
+    ('{"graph": {"links": [{"src": "cpu", "dst": "tpu", "latency_ns": 1, "gb_per_s": 1}]},'
+     ' "nodes": [{"id": "a", "costs": {"cpu": 1, "cuda:0": 1}}]}', "cpu -> tpu is not a pair of --devices"),
+    ('[1, 2]', "the top level: [1, 2] is not of type 'object'"),
+    ('{"nodes": [', "not a node-link JSON graph"),
+], ids=["negative", "not-a-number", "no-costs", "nowhere", "link-device", "not-an-object", "truncated"])
+def test_a_bad_file_is_one_line_naming_the_place(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(PlacementError) as caught:
+        problem_from_graph_file(path, parse_devices(DEVICES))
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_algorithm_option(cli: Any, tmp_path: Path) -> None:
+    for algorithm, expected in (("heft", "heft"), ("milp", "milp")):
+        result = cli("recommend-placement", GRAPHS / "forbidden-and-links.json", "--devices", DEVICES,
+                     "--algorithm", algorithm, "-o", tmp_path / algorithm, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["algorithm"] == expected
+    bad = cli("recommend-placement", GRAPHS / "forbidden-and-links.json", "--devices", DEVICES, "--algorithm", "ga",
+              "-o", tmp_path / "x")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
