@@ -165,8 +165,8 @@ ANALYSES: tuple[Entry, ...] = (
            "kernel_begin": USED, "kernel_end": USED, "memcpy_begin": USED, "memcpy_end": USED, "memset_begin": USED,
            "memset_end": USED, "device_info": NEEDED},
           (Param("device", None, "Plan this device's ops (default: the GPU work if any, else the busiest device)."),
-           Param("max_streams", None, "At most this many streams/threads (default: 4 on a GPU, the CPU count on a "
-                 "CPU).", "int", 1),
+           Param("max_streams", None, "At most this many streams/threads (default: 4 on a GPU; on a CPU the free "
+                 "cores, this machine's cores over the intra-op threads per op, which also cap it).", "int", 1),
            Param("sync_ns", None, "Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).", "int", 0)),
           "tc_analyses.export.parallelism_report"),
 )

@@ -251,7 +251,7 @@ def test_torch_branchy_model(tmp_path: Path) -> None:
             b = torch.tanh(torch.mm(x, weights[1]))
             c = torch.mm(x, weights[2])
             torch.sum(a + b + c)
-    plan = plan_trace(out, max_streams=4)
+    plan = plan_trace(out, max_streams=4, cores=4 * torch.get_num_threads())  # room for 4 inter-op threads
     graph = build_graph(read_trace(out))
     assert plan.lane == "thread" and plan.device == "cpu"
     assert plan.streams >= 2 and plan.syncs >= 1
@@ -265,6 +265,30 @@ def test_torch_branchy_model(tmp_path: Path) -> None:
     assert len(predicted.table("node_begin")) == plan.nodes
     # Lined up with the real run: the plan starts at the real trace's first op.
     assert int(predicted.table("node_begin")["timestamp"].min()) == int(read_trace(out).table("node_begin")["timestamp"].min())
+
+
+def _fork_join_cpu_trace(path: Path, intra_op_threads: int) -> Path:
+    """a and b independent (1 us each), c joins them; recorded with `intra_op_threads` per op."""
+    with TraceBuilder(path, clock_offset_ns=0, env={"torch_num_threads": intra_op_threads}) as b:
+        cpu = b.device("cpu", 10)
+        for nid, (start, end) in enumerate(((100, 1_100), (1_100, 2_100), (2_100, 2_600))):
+            b.add("node_begin", "1", start, nid, "op", f"n{nid}", cpu, 1, 0)
+            b.add("node_end", "1", end, nid, cpu, 1)
+        b.add("tensor_edge", "1", 2_100, 0, 2, 1, 64, cpu, cpu)
+        b.add("tensor_edge", "1", 2_100, 1, 2, 2, 64, cpu, cpu)
+    return path
+
+
+def test_a_plan_never_uses_more_threads_than_the_free_cores(tmp_path: Path) -> None:
+    """Two cores already busy with two intra-op threads per op leave room for one inter-op thread."""
+    trace = _fork_join_cpu_trace(tmp_path / "t", intra_op_threads=2)
+    busy = plan_trace(trace, sync_ns=0, cores=2)
+    assert (busy.streams, busy.speedup) == (1, 1.0)
+    assert "2 core(s) and 2 intra-op thread(s) per op leave room for 1 inter-op thread(s)" in busy.findings[-1].text
+    asked = plan_trace(trace, sync_ns=0, max_streams=4, cores=2)
+    assert asked.streams == 1 and "--max-streams 4 was lowered to 1" in asked.findings[-1].text
+    free = plan_trace(trace, sync_ns=0, cores=4)
+    assert free.streams == 2 and free.plan_ns == 1_500 and free.baseline_ns == 2_500
 
 
 def test_trace_without_edges_is_refused(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections import defaultdict
 from typing import Hashable
 
@@ -14,6 +15,7 @@ from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
                                                      LaneSummary, Node, PlannedOp, StreamPlan,
                                                      SyncEdge)
+from tc_analyses.analyses.result import Finding
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
@@ -91,9 +93,10 @@ NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unkn
 
 def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None = None,
                max_streams: int | None = None, sync_ns: int | None = None, graph: nx.DiGraph | None = None,
-               activity: Activity | None = None) -> StreamPlan:
+               activity: Activity | None = None, cores: int | None = None) -> StreamPlan:
     """Read a trace and plan it: its GPU work when it has any (or `device` names a GPU), else the
-    ops of `device` (default: the busiest) on threads."""
+    ops of `device` (default: the busiest) on threads, never more threads than the free cores give
+    (`cores`, default this machine's, over the intra-op threads each op used)."""
     if not isinstance(trace, DfcTrace):
         from tc_analyses.reader import read_trace  # noqa: PLC0415 - callers with a DfcTrace skip it
 
@@ -111,7 +114,25 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
                                 lane=STREAM, unattributed_ns=unattributed)
         if device is not None:
             raise AnalysisUnavailable(f"{trace.path}: no op of the graph launched GPU work on {device}")
-    return plan_streams(graph, device=device, max_streams=max_streams, sync_ns=sync_ns)
+    limit, why = free_threads(trace, cores)
+    plan = plan_streams(graph, device=device, max_streams=min(max_streams or limit, limit), sync_ns=sync_ns)
+    if max_streams is not None and max_streams > limit:
+        why += f"; --max-streams {max_streams} was lowered to {limit}"
+    advice = (": the plan keeps one thread; to run chains side by side, give each fewer intra-op threads "
+              "(torch.set_num_threads)" if limit == 1 else "")
+    return replace(plan, findings=plan.findings + (Finding("cores", 0, why + advice),))
+
+
+def free_threads(trace: DfcTrace, cores: int | None = None) -> tuple[int, str]:
+    """How many inter-op threads can run at once: the cores (default: this machine's) over the
+    intra-op threads each op already used (``torch_num_threads`` in the trace, else 1); and why."""
+    from tc_analyses.analyses.roofline import recorded_threads
+
+    cores = cores or os.cpu_count() or 1
+    threads = recorded_threads(trace) or 1
+    limit = max(1, cores // threads)
+    return limit, (f"{cores} core(s) and {threads} intra-op thread(s) per op leave room for {limit} inter-op "
+                   f"thread(s) at once")
 
 
 def plan_placement(plan: StreamPlan) -> tuple[PlacementProblem, Placement]:
