@@ -46,8 +46,9 @@ def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> list[str]:
     else:
         how = ("run each chain on its own CUDA stream with event record/wait on the sync edges (or capture it in "
                "a CUDA graph)" if lane == STREAM else
-               "run the chains as tasks of an inter-op thread pool (torch.jit.fork / at::launch) joined on the "
-               "sync edges")
+               "run each chain as a torch.jit.fork task inside a torch.jit.script function (in eager Python "
+               "torch.jit.fork runs inline, in order), or on threads of a pool, each with torch.set_num_threads "
+               "of its share of the cores, joined on the sync edges")
         out.append(f"to realise it: {how}; the JSON lists each op's {lane}, its order and the events it waits on")
     if n_chains > r["max_streams"]:
         out.append(f"{n_chains} chains were merged onto {r['max_streams']} {lane}s (heaviest chain onto the least "
