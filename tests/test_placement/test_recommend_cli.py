@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tc_analyses.reader import read_trace
 
@@ -67,3 +67,21 @@ def test_bad_inputs_give_one_line_errors(cli: Any, tmp_path: Path) -> None:
         result = cli("recommend-placement", *args, "-o", str(tmp_path / "out"))
         assert result.exit_code in (1, 2), (args, result.stdout)
         assert result.stderr.count("\n") == 1 and needle in result.stderr and "Traceback" not in result.stderr, args
+
+
+def test_a_trace_without_steps_says_so(cli: Callable[..., Any], tmp_path: Path) -> None:
+    from tracer.builder import TraceBuilder
+
+    trace = tmp_path / "nosteps"
+    with TraceBuilder(trace, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", 10)
+        for nid, (start, end) in enumerate(((100, 200), (200, 300))):
+            b.add("node_begin", "1", start, nid, "aten::mm", f"n{nid}", cpu, 1, 0)
+            b.add("node_end", "1", end, nid, cpu, 1)
+        b.add("tensor_edge", "1", 200, 0, 1, 1, 64, cpu, cpu)
+    result = cli("recommend-placement", trace, "--devices", "cpu,cuda:0", "-o", tmp_path / "out", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    notices = json.loads(result.stdout)["notices"]
+    assert any("no step marks" in n for n in notices)
+    stepped = cli("recommend-placement", TRACE, "--devices", "cpu,cuda:0", "-o", tmp_path / "o2", "--format", "json")
+    assert not any("no step marks" in n for n in json.loads(stepped.stdout)["notices"])

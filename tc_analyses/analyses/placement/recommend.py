@@ -57,6 +57,8 @@ class Recommendation:
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
+NO_STEPS = ("the trace has no step marks, so the graph is the whole run, set-up and warm-up included: mark "
+            "the steps (tracer.step, TorchRecorder.step) to plan one step")
 
 
 def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "auto") -> Placement:
@@ -104,6 +106,8 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     # One model: the optimiser's own schedule is what is reported, exported and drawn, and the
     # actual placement is scheduled by the same list scheduler, so the speedup compares like with like.
     predicted = _optimise(problem, notices, algorithm)
+    if trace is not None and not activity_of(trace).steps:
+        notices.append(NO_STEPS)
     actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
     actual = measured = error = None
     if len(actual_assignment) == len(problem.tasks):
