@@ -20,7 +20,8 @@ from __future__ import annotations
 import ast
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -300,9 +301,10 @@ class StepTiming:
     start_offset_ns: dict[int, float]  # graph node -> mean begin, relative to its step's first begin
     edge_delay_ns: dict[tuple[int, int], float]  # cross-device graph edge -> mean consumer begin - producer end
     runs_per_step: dict[int, float]  # graph node -> executions per step (< 1 for ops of some steps only)
+    node_ns: dict[int, float] = field(default_factory=dict)  # graph node -> mean duration in these steps
 
 
-def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
+def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph, steps: Collection[int] | None = None) -> StepTiming:
     """Step time, host gaps and actual timings of `g`'s nodes, from the trace `g` was built from.
 
     `trace` is that trace or its :class:`~tc_analyses.model.activity.Activity` (the paired node runs).
@@ -311,6 +313,8 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
     Replaying the ops serially with that gap added to each, each op weighted by the fraction of
     steps it ran in (``runs_per_step``: the first step of a torch training loop runs ops later
     steps do not), reproduces the device's mean span exactly.
+
+    `steps` restricts all of it to those step numbers (calibration or held-out steps).
     """
     execution_nodes = g.graph[K.EXECUTION_NODES]
     nodes = activity_of(trace).nodes
@@ -319,11 +323,14 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
     for n in nodes:
         if (n.step == NO_STEP and not use_no_step) or n.node_id not in execution_nodes:
             continue
+        if steps is not None and n.step not in steps:
+            continue
         runs[n.step].append((n.start, n.end, execution_nodes[n.node_id], n.device))
     spans: list[int] = []
     idle_sum: dict[str, int] = defaultdict(int)
     ops_on: dict[str, int] = defaultdict(int)
     node_runs: dict[int, int] = defaultdict(int)
+    busy: dict[int, int] = defaultdict(int)
     offsets: dict[int, list[int]] = defaultdict(list)
     when: dict[tuple[int, int], tuple[int, int]] = {}  # (step, node) -> (begin, end)
     for step, rows in runs.items():
@@ -334,6 +341,7 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
         for b, e, node, dev in rows:
             offsets[node].append(b - first)
             node_runs[node] += 1
+            busy[node] += e - b
             when.setdefault((step, node), (b, e))
             by_device[dev][0].append(b)
             by_device[dev][1].append(e)
@@ -353,7 +361,8 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph) -> StepTiming:
         gaps_ns={d: idle_sum[d] / ops_on[d] for d in ops_on},
         start_offset_ns={n: sum(v) / len(v) for n, v in offsets.items()},
         edge_delay_ns=delays,
-        runs_per_step={n: c / len(spans) for n, c in node_runs.items()})
+        runs_per_step={n: c / len(spans) for n, c in node_runs.items()},
+        node_ns={n: busy[n] / c for n, c in node_runs.items()})
 
 
 def host_gaps(trace: DfcTrace | Activity, g: nx.DiGraph) -> dict[str, float]:

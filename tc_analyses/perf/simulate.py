@@ -19,14 +19,16 @@ trace's cross-device edges as their transfer times; it should reproduce the meas
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
 
 from tc_analyses.model.dag import upward_rank
-from tc_analyses.perf.cost import measure_steps, trace_of
+from tc_analyses.perf.cost import activity_of, measure_steps, trace_of
 from tc_analyses.perf.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
+from tracer.schema import NO_STEP
 
 
 def upward_ranks(problem: PlacementProblem, assignment: dict[int, str]) -> dict[int, int]:
@@ -161,10 +163,13 @@ def _actual_order(problem: PlacementProblem, offsets: dict[int, float]) -> list[
     return order
 
 
-def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | None = None) -> Placement:
+def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | None = None,
+                  steps: Collection[int] | None = None) -> Placement:
     """Simulate the trace's own placement and order (see the module docstring).
 
     `trace` (or its activity) defaults to the trace the graph was built from (``graph.graph["source"]``).
+    With `steps`, every timing (op durations, host gaps, delays, order) comes from those steps
+    only, so the replay can be checked on steps it did not see (:func:`heldout_replay`).
     """
     if trace is None:
         trace = trace_of(graph)
@@ -177,16 +182,43 @@ def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | Non
             raise PlacementError(f"task {t.id} ({t.name}) ran on {t.actual_device!r}, which is not among the "
                                  f"devices {sorted(names)}")
         assignment[t.id] = t.actual_device
-    timing = measure_steps(trace, graph)
+    timing = measure_steps(trace, graph, steps)
     # Each op pays its device's host gap as launch overhead; ops that ran in only some steps
     # count for the fraction of steps they ran in. Both are folded into the replayed cost.
     costs = dict(problem.costs)
     for t in problem.tasks:
         dev = assignment[t.id]
-        weight = timing.runs_per_step.get(t.id, 1.0)
-        per_run = problem.costs[(t.id, dev)].ns + timing.gaps_ns.get(dev, 0.0)
+        weight = timing.runs_per_step.get(t.id, 1.0 if steps is None else 0.0)  # absent from those steps
+        measured = timing.node_ns.get(t.id) if steps is not None else None
+        per_run = (problem.costs[(t.id, dev)].ns if measured is None else measured) + timing.gaps_ns.get(dev, 0.0)
         costs[(t.id, dev)] = Cost(int(round(per_run * weight)), problem.costs[(t.id, dev)].source)
     replayed = replace(problem, costs=costs, launch_overhead_ns={})
     override = {e: int(round(d)) for e, d in timing.edge_delay_ns.items() if e in problem.edges}
     return simulate(replayed, assignment, _actual_order(problem, timing.start_offset_ns),
                     transfer_override=override, algorithm="actual (replay)")
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The replay calibrated on some steps, against the measured time of the other steps."""
+
+    calibration_steps: tuple[int, ...]
+    heldout_steps: tuple[int, ...]
+    replay_ns: int
+    measured_ns: float
+
+    @property
+    def error(self) -> float:
+        return abs(self.replay_ns - self.measured_ns) / self.measured_ns if self.measured_ns else 0.0
+
+
+def heldout_replay(problem: PlacementProblem, graph: nx.DiGraph, trace: Any) -> HeldOut | None:
+    """Replay the actual placement with timings from every other step (the 1st, 3rd...) and compare it
+    with the mean measured time of the steps in between, which it did not see; None with fewer than
+    two steps."""
+    steps = sorted({n.step for n in activity_of(trace).nodes} - {NO_STEP})
+    if len(steps) < 2:
+        return None
+    calibration, heldout = tuple(steps[0::2]), tuple(steps[1::2])
+    replay = replay_actual(problem, graph, trace, calibration).makespan_ns
+    return HeldOut(calibration, heldout, replay, measure_steps(trace, graph, heldout).step_ns)

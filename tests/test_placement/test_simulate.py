@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,38 @@ def test_replay_torch_trace_within_5_percent(tmp_path: Path) -> None:
             model(x).sum().backward()
             rec.step()
     assert _relative_error(out, "cpu") <= 0.05
+
+
+def _steps_trace(path: Path, durations: list[tuple[int, int]]) -> Path:
+    """One step per (mm, add) duration pair: mm then add on the CPU, 100 ns apart, add fed by mm."""
+    from tracer.builder import TraceBuilder
+
+    with TraceBuilder(path, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", 10)
+        t = 1_000
+        for step, (mm, add) in enumerate(durations):
+            b.add("node_begin", "1", t, 2 * step, "aten::mm", "mm", cpu, 1, step)
+            b.add("node_end", "1", t + mm, 2 * step, cpu, 1)
+            b.add("node_begin", "1", t + mm + 100, 2 * step + 1, "aten::add", "add", cpu, 1, step)
+            b.add("node_end", "1", t + mm + 100 + add, 2 * step + 1, cpu, 1)
+            b.add("tensor_edge", "1", t + mm + 100, 2 * step, 2 * step + 1, step, 64, cpu, cpu)
+            t += 10_000
+    return path
+
+
+def _heldout(path: Path) -> Any:
+    from tc_analyses.perf.simulate import heldout_replay
+
+    trace = read_trace(path)
+    g = build_graph(trace)
+    return heldout_replay(build_problem(g, parse_devices("cpu"), trace=trace), g, trace)
+
+
+def test_the_heldout_replay_sees_only_its_calibration_steps(tmp_path: Path) -> None:
+    # Steps 0 and 2 calibrate (mm 1000, add 500, gap 100: 1600 ns); steps 1 and 3 are slower (2400 ns).
+    slow = _heldout(_steps_trace(tmp_path / "slow", [(1_000, 500), (1_600, 700), (1_000, 500), (1_600, 700)]))
+    assert (slow.calibration_steps, slow.heldout_steps) == ((0, 2), (1, 3))
+    assert (slow.replay_ns, slow.measured_ns) == (1_600, 2_400) and slow.error == pytest.approx(1 / 3)
+    steady = _heldout(_steps_trace(tmp_path / "steady", [(1_000, 500)] * 4))
+    assert steady.replay_ns == steady.measured_ns == 1_600 and steady.error == 0.0
+    assert _heldout(_steps_trace(tmp_path / "one", [(1_000, 500)])) is None  # nothing to hold out

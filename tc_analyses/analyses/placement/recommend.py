@@ -25,7 +25,7 @@ from tc_analyses.perf.cost import activity_of, build_problem, measure_steps
 from tc_analyses.perf.problem import (
     Device, Placement, PlacementProblem, Task,
 )
-from tc_analyses.perf.simulate import replay_actual
+from tc_analyses.perf.simulate import heldout_replay, replay_actual
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class Recommendation:
     tasks: int
     actual_makespan_ns: int | None  # the trace's own placement, list-scheduled (None for graph files without one)
     measured_step_ns: float | None  # what the trace measured, to judge the simulator
-    replay_error: float | None  # |replay - measured| / measured
+    replay_error: float | None  # |replay - measured| / measured, on the steps the replay was fitted to
+    heldout_replay_error: float | None  # the same, fitted on every other step and checked on the others
     predicted_makespan_ns: int
     speedup: float | None  # actual / predicted, both under the optimiser's model
     assignment: dict[str, str]  # task name -> device
@@ -109,7 +110,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     if trace is not None and not activity_of(trace).steps:
         notices.append(NO_STEPS)
     actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
-    actual = measured = error = None
+    actual = measured = error = heldout_error = None
     if len(actual_assignment) == len(problem.tasks):
         actual = list_schedule(problem, actual_assignment, algorithm="actual").makespan_ns
         if graph is not None and trace is not None:
@@ -117,6 +118,8 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
             measured = measure_steps(activity, graph).step_ns
             replay = replay_actual(problem, graph, activity).makespan_ns
             error = abs(replay - measured) / measured if measured else None
+            heldout = heldout_replay(problem, graph, activity)
+            heldout_error = heldout.error if heldout is not None else None
     elif any(t.actual_device for t in problem.tasks):
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
     moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
@@ -128,7 +131,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     recommendation = Recommendation(
         source, [{"name": d.name, "model": d.model, "host": d.host, "model_is_default": d.model_is_default}
                  for d in problem.devices],
-        predicted.algorithm, len(problem.tasks), actual, measured, error, predicted.makespan_ns,
+        predicted.algorithm, len(problem.tasks), actual, measured, error, heldout_error, predicted.makespan_ns,
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
