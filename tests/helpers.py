@@ -273,3 +273,20 @@ def run_in_threads(count: int, target: Callable[[int], Any], names: list[str] | 
 
 
 assert PACKET_PREAMBLE_SIZE == 64
+
+
+def fork_join_cpu_trace(path: Path, spans: tuple[tuple[int, int], ...] = ((100, 200), (200, 300), (300, 400)),
+                        env: dict[str, str | int] | None = None) -> Path:
+    """Two independent CPU nodes and a third that joins them (its inputs: both), with no shapes
+    and no GPU; `spans` are the three (begin, end) times, `env` the trace metadata."""
+    from tracer.builder import TraceBuilder
+
+    with TraceBuilder(path, clock_offset_ns=0, overwrite=True, env=env) as b:
+        cpu = b.device("cpu", 10)
+        for nid, (start, end) in enumerate(spans):
+            b.add("node_begin", "1", start, nid, "op", f"n{nid}", cpu, 1, 0)
+            b.add("node_end", "1", end, nid, cpu, 1)
+        join = spans[2][0]
+        b.add("tensor_edge", "1", join, 0, 2, 1, 64, cpu, cpu)
+        b.add("tensor_edge", "1", join, 1, 2, 2, 64, cpu, cpu)
+    return path

@@ -18,6 +18,7 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import read_activity
 from tc_analyses.model.graph import build_graph
 from tc_analyses.reader import read_trace
+from tests.helpers import fork_join_cpu_trace
 from tracer.builder import TraceBuilder
 
 
@@ -269,14 +270,8 @@ def test_torch_branchy_model(tmp_path: Path) -> None:
 
 def _fork_join_cpu_trace(path: Path, intra_op_threads: int) -> Path:
     """a and b independent (1 us each), c joins them; recorded with `intra_op_threads` per op."""
-    with TraceBuilder(path, clock_offset_ns=0, env={"torch_num_threads": intra_op_threads}) as b:
-        cpu = b.device("cpu", 10)
-        for nid, (start, end) in enumerate(((100, 1_100), (1_100, 2_100), (2_100, 2_600))):
-            b.add("node_begin", "1", start, nid, "op", f"n{nid}", cpu, 1, 0)
-            b.add("node_end", "1", end, nid, cpu, 1)
-        b.add("tensor_edge", "1", 2_100, 0, 2, 1, 64, cpu, cpu)
-        b.add("tensor_edge", "1", 2_100, 1, 2, 2, 64, cpu, cpu)
-    return path
+    return fork_join_cpu_trace(path, ((100, 1_100), (1_100, 2_100), (2_100, 2_600)),
+                               {"torch_num_threads": intra_op_threads})
 
 
 def test_a_plan_never_uses_more_threads_than_the_free_cores(tmp_path: Path) -> None:

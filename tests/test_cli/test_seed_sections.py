@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracer.builder import TraceBuilder
+from tests.helpers import fork_join_cpu_trace
 
 ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
 KEYS = ["breakdown", "memory", "overhead", "parallelism", "roofline"]
@@ -16,14 +16,7 @@ KEYS = ["breakdown", "memory", "overhead", "parallelism", "roofline"]
 
 def _cpu_only(path: Path) -> Path:
     """Two independent nodes and a join, on the CPU, with no shapes and no GPU."""
-    with TraceBuilder(path, clock_offset_ns=0, overwrite=True) as b:
-        cpu = b.device("cpu", 10)
-        for nid, (start, end) in enumerate(((100, 200), (200, 300), (300, 400))):
-            b.add("node_begin", "1", start, nid, "op", f"n{nid}", cpu, 1, 0)
-            b.add("node_end", "1", end, nid, cpu, 1)
-        b.add("tensor_edge", "1", 300, 0, 2, 1, 64, cpu, cpu)
-        b.add("tensor_edge", "1", 300, 1, 2, 2, 64, cpu, cpu)
-    return path
+    return fork_join_cpu_trace(path)
 
 
 def test_analyze_json_has_every_section(cli: Any) -> None:
