@@ -117,13 +117,13 @@ class Analysis:
         return reports.summary_text(self.summary) + sections_text(self.sections)
 
     def json(self) -> str:
+        import json
+
         from tc_analyses.export import reports
         from tc_analyses.export.sections import sections_json
 
         if not self.sections:
             return reports.to_json(self.summary)
-        import json
-
         return reports.to_json_document({**json.loads(reports.to_json(self.summary)),
                                          "sections": sections_json(self.sections)})
 
@@ -157,13 +157,14 @@ def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Seque
     from tc_analyses.export.sections import SeedSection
     from tc_analyses.registry import entry
 
+    foreign = None if inputs.is_dfcompass else AnalysisUnavailable(
+        f"{inputs.path}: not a dfcompass trace (only the Trace Compass analyses run on other CTF traces)")
     sections = []
     for key in keys:
         analysis = entry(key)
         try:
-            if not inputs.is_dfcompass:
-                raise AnalysisUnavailable(f"{inputs.path}: not a dfcompass trace (only the Trace Compass analyses "
-                                          "run on other CTF traces)")
+            if foreign is not None:
+                raise foreign
             result = analysis.run(inputs, (options or {}).get(key))
         except AnalysisUnavailable as exc:  # other errors (a broken trace, a bad option) stop the command
             sections.append(SeedSection(analysis, None, f"not available: {exc}\n"))
@@ -231,17 +232,16 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.export.tracecompass.facts import trace_facts
 
     parsed = parse_devices(devices)
-    graph = trace = None
+    graph = trace = activity = None
     if input_path.is_dir():
         inputs = inputs if inputs is not None else TraceInputs(input_path)
-        problem = problem_from_trace(inputs.activity, inputs.graph, parsed)
-        graph, trace = inputs.graph, inputs.trace
+        graph, trace, activity = inputs.graph, inputs.trace, inputs.activity
+        problem = problem_from_trace(activity, graph, parsed)
     elif input_path.is_file():
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, inputs.activity if inputs is not None else None,
-                                  algorithm)
+    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm)
     output.mkdir(parents=True, exist_ok=True)
     (output / "plan.json").write_text(reports.to_json(result))
     text = reports.placement_text(result)

@@ -196,10 +196,11 @@ def _analysis_command(key: str) -> None:
     def command(traces: tuple[Path, ...] | Path, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
                 **options: Any) -> None:
         from tc_analyses import app
+        from tc_analyses.export.reports import to_json_document
 
         paths = traces if isinstance(traces, tuple) else (traces,)
         ran = app.run_analysis(key, paths, options, output, labels, axis, _progress)
-        click.echo(_json(ran.json) if fmt == "json" else ran.text, nl=False)
+        click.echo(to_json_document(ran.json) if fmt == "json" else ran.text, nl=False)
 
     for param in reversed(analysis.params):
         command = _param_option(param)(command)
@@ -217,12 +218,6 @@ def _analysis_command(key: str) -> None:
     command = _FORMAT(command)
     summary = analysis.summary + (" Several TRACES (e.g. batch sizes) give a trajectory." if analysis.trajectory else "")
     main.command(key, help=summary, short_help=analysis.title)(_handle_errors(command))
-
-
-def _json(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
 # The registry is plain data: the analysis commands cost nothing at start-up.

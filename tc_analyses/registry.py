@@ -90,33 +90,33 @@ class Entry:
         result: Result = self.analysis().trajectory(list(runs), axis, self.options(options))
         return result
 
+    def _report(self) -> ModuleType | None:
+        return importlib.import_module(self.report) if self.report is not None else None
+
     def text(self, result: Result) -> str:
-        """The text report of `result`."""
-        if self.report is None:
+        """The text report of `result` (without a report module: its findings)."""
+        report = self._report()
+        if report is None:
             lines = [f"trace: {result.trace}", "", "findings:"]
             return "\n".join(lines + ([f"  - {f.text}" for f in result.findings] or ["  none"])) + "\n"
-        text: str = importlib.import_module(self.report).text(result)
-        return text
+        return str(report.text(result))
 
     def plots(self, result: Result, folder: Path) -> list[Path]:
         """Write the plots of `result` (PNG and SVG) into `folder`; their paths."""
-        if self.report is None:
-            return []
-        paths: list[Path] = importlib.import_module(self.report).plots(result, folder)
-        return paths
+        report = self._report()
+        return list(report.plots(result, folder)) if report is not None else []
 
     @property
     def artifacts_note(self) -> str:
         """What ``-o`` writes besides the plots (the report module's ARTIFACTS), "" when nothing."""
-        return str(getattr(importlib.import_module(self.report), "ARTIFACTS", "")) if self.report else ""
+        return str(getattr(self._report(), "ARTIFACTS", ""))
 
     def artifacts(self, result: Result, folder: Path) -> list[Path]:
         """Write what the command's ``-o`` gives into `folder`: the plots, and the other files of
         analyses that have some (a plan, a predicted trace); the plots' paths."""
-        report = importlib.import_module(self.report) if self.report is not None else None
+        report = self._report()
         if report is not None and hasattr(report, "artifacts"):
-            paths: list[Path] = report.artifacts(result, folder)
-            return paths
+            return list(report.artifacts(result, folder))
         return self.plots(result, folder)
 
 

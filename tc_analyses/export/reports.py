@@ -143,11 +143,11 @@ def placement_text(r: Recommendation) -> str:
              f"actual:     {_ms(r.actual_makespan_ns)} (the trace's placement, scheduled by the same model)",
              f"speedup:    {r.speedup:.2f}x" if r.speedup else "speedup:    - (no actual placement to compare with)"]
     if r.measured_step_ns is not None:
+        # Only the held-out error: the replay is fitted to the steps it is checked against otherwise.
         replay = ""
         if r.replay_error is not None:
-            replay = f" (simulator replay error {100 * r.replay_error:.1f}% on the steps it was fitted to"
-            replay += (f", {100 * r.heldout_replay_error:.1f}% on held-out steps)" if r.heldout_replay_error is not None
-                       else "; no held-out steps)")
+            replay = (f" (simulator replay error on held-out steps {100 * r.heldout_replay_error:.1f}%)"
+                      if r.heldout_replay_error is not None else " (one step: no held-out step to check the simulator)")
         lines.append(f"step time:  measured {_ms(r.measured_step_ns)}" + replay
                      + (f"; estimated with the plan {_ms(r.measured_step_ns / r.speedup)}" if r.speedup else ""))
     lines.append("costs:      " + ", ".join(f"{n} {k}" for k, n in sorted(r.cost_sources.items())))
