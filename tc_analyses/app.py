@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from tc_analyses.export.sections import SeedSection
 
 RECORD_ENV = "DFCOMPASS_RECORD_DIR"
+TORCH_ENV = "DFCOMPASS_TORCH"  # "0": dfcompass record leaves PyTorch's profiler off
 RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
 DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
 DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
@@ -255,6 +256,39 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     return result, text
 
 
+def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, overwrite: bool) -> tuple[Any, str]:
+    """Re-run `command` under the plan (a plan.json, or the folder recommend-placement wrote) into
+    OUTPUT/trace and compare: OUTPUT/{verify.txt, verify.json, verify.png, verify.svg}."""
+    import json
+
+    from tc_analyses.analyses.placement.verify import verify
+    from tc_analyses.export import verify_report
+    from tracer.graph_program import PLAN_ENV
+
+    plan_file = plan_path / "plan.json" if plan_path.is_dir() else plan_path
+    try:
+        plan = json.loads(plan_file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"{plan_file}: cannot read the plan ({exc.strerror})") from None
+    except ValueError as exc:
+        raise ConfigurationError(f"{plan_file}: not JSON ({exc})") from None
+    if not isinstance(plan, dict):
+        raise ConfigurationError(f"{plan_file}: not a placement plan")
+    trace = output / "trace"
+    # The program's output goes to stderr: stdout carries only the comparison (--format json).
+    code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},
+                        stdout=sys.stderr)
+    if code != 0:
+        raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the plan; its trace is in {trace}")
+    inputs = TraceInputs(trace)
+    result = verify(plan, str(plan_file), inputs.activity, inputs.graph, refit)
+    text = verify_report.text(result)
+    (output / "verify.txt").write_text(text, encoding="utf-8")
+    (output / "verify.json").write_text(verify_report.to_json(result), encoding="utf-8")
+    verify_report.plots(result, output)
+    return result, text
+
+
 # ------------------------------------------------------------------------------------- report
 def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_device: str = "cpu",
                    progress: Progress = no_progress) -> tuple[Section, list[SeedSection]]:
@@ -332,8 +366,13 @@ def _package_root() -> str:
     return str(Path(tracer.__file__).resolve().parent.parent)
 
 
-def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
-    """Run `command` with dfcompass recording into `output`; return its exit code."""
+def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
+                 extra_env: Mapping[str, str] | None = None, stdout: Any = None) -> int:
+    """Run `command` with dfcompass recording into `output`; return its exit code.
+
+    `torch=False` leaves PyTorch's profiler off (programs that record their own nodes, such as graph
+    programs, would otherwise get every aten op twice); `extra_env` is added to the environment;
+    `stdout` redirects the program's standard output (None: inherited)."""
     if (output / "metadata").exists() and not overwrite:
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
     if command[0].endswith(".py"):
@@ -344,9 +383,11 @@ def run_recorded(output: Path, command: list[str], overwrite: bool) -> int:
     env = dict(os.environ)
     env[RECORD_ENV] = str(output.resolve())
     env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
+    env[TORCH_ENV] = "1" if torch else "0"
+    env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
     try:
-        completed = subprocess.run(command, env=env)
+        completed = subprocess.run(command, env=env, stdout=stdout)
     except FileNotFoundError:
         raise ConfigurationError(f"{command[0]}: command not found") from None
     if not (output / "metadata").exists():

@@ -248,9 +248,12 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Trace directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
+@click.option("--torch/--no-torch", default=True, show_default=True,
+              help="Record PyTorch ops with its profiler (off for programs that record their own nodes, "
+                   "such as tracer.graph_program programs).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
-def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
+def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...]) -> None:
     """Run a Python program with tracing on: dfcompass record -o DIR -- python prog.py ARGS...
 
     The first Python process the command starts is traced into DIR; programs use
@@ -258,11 +261,35 @@ def record(output: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     """
     from tc_analyses.app import run_recorded
 
-    code = run_recorded(output, list(command), overwrite)
+    code = run_recorded(output, list(command), overwrite, torch)
     click.echo(f"trace written to {output}", err=True)
     if code != 0:
         click.echo(f"dfcompass: the program exited with code {code}; its trace is still readable", err=True)
     sys.exit(code)
+
+
+@main.command()
+@click.argument("plan", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Folder for the re-run's trace and the comparison.")
+@click.option("--refit", is_flag=True, help="Also refit the costs on half of the re-run's steps and check them on the other half.")
+@click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT/trace.")
+@_FORMAT
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_handle_errors
+def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, command: tuple[str, ...]) -> None:
+    """Re-run a program under PLAN and compare: dfcompass verify PLAN -o DIR -- python prog.py ARGS...
+
+    PLAN is what recommend-placement wrote (its folder or plan.json). The program applies it when it
+    runs on tracer.graph_program (it reads DFCOMPASS_PLAN); the re-run is recorded into DIR/trace and
+    its steps and nodes are compared with the plan's predictions.
+    """
+    from tc_analyses import app
+    from tc_analyses.export import verify_report
+
+    result, text = app.verify_plan(plan, output, list(command), refit, overwrite)
+    click.echo(verify_report.to_json(result) if fmt == "json" else text + f"\nre-run and comparison: {output.resolve()}\n",
+               nl=False)
 
 
 @main.command()

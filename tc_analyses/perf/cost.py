@@ -1,6 +1,7 @@
 """Cost models: analytic FLOPs and bytes per op, transfer fits, and :func:`build_problem`.
 
-A task costs its measured mean on the device where it ran (``CostSource.MEASURED``); elsewhere
+A task costs its measured mean on the device where it ran (``CostSource.MEASURED``) and on any
+other listed device of the same model (``CostSource.IDENTICAL``); elsewhere
 ``max(flops / peak, bytes / bandwidth) + launch`` (``CostSource.MODELLED``), a roofline with the
 device's launch/dispatch constant (:mod:`.devices`). Ops the table does not know are modelled
 from the bytes they read and write only.
@@ -398,6 +399,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         trace = trace_of(graph)
     activity = activity_of(trace) if trace is not None else None
     names = [d.name for d in devices]
+    models = {d.name: d.model for d in devices}
     tasks: list[Task] = []
     costs: dict[tuple[int, str], Cost] = {}
     for node in sorted(graph.nodes):
@@ -406,9 +408,15 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         memory = task_memory(graph, node)
         tasks.append(Task(node, f"{attrs.get(K.NAME, '')} ({op})", op, ran_on, memory))
         est = estimate_op(op, attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, ""), memory or None)
+        measured = attrs.get(K.MEASURED, {}).get(ran_on, False)
+        ran_model = models.get(ran_on) if measured else None
         for device in devices:
-            if device.name == ran_on and attrs.get(K.MEASURED, {}).get(ran_on, False):
+            if device.name == ran_on and measured:
                 costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.MEASURED)
+            elif ran_model is not None and device.model == ran_model:
+                # Same hardware model (two pinned CPU lanes, two GPUs of one kind): the measured
+                # time carries over, which a roofline of datasheet peaks would not reproduce.
+                costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.IDENTICAL)
             else:
                 costs[(node, device.name)] = Cost(modelled_ns(est, device), CostSource.MODELLED)
     edges = {(u, v): int(a.get(K.BYTES, 0)) for u, v, a in graph.edges(data=True)}

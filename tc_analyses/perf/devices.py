@@ -108,8 +108,10 @@ LINKS: dict[str, Link] = {
     "100GbE": Link(5_000, 12.5, "link spec: 100 Gb Ethernet"),
     # InfiniBand HDR: 200 Gb/s = 25 GB/s; ~2 µs with RDMA.
     "InfiniBand HDR": Link(2_000, 25.0, "link spec: InfiniBand HDR"),
-    # Two devices sharing host memory (e.g. two CPU devices): a memcpy at about half DRAM bandwidth.
-    "host memory": Link(200, 25.0, "link spec: host memory copy"),
+    # Two CPU devices of one host are thread pools sharing memory: nothing is copied, but the consumer's
+    # thread must wake up. A Python thread waiting on an Event takes a median ~40 us (p90 ~65 us) to
+    # run again on a 2-core VM (bench/verify_bench.py prints it); 50 us, and no bandwidth term.
+    "thread hand-over": Link(50_000, 1e12, "link spec: thread hand-over on one host (no copy)"),
 }
 HOST_GPU_LINK = "PCIe 4.0 x16"  # host <-> GPU, and GPU <-> GPU without NVLink, on one host
 INTER_HOST_LINK = "25GbE"  # any two devices on different hosts
@@ -140,7 +142,7 @@ def default_link(a: Device, b: Device) -> Link:
         return LINKS[INTER_HOST_LINK]
     sa, sb = spec_of(a), spec_of(b)
     if sa.kind == "cpu" and sb.kind == "cpu":
-        return LINKS["host memory"]
+        return LINKS["thread hand-over"]
     if sa.kind == "gpu" and sb.kind == "gpu" and sa.nvlink and sa.nvlink == sb.nvlink:
         return LINKS[sa.nvlink]
     return LINKS[HOST_GPU_LINK]

@@ -21,6 +21,7 @@ class PlacementError(DfcompassError):
 class CostSource(Enum):
     MEASURED = "measured"  # the task ran on this device in the trace
     MODELLED = "modelled"  # estimated from FLOPs, bytes and device peaks
+    IDENTICAL = "measured on an identical device"  # ran on another device of the same model
 
 
 @dataclass(frozen=True)

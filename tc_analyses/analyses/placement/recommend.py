@@ -20,6 +20,7 @@ from tc_analyses.analyses.placement import milp
 from tc_analyses.analyses.placement.heft import heft, list_schedule
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
+from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps
 from tc_analyses.perf.problem import (
@@ -55,6 +56,9 @@ class Recommendation:
     notices: list[str] = field(default_factory=list)
     cost_sources: dict[str, int] = field(default_factory=dict)  # measured / modelled counts
     links: dict[str, str] = field(default_factory=dict)  # "src->dst" -> how its transfer time was set
+    # The predicted schedule, one row per graph node in start order: what `dfcompass verify` applies
+    # (node name -> device, in this order) and compares the re-run with, node by node.
+    schedule: list[dict[str, Any]] = field(default_factory=list)
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
@@ -135,8 +139,23 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
+        schedule_rows(problem, predicted, graph),
     )
     return recommendation, predicted
+
+
+def schedule_rows(problem: PlacementProblem, plan: Placement, graph: nx.DiGraph | None) -> list[dict[str, Any]]:
+    """The plan's schedule as plain rows; ``node`` is the graph node's name (the task's name for graph
+    files), which is what a program that applies the plan knows its nodes by."""
+    tasks = {t.id: t for t in problem.tasks}
+    rows = []
+    for slot in sorted(plan.schedule, key=lambda s: (s.start_ns, s.end_ns, s.task)):
+        task = tasks[slot.task]
+        node = graph.nodes[slot.task].get(K.NAME, task.name) if graph is not None and slot.task in graph else task.name
+        rows.append({"task": slot.task, "node": node, "op": task.op, "device": slot.device,
+                     "start_ns": slot.start_ns, "end_ns": slot.end_ns,
+                     "ns": problem.costs[(slot.task, slot.device)].ns})  # the op alone, without dispatch
+    return rows
 
 
 def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
