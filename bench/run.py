@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup|verify] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -24,6 +24,7 @@ import recorder_cost  # noqa: E402
 import seed_speed  # noqa: E402
 import startup  # noqa: E402
 import torch_overhead  # noqa: E402
+import verify_bench  # noqa: E402
 from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
 
 
@@ -176,6 +177,28 @@ def startup_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def verify_rows(r: dict[str, Any]) -> list[Row]:
+    tg = r["targets"]
+    rows: list[Row] = []
+    for name, p in r["programs"].items():
+        rows += [
+            (f"{name}: speedup predicted / measured", f"{p['predicted_speedup']:.2f}x / {p['measured_speedup']:.2f}x",
+             f"{p['nodes']} nodes on cpu:0,cpu:1; measured per round: "
+             + ", ".join(f"{x:.2f}x" for x in p["measured_speedups"])),
+            (f"{name}: step error before refit", f"{p['error_before_refit'] * 100:+.1f}%",
+             f"target within {tg['before'] * 100:.0f}%; {verdict(p['pass_before'])}"),
+            (f"{name}: step error after refit", "-" if p["error_after_refit"] is None else f"{p['error_after_refit'] * 100:+.1f}%",
+             f"held-out steps; target within {tg['after'] * 100:.0f}%; {verdict(p['pass_after'])}"),
+            (f"{name}: one-lane plan (sanity)", f"{p['sequential_predicted_speedup']:.2f}x",
+             f"predicted; its step error {p['sequential_error'] * 100:+.1f}%"),
+        ]
+    h = r["handover"]
+    rows.append(("thread hand-over (Event wake-up)", f"{h['median_us']:.0f} us", f"p90 {h['p90_us']:.0f} us; "
+                 "the CPU-lane link spec assumes 50 us"))
+    rows.append(("cores", str(r["cores"]), r.get("notice", "two lanes can overlap")))
+    return rows
+
+
 def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
     """Run one benchmark; on failure record the error and carry on with the others."""
     t0 = time.perf_counter()
@@ -191,7 +214,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup", "verify"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -213,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("placement", placement_bench.run, results)
     if args.only in (None, "startup"):
         ok &= _run_one("startup", lambda: startup.run(args.rounds or 7), results)
+    if args.only in (None, "verify"):
+        ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
@@ -222,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ("engine_speed", "Headless analyses speed", engine_rows),
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows),
-                                ("startup", "Command-line start-up", startup_rows)):
+                                ("startup", "Command-line start-up", startup_rows),
+                                ("verify", "Verified plans: predicted against measured", verify_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)

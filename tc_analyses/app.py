@@ -429,7 +429,7 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     """Record an embedded workload into OUTPUT/trace, then run the whole pipeline on it: info,
     Trace Compass analyses and their headless summary, placement, and one HTML report."""
     from tc_analyses.export import reports
-    from tc_analyses.export.html_report import Block, render
+    from tc_analyses.export.html_report import Block, Section, render
     from tc_analyses.export.tracecompass import write_output
 
     trace = output / "trace"
@@ -470,6 +470,35 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
         (output / "report" / "trajectory").mkdir(exist_ok=True)
         sections.append(trajectory_section(runs, [str(b) for b in DEMO_BATCHES], "batch", "cpu",
                                            output / "report" / "trajectory"))
+    verified = demo_verified_plan(output / "verified", echo, progress)
+    if verified:
+        sections.append(Section("A plan verified on this machine", [Block("dfcompass verify", verified)]))
     (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
     echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}\n")
     echo(f"\ndemo output: {output.resolve()}\n")
+
+
+DEMO_PROGRAM = "cnn-train"
+DEMO_LANES = "cpu:0,cpu:1"
+
+
+def demo_verified_plan(output: Path, echo: Echo, progress: Progress = no_progress) -> str:
+    """Plan the CNN training graph program on two CPU lanes, re-run it under the plan and print
+    predicted against measured (the same path a GPU plan takes, on devices this machine has)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        echo("\nverified plan: skipped (the graph programs need torch)\n")
+        return ""
+    command = [sys.executable, "-m", "tracer.workloads.graph_programs", DEMO_PROGRAM, "--steps", "10"]
+    with progress("verifying a plan", 3) as advance:
+        if run_recorded(output / "baseline", command, True, torch=False, stdout=subprocess.DEVNULL) != 0:
+            raise DfcompassError(f"the {DEMO_PROGRAM} graph program failed")
+        advance(1)
+        place(output / "baseline", DEMO_LANES, output / "plan")
+        advance(1)
+        _, text = verify_plan(output / "plan", output / "rerun", command, True, True)
+        advance(1)
+    echo(f"\na plan verified on this machine: {DEMO_PROGRAM} on {DEMO_LANES} (dfcompass verify):\n\n")
+    echo("\n".join(text.splitlines()[:7]) + f"\n  ... per step and per node in {output / 'rerun' / 'verify.txt'}\n")
+    return text

@@ -116,7 +116,12 @@ class GraphProgram:
                 self._getitem[fx_node.name] = (self._resolve(source.name)[0], int(index))
             elif fx_node.op == "call_function":
                 reads: list[str] = []
-                torch.fx.node.map_arg((fx_node.args, fx_node.kwargs), lambda n: reads.append(n.name) or n)
+
+                def read(n: Any, reads: list[str] = reads) -> Any:
+                    reads.append(n.name)
+                    return n
+
+                torch.fx.node.map_arg((fx_node.args, fx_node.kwargs), read)
                 inputs = tuple(dict.fromkeys(self._resolve(r)[0] for r in reads))
                 self.nodes.append(_Node(fx_node.name, _op_name(fx_node.target), fx_node.target,
                                         tuple(fx_node.args), dict(fx_node.kwargs), inputs))

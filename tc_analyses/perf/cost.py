@@ -409,7 +409,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         tasks.append(Task(node, f"{attrs.get(K.NAME, '')} ({op})", op, ran_on, memory))
         est = estimate_op(op, attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, ""), memory or None)
         measured = attrs.get(K.MEASURED, {}).get(ran_on, False)
-        ran_model = models.get(ran_on) if measured else None
+        ran_model = models.get(ran_on) if measured and ran_on is not None else None
         for device in devices:
             if device.name == ran_on and measured:
                 costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.MEASURED)

@@ -184,7 +184,7 @@ def _refit(activity: Activity, graph: nx.DiGraph, planned: dict[str, dict[str, A
     graph = _calibrated(graph, activity, set(calibration))
     by_step = _by_step(activity)
     dispatch, handover = _gaps(graph, {s: by_step[s] for s in calibration})
-    lanes = sorted({d for _, d in graph.nodes(data=K.DEVICE)})
+    lanes = sorted({str(attrs[K.DEVICE]) for _, attrs in graph.nodes(data=True)})
     devices = [Device(lane, "CPU" if lane.startswith("cpu") else lane) for lane in lanes]
     links = {(a, b): Link(handover, 1e12, "fitted: hand-over delay between lanes in the re-run")
              for a in lanes for b in lanes if a != b}
