@@ -256,6 +256,15 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     return result, text
 
 
+def _stderr_file() -> Any:
+    """sys.stderr when it is a real file a child process can write to, else DEVNULL (a captured stream)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both an OSError and a ValueError
+        return subprocess.DEVNULL
+    return sys.stderr
+
+
 def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, overwrite: bool) -> tuple[Any, str]:
     """Re-run `command` under the plan (a plan.json, or the folder recommend-placement wrote) into
     OUTPUT/trace and compare: OUTPUT/{verify.txt, verify.json, verify.png, verify.svg}."""
@@ -277,7 +286,7 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
     trace = output / "trace"
     # The program's output goes to stderr: stdout carries only the comparison (--format json).
     code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},
-                        stdout=sys.stderr)
+                        stdout=_stderr_file())
     if code != 0:
         raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the plan; its trace is in {trace}")
     inputs = TraceInputs(trace)
