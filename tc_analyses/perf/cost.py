@@ -435,8 +435,21 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
             problem_links[key] = fitted or default_link(a, b)
 
     overhead: dict[str, int] = {}
+    host: dict[str, int] = {}
     if activity is not None:
         gaps = host_gaps(activity, graph)
         mean_gap = sum(gaps.values()) / len(gaps) if gaps else 0.0
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
-    return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead)
+        host = host_shares(graph, devices, overhead)
+    return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host)
+
+
+def host_shares(graph: nx.DiGraph, devices: list[Device], overhead: dict[str, int]) -> dict[str, int]:
+    """Per device, the host-thread time of one task: the measured gap between ops (Python between
+    them), plus the shortest measured op (a floor on the dispatch inside an op's own span), plus the
+    launch call on a GPU. Every op issued from one Python thread, or under one GIL, pays it in turn."""
+    measured = [int(a[K.MEAN_NS]) for _, a in graph.nodes(data=True)
+                if any(a.get(K.MEASURED, {}).values()) and a.get(K.MEAN_NS, 0) > 0]
+    floor = min(measured, default=0)
+    return {d.name: overhead.get(d.name, 0) + floor + (spec_of(d).launch_ns if spec_of(d).kind == "gpu" else 0)
+            for d in devices}

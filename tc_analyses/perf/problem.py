@@ -69,6 +69,9 @@ class PlacementProblem:
     links: dict[tuple[str, str], Link]  # (src device, dst device) -> transfer model; same device = free
     launch_overhead_ns: dict[str, int] = field(default_factory=dict)  # per device, added to each task
     forbidden: frozenset[tuple[int, str]] = frozenset()  # (task id, device name) pairs the task cannot run on
+    # Per device: how much of each task's time, from its start, holds the one host thread that issues
+    # every op (Python and the GIL: dispatch, launch). Tasks of different devices take turns on it.
+    host_ns: dict[str, int] = field(default_factory=dict)
 
     def allowed(self, task: int, device: str) -> bool:
         return (task, device) not in self.forbidden
@@ -78,6 +81,11 @@ class PlacementProblem:
 
     def cost(self, task: int, device: str) -> int:
         return self.costs[(task, device)].ns + self.launch_overhead_ns.get(device, 0)
+
+    def host(self, task: int, device: str) -> int:
+        """The part of `task`'s time on `device` that holds the host thread (at most the whole task)."""
+        held = self.host_ns.get(device, 0)
+        return min(held, self.cost(task, device)) if held > 0 else 0
 
     def transfer_ns(self, src: str, dst: str, nbytes: int) -> int:
         if src == dst:

@@ -6,6 +6,8 @@ Model:
   (the given `order`, else decreasing upward rank on the assigned devices);
 * a task starts when its device is free and all its inputs have arrived; it runs for
   ``problem.cost(task, device)``, which includes the device's launch overhead;
+* with host shares (``problem.host_ns``), a task also needs the host thread for that long from its
+  start: tasks are issued one at a time;
 * a tensor between two devices is copied when its producer ends, on the copy engine of that
   direction ``(src, dst)``: copies of one direction are serialized, both directions and compute
   overlap. Tensors on one device arrive when their producer ends.
@@ -82,6 +84,7 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
     waiting = {t: len(preds[t]) for t in preds}
     ready_at = {t: 0 for t in preds}
     engine_free: dict[tuple[str, str], int] = {}
+    host_free = [0]  # when the host thread can issue the next task
     override = transfer_override or {}
     slots: dict[int, Slot] = {}
 
@@ -99,8 +102,11 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
         t = queues[dev][head[dev]]
         if waiting[t] > 0:
             return
-        start = max(now, busy_until[dev], ready_at[t])
+        start = max(now, busy_until[dev], ready_at[t], host_free[0])
         end = start + problem.cost(t, dev)
+        held = problem.host(t, dev)
+        if held > 0:  # the host thread issues tasks one at a time, in start order
+            host_free[0] = start + held
         running[dev] = True
         head[dev] += 1
         slots[t] = Slot(t, dev, start, end)

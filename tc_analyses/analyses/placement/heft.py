@@ -12,6 +12,11 @@ Upward ranks come from :func:`tc_analyses.model.dag.upward_rank`. Transfers cost
 different devices and overlap freely with compute and with each other (no copy-engine contention:
 the simulator models that separately).
 
+The host thread: when the problem gives devices a host share (``PlacementProblem.host_ns``), each
+task also holds the one host thread for that long from its start (dispatch, launch, the GIL), so
+tasks of different devices take turns there; a task starts when both its device and the host have
+room for it.
+
 Memory: a device with ``memory_bytes`` set only takes tasks while the sum of their
 ``Task.memory_bytes`` fits (the footprint is counted as resident for the whole run).
 """
@@ -24,6 +29,13 @@ from dataclasses import dataclass
 
 from tc_analyses.model.dag import upward_rank
 from tc_analyses.perf.problem import Placement, PlacementError, PlacementProblem, Slot
+
+Busy = tuple[list[int], list[int]]  # a resource's busy intervals: sorted starts and their ends
+
+
+def _insert(busy: Busy, k: int, s: int, e: int) -> None:
+    busy[0].insert(k, s)
+    busy[1].insert(k, e)
 
 
 @dataclass
@@ -43,6 +55,22 @@ class CompiledProblem:
     cap: list[int | None]
     topo: list[int]  # positions in a topological order
     allowed: list[list[bool]]  # [task][device]: False where the problem forbids the device (cost 0 there, unused)
+    host: list[list[int]] | None = None  # [task][device] ns holding the host thread from the task's start; None = no host
+
+    def fit(self, busy: "Busy", host: "Busy", i: int, d: int, ready: int) -> tuple[int, int, int]:
+        """Earliest start >= ready where task i fits on device d and, for its host share, on the host
+        thread; (start, insert index on the device, insert index on the host or -1)."""
+        dur = self.cost[i][d]
+        held = self.host[i][d] if self.host is not None else 0
+        s = ready
+        while True:
+            s, k = _earliest_gap(busy[0], busy[1], s, dur)
+            if held <= 0:
+                return s, k, -1
+            h, hk = _earliest_gap(host[0], host[1], s, held)
+            if h == s:
+                return s, k, hk
+            s = h  # the host is busy then: try the device again from when it frees up
 
     def transfer(self, nbytes: int, src: int, dst: int) -> int:
         if src == dst or nbytes <= 0:
@@ -76,9 +104,11 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
             link = problem.links.get((da, db))
             if a != b and link is not None:
                 lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
+    host = ([[problem.host(tid, d) if ok else 0 for d, ok in zip(devices, row)] for tid, row in zip(ids, allowed)]
+            if any(v > 0 for v in problem.host_ns.values()) else None)
     return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
                            [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                           [index[t] for t in problem.topological_order()], allowed)
+                           [index[t] for t in problem.topological_order()], allowed, host)
 
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
@@ -133,7 +163,8 @@ def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tup
     end = [-1] * n
     busy_s: list[list[int]] = [[] for _ in range(nd)]
     busy_e: list[list[int]] = [[] for _ in range(nd)]
-    cost, preds, transfer = c.cost, c.preds, c.transfer
+    cost, preds, transfer, host = c.cost, c.preds, c.transfer, c.host
+    host_busy: Busy = ([], [])
     makespan = 0
     for i in order:
         d = assign[i]
@@ -150,7 +181,11 @@ def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tup
                 ready = arrive
         dur = cost[i][d]
         bs, be = busy_s[d], busy_e[d]
-        if not bs or ready >= be[-1]:
+        if host is not None:
+            s, k, hk = c.fit((bs, be), host_busy, i, d, ready)
+            if hk >= 0:
+                _insert(host_busy, hk, s, s + host[i][d])
+        elif not bs or ready >= be[-1]:
             s, k = ready, len(bs)
         else:
             s, k = _earliest_gap(bs, be, ready, dur)
@@ -218,9 +253,10 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
     busy_s: list[list[int]] = [[] for _ in range(nd)]
     busy_e: list[list[int]] = [[] for _ in range(nd)]
     used = [0] * nd
+    host_busy: Busy = ([], [])
     makespan = 0
     for i in order:
-        best: tuple[int, int, int, int] | None = None  # (finish, device, start, insert index)
+        best: tuple[int, int, int, int, int] | None = None  # (finish, device, start, insert index, host index)
         for d in range(nd):
             cap = c.cap[d]
             if not c.allowed[i][d] or (cap is not None and used[d] + c.mem[i] > cap):
@@ -231,14 +267,16 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
                 if arrive > ready:
                     ready = arrive
             dur = c.cost[i][d]
-            s, k = _earliest_gap(busy_s[d], busy_e[d], ready, dur)
+            s, k, hk = c.fit((busy_s[d], busy_e[d]), host_busy, i, d, ready)
             if best is None or s + dur < best[0]:
-                best = (s + dur, d, s, k)
+                best = (s + dur, d, s, k, hk)
         if best is None:
             raise PlacementError(f"task {c.ids[i]} ({c.mem[i]:,} bytes) fits in no device's remaining memory")
-        e, d, s, k = best
+        e, d, s, k, hk = best
         busy_s[d].insert(k, s)
         busy_e[d].insert(k, e)
+        if hk >= 0 and c.host is not None:
+            _insert(host_busy, hk, s, s + c.host[i][d])
         used[d] += c.mem[i]
         assign[i], start[i], end[i] = d, s, e
         makespan = max(makespan, e)

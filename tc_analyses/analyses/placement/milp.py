@@ -196,7 +196,9 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
             if indeg[v] == 0:
                 heapq.heappush(heap, (round(float(starts[v]), 3), v))
     ms, start, end = evaluate(c, assign, order)
-    optimal = res.status == 0
+    optimal = res.status == 0 and c.host is None  # the MILP has no host thread: optimal for devices only
+    if res.status == 0 and c.host is not None:
+        res.message = "optimal without the host thread, which the MILP does not model; scheduled with it"
     if ms > h_ms:  # a time-limited incumbent worse than HEFT after rounding: keep HEFT's
         ms, assign, start, end = h_ms, h_assign, h_start, h_end
     return MilpResult(to_placement(c, assign, start, end, ms, "milp"), optimal,
