@@ -3,8 +3,9 @@
 A task costs its measured mean on the device where it ran (``CostSource.MEASURED``) and on any
 other listed device of the same model (``CostSource.IDENTICAL``); elsewhere
 ``max(flops / peak, bytes / bandwidth) + launch`` (``CostSource.MODELLED``), a roofline with the
-device's launch/dispatch constant (:mod:`.devices`). Ops the table does not know are modelled
-from the bytes they read and write only.
+device's launch/dispatch constant (:mod:`.devices`). Views cost the launch alone. An op the table
+does not know costs at least its measured time scaled by the two devices' peak FLOP ratio
+(``CostSource.SCALED``), never its bytes alone; reports list such ops (:func:`unmodelled_ops`).
 
 Transfers between two devices are ``a * bytes + b``, least-squares fitted to the trace's
 ``dfc:memcpy_begin/end`` pairs when a device pair shows at least two distinct sizes, else the
@@ -32,7 +33,7 @@ import numpy as np
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.intervals import union_ns
-from tc_analyses.perf.devices import default_link, spec_of
+from tc_analyses.perf.devices import default_link, spec, spec_of
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
@@ -213,6 +214,26 @@ OPS: dict[str, Estimate] = {
 }
 
 
+# Ops that make a view or only change metadata: no arithmetic and no data moved. They stay with
+# their base tensor (:mod:`tc_analyses.perf.tied`).
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "detach", "alias",
+    "squeeze", "unsqueeze", "select", "slice", "narrow", "as_strided", "unfold", "split", "split_with_sizes",
+    "chunk", "unbind", "flatten", "unflatten", "view_as", "numpy_T", "lift_fresh", "_reshape_alias",
+    "diagonal", "movedim", "swapaxes", "real", "imag", "view_as_real", "view_as_complex",
+})
+
+
+def is_view(op: str) -> bool:
+    return op_key(op) in VIEW_OPS
+
+
+def is_inplace(op: str) -> bool:
+    """``aten::add_`` writes into its first input (``aten::__iand__`` is not in place)."""
+    base = op.rsplit("::", 1)[-1].split(".", 1)[0]
+    return base.endswith("_") and not base.endswith("__")
+
+
 def op_key(op: str) -> str:
     """``aten::add_.Tensor`` -> ``add``: namespace, overload and in-place suffix dropped."""
     base = op.rsplit("::", 1)[-1].split(".", 1)[0]
@@ -229,6 +250,8 @@ class OpEstimate:
 
 def estimate_op(op: str, shapes: str, dtypes: str, out_bytes: int | None = None) -> OpEstimate:
     """FLOPs and bytes moved by one execution of `op` with the given ``node_args`` text."""
+    if is_view(op):
+        return OpEstimate(0.0, 0, "float32", True)  # metadata only: the dispatch is all it costs
     args = [a for a in parse_args(shapes, dtypes) if a.is_tensor]
     tensors = [a for a in args if a.shape]
     dtype = next((a.dtype for a in tensors if a.dtype.startswith(("float", "bfloat", "half"))),
@@ -417,6 +440,11 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
                 # Same hardware model (two pinned CPU lanes, two GPUs of one kind): the measured
                 # time carries over, which a roofline of datasheet peaks would not reproduce.
                 costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.IDENTICAL)
+            elif not est.known and measured and ran_on in models:
+                # No FLOP model (a fused layer, lstm): bytes alone would cost it near zero. Never
+                # less than its measured time scaled by the two devices' peak ratio.
+                scaled = int(attrs[K.MEAN_NS]) * spec(models[ran_on]).peak_flops(est.dtype) / spec_of(device).peak_flops(est.dtype)
+                costs[(node, device.name)] = Cost(max(modelled_ns(est, device), int(round(scaled))), CostSource.SCALED)
             else:
                 costs[(node, device.name)] = Cost(modelled_ns(est, device), CostSource.MODELLED)
     edges = {(u, v): int(a.get(K.BYTES, 0)) for u, v, a in graph.edges(data=True)}
@@ -453,3 +481,13 @@ def host_shares(graph: nx.DiGraph, devices: list[Device], overhead: dict[str, in
     floor = min(measured, default=0)
     return {d.name: overhead.get(d.name, 0) + floor + (spec_of(d).launch_ns if spec_of(d).kind == "gpu" else 0)
             for d in devices}
+
+
+def unmodelled_ops(graph: nx.DiGraph) -> dict[str, int]:
+    """op -> graph nodes of ops that are neither views nor in the FLOP table (costed SCALED elsewhere)."""
+    found: dict[str, int] = defaultdict(int)
+    for _, attrs in graph.nodes(data=True):
+        op = attrs.get(K.OP, "")
+        if op and not is_view(op) and op_key(op) not in OPS:
+            found[op] += 1
+    return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -22,6 +22,7 @@ class CostSource(Enum):
     MEASURED = "measured"  # the task ran on this device in the trace
     MODELLED = "modelled"  # estimated from FLOPs, bytes and device peaks
     IDENTICAL = "measured on an identical device"  # ran on another device of the same model
+    SCALED = "scaled from measured"  # no FLOP model: its measured time scaled by the devices' peak ratio
 
 
 @dataclass(frozen=True)

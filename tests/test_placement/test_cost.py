@@ -76,7 +76,10 @@ def test_measured_and_modelled_costs_on_all_classes() -> None:
     by_op = {t.op: t.id for t in problem.tasks}
     assert problem.costs[(by_op["read"], "cpu")].source is CostSource.MEASURED
     assert problem.costs[(by_op["read"], "cpu")].ns == 800
-    assert problem.costs[(by_op["read"], "cuda:0")].source is CostSource.MODELLED
+    # "read" has no FLOP model: on the GPU it costs its CPU time scaled by the peak ratio, not its bytes
+    read_gpu = problem.costs[(by_op["read"], "cuda:0")]
+    assert read_gpu.source is CostSource.SCALED
+    assert read_gpu.ns >= round(800 * spec("CPU").fp32_flops / spec("H100").fp32_flops) > 0
     assert problem.costs[(by_op["aten::relu"], "cuda:0")].ns == 70
     assert problem.costs[(by_op["aten::relu"], "cuda:1")].source is CostSource.MODELLED  # never ran there
     assert problem.tasks[by_op["read"]].memory_bytes == task_memory(g, by_op["read"]) == 4096
@@ -89,7 +92,8 @@ def test_measured_and_modelled_costs_on_all_classes() -> None:
 def test_trace_device_absent_from_devices_is_modelled_everywhere() -> None:
     trace = read_trace(ALL_CLASSES)
     problem = build_problem(build_graph(trace), parse_devices("cpu,hostB:cuda:0"), trace=trace)
-    assert all(c.source is CostSource.MODELLED for (t, d), c in problem.costs.items() if d == "hostB:cuda:0")
+    assert all(c.source in (CostSource.MODELLED, CostSource.SCALED)
+               for (t, d), c in problem.costs.items() if d == "hostB:cuda:0")
     assert problem.links[("cpu", "hostB:cuda:0")].source == "link spec: 25 Gb Ethernet"
 
 
@@ -122,3 +126,20 @@ def test_fitted_link_from_trace_copies(tmp_path: Path) -> None:
     problem = build_problem(empty, parse_devices("cpu,cuda:0"), trace=trace)
     assert problem.links[("cpu", "cuda:0")] == link
     assert problem.links[("cuda:0", "cpu")].source == "link spec: PCIe 4.0 x16"  # no copies that way
+
+
+def test_views_cost_only_their_dispatch() -> None:
+    view = estimate_op("aten::view", "[[64, 1024], []]", "float32,")
+    assert view.known and view.flops == 0 and view.bytes == 0
+    assert modelled_ns(view, Device("cuda:0", "A100")) == spec("A100").launch_ns
+
+
+def test_unmodelled_ops_are_listed_and_views_are_not() -> None:
+    import networkx as nx
+
+    from tc_analyses.perf.cost import unmodelled_ops
+
+    g = nx.DiGraph()
+    for i, op in enumerate(["aten::lstm", "aten::lstm", "aten::t", "aten::mm", "aten::_transformer_encoder_layer_fwd"]):
+        g.add_node(i, op=op)
+    assert unmodelled_ops(g) == {"aten::lstm": 2, "aten::_transformer_encoder_layer_fwd": 1}

@@ -22,7 +22,7 @@ from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
-from tc_analyses.perf.cost import activity_of, build_problem, measure_steps
+from tc_analyses.perf.cost import activity_of, build_problem, measure_steps, unmodelled_ops
 from tc_analyses.perf.problem import (
     Device, Placement, PlacementProblem, Task,
 )
@@ -113,6 +113,11 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     predicted = _optimise(problem, notices, algorithm)
     if trace is not None and not activity_of(trace).steps:
         notices.append(NO_STEPS)
+    if graph is not None and (unknown := unmodelled_ops(graph)):
+        named = ", ".join(f"{op} x{n}" for op, n in list(unknown.items())[:4])
+        more = f" and {len(unknown) - 4} more" if len(unknown) > 4 else ""
+        notices.append(f"{sum(unknown.values())} nodes have no FLOP model ({named}{more}): on other devices "
+                       "they cost their measured time scaled by the peak ratio, at least")
     actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
     actual = measured = error = heldout_error = None
     if len(actual_assignment) == len(problem.tasks):
