@@ -469,7 +469,23 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         mean_gap = sum(gaps.values()) / len(gaps) if gaps else 0.0
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
         host = host_shares(graph, devices, overhead)
-    return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host)
+    return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host,
+                            tied=base_tensor_ties(graph))
+
+
+def base_tensor_ties(graph: nx.DiGraph) -> dict[int, int]:
+    """View or in-place node -> the producer of its base tensor, the in-edge carrying the most bytes
+    (a view reads one tensor; an in-place op writes into its first input, usually the largest).
+    Nodes without an in-edge in the step (a view of a parameter) are free."""
+    tied: dict[int, int] = {}
+    for node, attrs in graph.nodes(data=True):
+        op = attrs.get(K.OP, "")
+        if not (is_view(op) or is_inplace(op)):
+            continue
+        inputs = sorted(graph.in_edges(node, data=True), key=lambda e: (-int(e[2].get(K.BYTES, 0)), e[0]))
+        if inputs:
+            tied[node] = inputs[0][0]
+    return tied
 
 
 def host_shares(graph: nx.DiGraph, devices: list[Device], overhead: dict[str, int]) -> dict[str, int]:

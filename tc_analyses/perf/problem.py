@@ -73,6 +73,15 @@ class PlacementProblem:
     # Per device: how much of each task's time, from its start, holds the one host thread that issues
     # every op (Python and the GIL: dispatch, launch). Tasks of different devices take turns on it.
     host_ns: dict[str, int] = field(default_factory=dict)
+    # task -> the task whose device it must share: a view or an in-place op stays with its base tensor.
+    tied: dict[int, int] = field(default_factory=dict)
+
+    def tie_root(self, task: int) -> int:
+        """The task that decides `task`'s device (itself when it is not tied)."""
+        seen = 0
+        while task in self.tied and seen <= len(self.tasks):
+            task, seen = self.tied[task], seen + 1
+        return task
 
     def allowed(self, task: int, device: str) -> bool:
         return (task, device) not in self.forbidden

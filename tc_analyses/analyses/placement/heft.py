@@ -17,6 +17,9 @@ task also holds the one host thread for that long from its start (dispatch, laun
 tasks of different devices take turns there; a task starts when both its device and the host have
 room for it.
 
+Ties: a view or an in-place op (``PlacementProblem.tied``) goes where its base tensor's producer
+went; the local search moves such a group as one.
+
 Memory: a device with ``memory_bytes`` set only takes tasks while the sum of their
 ``Task.memory_bytes`` fits (the footprint is counted as resident for the whole run).
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tc_analyses.model.dag import upward_rank
 from tc_analyses.perf.problem import Placement, PlacementError, PlacementProblem, Slot
@@ -56,6 +59,15 @@ class CompiledProblem:
     topo: list[int]  # positions in a topological order
     allowed: list[list[bool]]  # [task][device]: False where the problem forbids the device (cost 0 there, unused)
     host: list[list[int]] | None = None  # [task][device] ns holding the host thread from the task's start; None = no host
+    tie: list[int] = field(default_factory=list)  # [task] -> position of the task deciding its device, or -1
+
+    def groups(self) -> dict[int, list[int]]:
+        """Root position -> itself and the positions tied to it (only roots with tied tasks)."""
+        out: dict[int, list[int]] = {}
+        for i, root in enumerate(self.tie):
+            if root >= 0:
+                out.setdefault(root, [root]).append(i)
+        return out
 
     def fit(self, busy: "Busy", host: "Busy", i: int, d: int, ready: int) -> tuple[int, int, int]:
         """Earliest start >= ready where task i fits on device d and, for its host share, on the host
@@ -106,9 +118,15 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
                 lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
     host = ([[problem.host(tid, d) if ok else 0 for d, ok in zip(devices, row)] for tid, row in zip(ids, allowed)]
             if any(v > 0 for v in problem.host_ns.values()) else None)
+    tie = [index[problem.tie_root(tid)] if tid in problem.tied and problem.tie_root(tid) in index else -1
+           for tid in ids]
+    for i, root in enumerate(tie):  # a tied task may only go where its root may go too
+        if root >= 0:
+            allowed[root] = [a and b for a, b in zip(allowed[root], allowed[i])]
+            allowed[i] = list(allowed[root])
     return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
                            [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                           [index[t] for t in problem.topological_order()], allowed, host)
+                           [index[t] for t in problem.topological_order()], allowed, host, tie)
 
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
@@ -257,10 +275,13 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
     makespan = 0
     for i in order:
         best: tuple[int, int, int, int, int] | None = None  # (finish, device, start, insert index, host index)
+        root = c.tie[i] if c.tie else -1
         for d in range(nd):
             cap = c.cap[d]
             if not c.allowed[i][d] or (cap is not None and used[d] + c.mem[i] > cap):
                 continue
+            if root >= 0 and assign[root] >= 0 and d != assign[root]:
+                continue  # a view or in-place op stays with its base tensor
             ready = 0
             for j, nbytes in c.preds[i]:
                 arrive = end[j] + c.transfer(nbytes, assign[j], d)

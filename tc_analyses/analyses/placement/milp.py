@@ -157,6 +157,12 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
             r[X + i * nd + d] += bigm
             r[X + j * nd + d] += bigm
             constrain(r, -np.inf, 2 * bigm - c.cost[j][d])
+    for t, root in enumerate(c.tie):  # a view or in-place op on its base tensor's device
+        if root >= 0:
+            for d in range(nd):
+                r = row()
+                r[X + t * nd + d], r[X + root * nd + d] = 1, -1
+                constrain(r, 0, 0)
     for d, cap in enumerate(c.cap):
         if cap is not None and any(c.mem):  # an empty row (no task holds memory) trips HiGHS's presolve
             r = row()

@@ -86,6 +86,9 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
         cap = c.cap[d]
         return cap is None or used[d] + extra <= cap
 
+    tie = c.tie or [-1] * n
+    groups = c.groups()
+    tied = {m for members in groups.values() for m in members}  # roots included
     cur = (makespan, list(assign), list(order), start, end)
     best = cur
     small = n <= full_neighbourhood_max
@@ -120,19 +123,28 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
             on_path = set(crit)
             rest = [i for i in rng.permutation(n).tolist() if i not in on_path]
             candidates += rest
-        # 1-2: single-task moves (critical path first)
+        # 1-2: single-task moves (critical path first); a tied group (a tensor's producer with its
+        # views and in-place ops) moves as one
+        tried: set[int] = set()
         for i in candidates:
             if out_of_budget():
                 break
+            root = tie[i] if tie[i] >= 0 else i
+            if root in tried:
+                continue
+            tried.add(root)
+            members = groups.get(root, [root])
+            mem = sum(c.mem[m] for m in members)
             for d in range(nd):
-                if d == a0[i] or not c.allowed[i][d] or not fits(d, c.mem[i]):
+                if d == a0[root] or not c.allowed[root][d] or not fits(d, mem):
                     continue
                 na = list(a0)
-                na[i] = d
+                for m in members:
+                    na[m] = d
                 r = try_assign(na)
                 if r is not None:
-                    used[a0[i]] -= c.mem[i]
-                    used[d] += c.mem[i]
+                    used[a0[root]] -= mem
+                    used[d] += mem
                     improved = (r[0], na, nonlocal_order[0], r[1], r[2])
                     break
                 if out_of_budget():
@@ -147,8 +159,8 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
                 for y in range(x + 1, len(crit)):
                     i, j = crit[x], crit[y]
                     di, dj = a0[i], a0[j]
-                    if di == dj or not (c.allowed[i][dj] and c.allowed[j][di]):
-                        continue
+                    if di == dj or not (c.allowed[i][dj] and c.allowed[j][di]) or i in tied or j in tied:
+                        continue  # groups move only as a whole, above
                     ci, cj = c.cap[di], c.cap[dj]
                     if ci is not None and used[di] - c.mem[i] + c.mem[j] > ci:
                         continue
@@ -181,10 +193,14 @@ def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_0
         for _ in range(max(2, n // 10)):
             i = int(rng.integers(0, n))
             d = int(rng.integers(0, nd))
-            if d != pa[i] and c.allowed[i][d] and fits(d, c.mem[i]):
-                used[pa[i]] -= c.mem[i]
-                used[d] += c.mem[i]
-                pa[i] = d
+            root = tie[i] if tie[i] >= 0 else i
+            members = groups.get(root, [root])
+            mem = sum(c.mem[m] for m in members)
+            if d != pa[root] and c.allowed[root][d] and fits(d, mem):
+                used[pa[root]] -= mem
+                used[d] += mem
+                for m in members:
+                    pa[m] = d
         po = rank_order(c, pa)
         evals += 1
         ms, s, e = evaluate(c, pa, po)
