@@ -470,7 +470,17 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
         host = host_shares(graph, devices, overhead)
     return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host,
-                            tied=base_tensor_ties(graph))
+                            tied=base_tensor_ties(graph), carried=carried_edges(graph))
+
+
+def carried_edges(graph: nx.DiGraph) -> dict[tuple[int, int], int]:
+    """The graph's cross-step edges as (producer, consumer) -> bytes per step."""
+    out: dict[tuple[int, int], int] = {}
+    for edge in graph.graph.get(K.CROSS_STEP_EDGES, []):
+        key = (int(edge["src"]), int(edge["dst"]))
+        if key[0] != key[1] and key[0] in graph and key[1] in graph:
+            out[key] = max(out.get(key, 0), int(edge.get(K.BYTES, 0)))
+    return out
 
 
 def base_tensor_ties(graph: nx.DiGraph) -> dict[int, int]:

@@ -75,6 +75,17 @@ class PlacementProblem:
     host_ns: dict[str, int] = field(default_factory=dict)
     # task -> the task whose device it must share: a view or an in-place op stays with its base tensor.
     tied: dict[int, int] = field(default_factory=dict)
+    # (producer, consumer) -> bytes of tensors made in one step and read in the next (a weight the
+    # optimizer writes, the forward reads): placed apart, the consumer waits for that copy from the
+    # start of the step.
+    carried: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def carried_into(self) -> dict[int, list[tuple[int, int]]]:
+        """consumer -> [(producer, bytes)] of the tensors it reads from the previous step."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for (u, v), nbytes in self.carried.items():
+            out.setdefault(v, []).append((u, nbytes))
+        return out
 
     def tie_root(self, task: int) -> int:
         """The task that decides `task`'s device (itself when it is not tied)."""

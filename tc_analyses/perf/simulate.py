@@ -6,6 +6,8 @@ Model:
   (the given `order`, else decreasing upward rank on the assigned devices);
 * a task starts when its device is free and all its inputs have arrived; it runs for
   ``problem.cost(task, device)``, which includes the device's launch overhead;
+* a tensor carried over from the previous step (``problem.carried``) whose producer is placed on
+  another device is copied from the step's start (not through the copy engines);
 * with host shares (``problem.host_ns``), a task also needs the host thread for that long from its
   start: tasks are issued one at a time;
 * a tensor between two devices is copied when its producer ends, on the copy engine of that
@@ -83,6 +85,9 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
     running = {d: False for d in names}
     waiting = {t: len(preds[t]) for t in preds}
     ready_at = {t: 0 for t in preds}
+    for (u, v), nbytes in problem.carried.items():  # read from the previous step: copied from the step's start
+        if v in ready_at and u in assignment and assignment[u] != assignment[v]:
+            ready_at[v] = max(ready_at[v], problem.transfer_ns(assignment[u], assignment[v], nbytes))
     engine_free: dict[tuple[str, str], int] = {}
     host_free = [0]  # when the host thread can issue the next task
     override = transfer_override or {}

@@ -49,3 +49,38 @@ def test_ties_come_from_views_and_in_place_ops_of_the_graph() -> None:
     g.add_edge(0, 2, **{K.BYTES: 4000})    # add_ writes into mm's output (the larger input)...
     g.add_edge(3, 2, **{K.BYTES: 40})      # ...and reads relu's
     assert base_tensor_ties(g) == {1: 0, 2: 0}  # the view of a parameter (4, no in-edge) is free
+
+
+def _carried_problem() -> PlacementProblem:
+    """`w` (the optimizer's update) is cheap only on the CPU; `f` (next step's forward, reading w)
+    only on the GPU; the weight (1 MB) crosses every step when they are apart."""
+    devices = [Device("cpu", "CPU"), Device("cuda:0", "A100")]
+    tasks = [Task(0, "f", "aten::mm", "cpu"), Task(1, "w", "aten::add_", "cpu")]
+    ns = {(0, "cpu"): 900, (0, "cuda:0"): 100, (1, "cpu"): 100, (1, "cuda:0"): 900}
+    links = {("cpu", "cuda:0"): Link(0, 1.0, "t"), ("cuda:0", "cpu"): Link(0, 1.0, "t")}  # 1 byte/ns
+    return PlacementProblem(tasks, devices, {k: Cost(v, CostSource.MODELLED) for k, v in ns.items()}, {}, links,
+                            carried={(1, 0): 1_000_000})
+
+
+def test_heft_reports_the_carried_copy_it_did_not_foresee() -> None:
+    """HEFT places the consumer before the producer of what it carries, so it cannot avoid the copy;
+    the schedule it reports still pays it."""
+    from tc_analyses.analyses.placement.heft import list_schedule
+
+    problem = _carried_problem()
+    plan = heft(problem)
+    assert plan.makespan_ns == list_schedule(problem, plan.assignment).makespan_ns
+
+
+@pytest.mark.parametrize("optimise", [local_search, lambda p: milp.solve(p).placement])
+def test_a_tensor_carried_to_the_next_step_is_charged_when_placed_apart(optimise) -> None:  # type: ignore[no-untyped-def]
+    from tc_analyses.analyses.placement.heft import list_schedule
+    from tc_analyses.perf.simulate import simulate
+
+    problem = _carried_problem()
+    apart = {0: "cuda:0", 1: "cpu"}
+    assert list_schedule(problem, apart).makespan_ns == simulate(problem, apart).makespan_ns == 1_000_100
+    assert list_schedule(replace(problem, carried={}), apart).makespan_ns == 100
+    plan = optimise(problem)
+    assert plan.assignment[0] == plan.assignment[1]  # the 1 ms copy outweighs the 800 ns saved
+    assert plan.makespan_ns == 1000

@@ -17,6 +17,9 @@ task also holds the one host thread for that long from its start (dispatch, laun
 tasks of different devices take turns there; a task starts when both its device and the host have
 room for it.
 
+Carried tensors: a tensor made in one step and read in the next (``PlacementProblem.carried``)
+costs its copy when producer and consumer are placed apart: the consumer cannot start before it.
+
 Ties: a view or an in-place op (``PlacementProblem.tied``) goes where its base tensor's producer
 went; the local search moves such a group as one.
 
@@ -60,6 +63,17 @@ class CompiledProblem:
     allowed: list[list[bool]]  # [task][device]: False where the problem forbids the device (cost 0 there, unused)
     host: list[list[int]] | None = None  # [task][device] ns holding the host thread from the task's start; None = no host
     tie: list[int] = field(default_factory=list)  # [task] -> position of the task deciding its device, or -1
+    carried: list[list[tuple[int, int]]] = field(default_factory=list)  # [task] -> (producer position, bytes) from the previous step
+
+    def release(self, i: int, d: int, assign: list[int]) -> int:
+        """When task i on device d can start at the earliest: after the copies of what it reads from
+        the previous step, from wherever their producers are placed (unplaced ones count as local)."""
+        ready = 0
+        for j, nbytes in self.carried[i] if self.carried else ():
+            dj = assign[j]
+            if dj >= 0 and dj != d and nbytes > 0:
+                ready = max(ready, self.transfer(nbytes, dj, d))
+        return ready
 
     def groups(self) -> dict[int, list[int]]:
         """Root position -> itself and the positions tied to it (only roots with tied tasks)."""
@@ -120,13 +134,17 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
             if any(v > 0 for v in problem.host_ns.values()) else None)
     tie = [index[problem.tie_root(tid)] if tid in problem.tied and problem.tie_root(tid) in index else -1
            for tid in ids]
+    carried: list[list[tuple[int, int]]] = [[] for _ in ids]
+    for (u, v), nbytes in problem.carried.items():
+        if u in index and v in index:
+            carried[index[v]].append((index[u], nbytes))
     for i, root in enumerate(tie):  # a tied task may only go where its root may go too
         if root >= 0:
             allowed[root] = [a and b for a, b in zip(allowed[root], allowed[i])]
             allowed[i] = list(allowed[root])
     return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
                            [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                           [index[t] for t in problem.topological_order()], allowed, host, tie)
+                           [index[t] for t in problem.topological_order()], allowed, host, tie, carried)
 
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
@@ -188,7 +206,7 @@ def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tup
         d = assign[i]
         if not c.allowed[i][d]:
             raise PlacementError(f"task {c.ids[i]} is placed on {c.devices[d]}, which it may not run on")
-        ready = 0
+        ready = c.release(i, d, assign) if c.carried else 0
         for j, nbytes in preds[i]:
             ej = end[j]
             if ej < 0:
@@ -282,7 +300,7 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
                 continue
             if root >= 0 and assign[root] >= 0 and d != assign[root]:
                 continue  # a view or in-place op stays with its base tensor
-            ready = 0
+            ready = c.release(i, d, assign) if c.carried else 0
             for j, nbytes in c.preds[i]:
                 arrive = end[j] + c.transfer(nbytes, assign[j], d)
                 if arrive > ready:
@@ -301,6 +319,8 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
         used[d] += c.mem[i]
         assign[i], start[i], end[i] = d, s, e
         makespan = max(makespan, e)
+    if any(c.carried):  # a consumer placed before its carried tensor's producer did not see the copy
+        makespan, start, end = evaluate(c, assign, order)
     return assign, order, makespan, start, end
 
 

@@ -157,6 +157,15 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
             r[X + i * nd + d] += bigm
             r[X + j * nd + d] += bigm
             constrain(r, -np.inf, 2 * bigm - c.cost[j][d])
+    for v, carried in enumerate(c.carried):  # placed apart, a carried tensor is copied before v starts
+        for u, nbytes in carried:
+            for d1 in range(nd):
+                for d2 in range(nd):
+                    tr = c.transfer(nbytes, d1, d2) if d1 != d2 else 0
+                    if tr > 0:
+                        r = row()
+                        r[S + v], r[X + u * nd + d1], r[X + v * nd + d2] = 1, -tr, -tr
+                        constrain(r, -tr, np.inf)
     for t, root in enumerate(c.tie):  # a view or in-place op on its base tensor's device
         if root >= 0:
             for d in range(nd):
