@@ -76,7 +76,19 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
                         placement.makespan_ns, placement.schedule, placement.algorithm)
     write_plan_graph(out_dir, graph, by_node)
     dot, graphml = out_dir / "graph.dot", out_dir / "graph.graphml"
-    (out_dir / "plan.json").write_text(json.dumps(plan_json(plan), indent=2, sort_keys=True) + "\n")
+    data = plan_json(plan)
+    if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a pinned CPU lane
+        data.update(runnable_plan(plan))
+    (out_dir / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     (out_dir / "report.txt").write_text(plan_text(plan))
     return {"predicted": predicted, "views": out_dir / "views", "graph.dot": dot, "graph.graphml": graphml,
             "plan.json": out_dir / "plan.json", "report.txt": out_dir / "report.txt"}
+
+
+def runnable_plan(plan: StreamPlan) -> dict[str, Any]:
+    """The keys of a placement plan.json that graph programs apply (tracer/graph_program.py): each
+    op's lane as device ``cpu:N``, in the predicted start order, and the predicted makespan."""
+    rows = sorted(plan.ops, key=lambda op: (op.start_ns, op.end_ns, op.stream, op.order))
+    return {"schedule": [{"node": op.name, "op": op.op, "device": f"cpu:{op.stream}", "start_ns": op.start_ns,
+                          "end_ns": op.end_ns, "ns": op.work_ns} for op in rows],
+            "predicted_makespan_ns": plan.plan_ns, "speedup": plan.speedup, "measured_step_ns": None}

@@ -110,3 +110,17 @@ def test_one_device_plans_predict_no_speedup(verified: dict[str, Any], dfcompass
                "-o", verified["work"] / "plan1", "--format", "json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["speedup"] == 1.0
+
+
+def test_a_parallelism_plan_runs_and_is_verified(verified: dict[str, Any], dfcompass_exe: list[str]) -> None:
+    """dfcompass parallelism writes a plan that graph programs apply: its threads are CPU lanes."""
+    work = verified["work"]
+    out = _run(dfcompass_exe, "parallelism", work / "base", "-o", work / "par")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads((work / "par" / "plan.json").read_text())
+    assert {row["device"] for row in plan["schedule"]} <= {f"cpu:{i}" for i in range(plan["max_streams"])}
+    checked = _run(dfcompass_exe, "verify", work / "par", "-o", work / "parv", "--format", "json", "--", *PROGRAM)
+    assert checked.returncode == 0, checked.stderr
+    result = json.loads(checked.stdout)
+    assert result["predicted_ns"] == plan["plan_ns"]
+    assert result["measured_speedup"] is None  # the parallelism plan has no measured baseline step
