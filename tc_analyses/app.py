@@ -231,18 +231,27 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
     from tc_analyses.export.tracecompass import write_output
     from tc_analyses.export.tracecompass.facts import trace_facts
+    from tc_analyses.model.graph import build_graph, steps_only
+    from tc_analyses.model.step_inference import infer_steps, with_steps
 
     parsed = parse_devices(devices)
     graph = trace = activity = None
+    notices: list[str] = []
     if input_path.is_dir():
         inputs = inputs if inputs is not None else TraceInputs(input_path)
         graph, trace, activity = inputs.graph, inputs.trace, inputs.activity
+        if not activity.steps and (inferred := infer_steps(activity)) is not None:
+            # No step marks: plan one iteration of the loop, not set-up and warm-up folded together.
+            activity = with_steps(activity, inferred)
+            graph = build_graph(trace, activity)
+            notices.append(inferred.describe())
+        graph = steps_only(graph, activity)
         problem = problem_from_trace(activity, graph, parsed)
     elif input_path.is_file():
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm)
+    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices)
     output.mkdir(parents=True, exist_ok=True)
     (output / "plan.json").write_text(reports.to_json(result))
     text = reports.placement_text(result)

@@ -112,6 +112,9 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
                                         begins["step"].tolist()):
         op, name = op or "", name or ""
         device = activity.device(dev).name
+        run = runs.get(nid)
+        if run is not None:
+            step = run.step  # the activity's numbering: recorded, or inferred (model.step_inference)
         k = seen[(step, name, op, device)]
         seen[(step, name, op, device)] = k + 1
         key = (name, op, device, k)
@@ -119,7 +122,6 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
         if acc is None:
             acc = accs[key] = _NodeAcc(len(accs), key)
         acc.executions += 1
-        run = runs.get(nid)
         if run is None:
             acc.unmatched += 1
         else:
@@ -166,6 +168,23 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
                                    for (u, v), acc_e in cross.items()]
     g.graph[K.SOURCE] = str(trace.path)
     return g
+
+
+def steps_only(g: nx.DiGraph, activity: Activity) -> nx.DiGraph:
+    """`g` without the nodes that ran outside every step (set-up), when the trace has steps; else `g`.
+
+    A plan is for one step: set-up ops, folded in as a step of their own, would be scheduled as if
+    they ran in every step."""
+    from tracer.schema import NO_STEP  # noqa: PLC0415
+
+    execution_nodes = g.graph.get(K.EXECUTION_NODES, {})
+    in_steps = {execution_nodes[r.node_id] for r in activity.nodes if r.step != NO_STEP and r.node_id in execution_nodes}
+    if not in_steps or len(in_steps) == g.number_of_nodes():
+        return g
+    sub: nx.DiGraph = g.subgraph(sorted(in_steps)).copy()
+    sub.graph[K.CROSS_STEP_EDGES] = [e for e in g.graph.get(K.CROSS_STEP_EDGES, [])
+                                     if e["src"] in in_steps and e["dst"] in in_steps]
+    return sub
 
 
 def _edge_attrs(g: nx.DiGraph, u: int, v: int, acc: _EdgeAcc) -> dict[str, Any]:

@@ -11,6 +11,7 @@ replays the trace's own run to check the costs against the measured step time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,9 +103,11 @@ def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) ->
 
 
 def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None = None,
-              trace: Any | None = None, algorithm: str = "auto") -> tuple[Recommendation, Placement]:
+              trace: Any | None = None, algorithm: str = "auto",
+              notices: Sequence[str] = ()) -> tuple[Recommendation, Placement]:
+    """Optimise `problem` and compare it with the trace's own placement; `notices` are printed first."""
     problem.validate()
-    notices: list[str] = []
+    notices = list(notices)
     for device in problem.devices:
         if device.model_is_default:
             notices.append(f"{device.name}: no model given, assumed {device.model} (name it: {device.name}=MODEL)")
