@@ -63,3 +63,20 @@ def test_the_milp_does_not_claim_optimality_under_a_host_thread() -> None:
     assert "host thread" in result.reason
     held = sum(problem.host(t, d) for t, d in result.placement.assignment.items())
     assert result.placement.makespan_ns >= held
+
+
+def test_more_cpu_lanes_than_cores_is_said() -> None:
+    import os
+
+    from tc_analyses.analyses.placement.recommend import recommend
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    devices = [Device(f"cpu:{i}", "CPU") for i in range(cores + 1)]
+    tasks = [Task(0, "t0", "op", "cpu:0")]
+    problem = PlacementProblem(tasks, devices, {(0, d.name): Cost(10, CostSource.MEASURED) for d in devices}, {},
+                               {(a.name, b.name): Link(0, 1e12, "t") for a in devices for b in devices if a != b})
+    result, _ = recommend(problem, "g")
+    assert any(f"{cores + 1} CPU devices on this host, which has {cores} core(s)" in n for n in result.notices)
+    fits, _ = recommend(replace(problem, devices=devices[:cores],
+                                costs={k: v for k, v in problem.costs.items() if k[1] != f"cpu:{cores}"}), "g")
+    assert not any("CPU devices on this host" in n for n in fits.notices)

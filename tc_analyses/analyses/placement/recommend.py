@@ -11,6 +11,7 @@ replays the trace's own run to check the costs against the measured step time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +109,11 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     """Optimise `problem` and compare it with the trace's own placement; `notices` are printed first."""
     problem.validate()
     notices = list(notices)
+    cpus = [d.name for d in problem.devices if d.host == "localhost" and d.name.split(":")[0] == "cpu"]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if len(cpus) > cores:
+        notices.append(f"{len(cpus)} CPU devices on this host, which has {cores} core(s): lanes would share cores, "
+                       "so the plan promises more overlap than this machine gives")
     for device in problem.devices:
         if device.model_is_default:
             notices.append(f"{device.name}: no model given, assumed {device.model} (name it: {device.name}=MODEL)")
