@@ -401,7 +401,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     env = dict(os.environ)
     env[RECORD_ENV] = str(output.resolve())
     env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
-    env[TORCH_ENV] = "1" if torch else "0"
+    if not torch:
+        env[TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
     try:
