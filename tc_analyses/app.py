@@ -219,7 +219,7 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
 
 # ---------------------------------------------------------------------------------- placement
 def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None,
-          algorithm: str = "auto") -> tuple[Recommendation, str]:
+          algorithm: str = "auto", step_kind: int | None = None) -> tuple[Recommendation, str]:
     """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}.
 
     INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
@@ -231,27 +231,38 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
     from tc_analyses.export.tracecompass import write_output
     from tc_analyses.export.tracecompass.facts import trace_facts
-    from tc_analyses.model.graph import build_graph, steps_only
+    from tc_analyses.model.graph import build_graph
     from tc_analyses.model.step_inference import infer_steps, with_steps
+    from tc_analyses.model.step_kinds import choose, step_kinds
 
     parsed = parse_devices(devices)
     graph = trace = activity = None
     notices: list[str] = []
+    kind_text: str | None = None
     if input_path.is_dir():
         inputs = inputs if inputs is not None else TraceInputs(input_path)
         graph, trace, activity = inputs.graph, inputs.trace, inputs.activity
         if not activity.steps and (inferred := infer_steps(activity)) is not None:
             # No step marks: plan one iteration of the loop, not set-up and warm-up folded together.
             activity = with_steps(activity, inferred)
-            graph = build_graph(trace, activity)
             notices.append(inferred.describe())
-        graph = steps_only(graph, activity)
+        if kinds := step_kinds(activity):
+            # One graph per kind of step, warm-up left out: ops of steps that never ran together
+            # (inference and training, two models) are not overlapped.
+            try:
+                kind = choose(kinds, step_kind)
+            except ValueError as exc:
+                raise ConfigurationError(f"{input_path}: {exc}") from None
+            graph = build_graph(trace, activity, steps=set(kind.kept))
+            kind_text = kind.label + (f"; {len(kinds) - 1} other kind(s): --step-kind N" if len(kinds) > 1 else "")
+        elif step_kind is not None:
+            raise ConfigurationError(f"{input_path}: --step-kind {step_kind}: the trace has no steps")
         problem = problem_from_trace(activity, graph, parsed)
     elif input_path.is_file():
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
-    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices)
+    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text)
     output.mkdir(parents=True, exist_ok=True)
     (output / "plan.json").write_text(reports.to_json(result))
     text = reports.placement_text(result)

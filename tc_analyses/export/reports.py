@@ -139,6 +139,7 @@ def placement_text(r: Recommendation) -> str:
              "devices:    " + ", ".join(f"{d['name']}={d['model']}" + (" (default)" if d["model_is_default"] else "")
                                         for d in r.devices),
              f"algorithm:  {r.algorithm}",
+             *([f"steps:      {r.step_kind}"] if r.step_kind else []),
              f"predicted:  {_ms(r.predicted_makespan_ns)} (the optimiser's schedule, every node of the graph once)",
              f"actual:     {_ms(r.actual_makespan_ns)} (the trace's placement, scheduled by the same model)",
              f"speedup:    {r.speedup:.2f}x" if r.speedup else "speedup:    - (no actual placement to compare with)"]

@@ -28,7 +28,9 @@ Examples
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
@@ -71,7 +73,7 @@ def _node_args(trace: DfcTrace) -> dict[int, tuple[str, str]]:
     return {nid: (s or "", d or "") for nid, s, d in zip(table["node_id"].tolist(), shapes, dtypes)}
 
 
-def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph:
+def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collection[int] | None = None) -> nx.DiGraph:
     """Build the computation graph of `trace`.
 
     Parameters
@@ -81,6 +83,9 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
     activity : Activity, optional
         The trace's :func:`~tc_analyses.model.activity.read_activity`, when the caller has it:
         node durations and device names come from its paired node runs. Read when not given.
+    steps : collection of int, optional
+        Only the executions of these steps (one step kind, warm-up left out:
+        :mod:`tc_analyses.model.step_kinds`).
 
     Returns
     -------
@@ -115,6 +120,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
         run = runs.get(nid)
         if run is not None:
             step = run.step  # the activity's numbering: recorded, or inferred (model.step_inference)
+        if steps is not None and step not in steps:
+            continue
         k = seen[(step, name, op, device)]
         seen[(step, name, op, device)] = k + 1
         key = (name, op, device, k)
@@ -139,6 +146,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
             K.OP: op, K.NAME: name, K.DEVICE: device, K.OCCURRENCE: k, K.EXECUTIONS: acc.executions,
             K.DURATIONS_NS: durations,
             K.MEAN_NS: round(sum(durations) / len(durations)) if durations else 0,
+            K.MEDIAN_NS: round(statistics.median(durations)) if durations else 0,
+            K.P10_NS: _quantile(durations, 0.1), K.P90_NS: _quantile(durations, 0.9),
             K.MIN_NS: min(durations, default=0), K.MAX_NS: max(durations, default=0),
             # Measured on its own device only when every execution has its end event.
             K.MEASURED: {device: bool(durations) and acc.unmatched == 0},
@@ -170,21 +179,12 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None) -> nx.DiGraph
     return g
 
 
-def steps_only(g: nx.DiGraph, activity: Activity) -> nx.DiGraph:
-    """`g` without the nodes that ran outside every step (set-up), when the trace has steps; else `g`.
-
-    A plan is for one step: set-up ops, folded in as a step of their own, would be scheduled as if
-    they ran in every step."""
-    from tracer.schema import NO_STEP  # noqa: PLC0415
-
-    execution_nodes = g.graph.get(K.EXECUTION_NODES, {})
-    in_steps = {execution_nodes[r.node_id] for r in activity.nodes if r.step != NO_STEP and r.node_id in execution_nodes}
-    if not in_steps or len(in_steps) == g.number_of_nodes():
-        return g
-    sub: nx.DiGraph = g.subgraph(sorted(in_steps)).copy()
-    sub.graph[K.CROSS_STEP_EDGES] = [e for e in g.graph.get(K.CROSS_STEP_EDGES, [])
-                                     if e["src"] in in_steps and e["dst"] in in_steps]
-    return sub
+def _quantile(values: list[int], q: float) -> int:
+    """The `q` quantile of `values` (nearest rank on the sorted values); 0 for none."""
+    if not values:
+        return 0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def _edge_attrs(g: nx.DiGraph, u: int, v: int, acc: _EdgeAcc) -> dict[str, Any]:

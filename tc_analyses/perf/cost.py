@@ -1,6 +1,6 @@
 """Cost models: analytic FLOPs and bytes per op, transfer fits, and :func:`build_problem`.
 
-A task costs its measured mean on the device where it ran (``CostSource.MEASURED``) and on any
+A task costs its measured median on the device where it ran (``CostSource.MEASURED``) and on any
 other listed device of the same model (``CostSource.IDENTICAL``); elsewhere
 ``max(flops / peak, bytes / bandwidth) + launch`` (``CostSource.MODELLED``), a roofline with the
 device's launch/dispatch constant (:mod:`.devices`). Views cost the launch alone. An op the table
@@ -433,17 +433,18 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         est = estimate_op(op, attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, ""), memory or None)
         measured = attrs.get(K.MEASURED, {}).get(ran_on, False)
         ran_model = models.get(ran_on) if measured and ran_on is not None else None
+        typical = int(attrs.get(K.MEDIAN_NS) or attrs.get(K.MEAN_NS, 0))  # the median: robust to a preempted run
         for device in devices:
             if device.name == ran_on and measured:
-                costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.MEASURED)
+                costs[(node, device.name)] = Cost(typical, CostSource.MEASURED)
             elif ran_model is not None and device.model == ran_model:
                 # Same hardware model (two pinned CPU lanes, two GPUs of one kind): the measured
                 # time carries over, which a roofline of datasheet peaks would not reproduce.
-                costs[(node, device.name)] = Cost(int(attrs[K.MEAN_NS]), CostSource.IDENTICAL)
+                costs[(node, device.name)] = Cost(typical, CostSource.IDENTICAL)
             elif not est.known and measured and ran_on in models:
                 # No FLOP model (a fused layer, lstm): bytes alone would cost it near zero. Never
                 # less than its measured time scaled by the two devices' peak ratio.
-                scaled = int(attrs[K.MEAN_NS]) * spec(models[ran_on]).peak_flops(est.dtype) / spec_of(device).peak_flops(est.dtype)
+                scaled = typical * spec(models[ran_on]).peak_flops(est.dtype) / spec_of(device).peak_flops(est.dtype)
                 costs[(node, device.name)] = Cost(max(modelled_ns(est, device), int(round(scaled))), CostSource.SCALED)
             else:
                 costs[(node, device.name)] = Cost(modelled_ns(est, device), CostSource.MODELLED)

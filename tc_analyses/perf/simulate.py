@@ -29,6 +29,7 @@ from typing import Any
 
 import networkx as nx
 
+from tc_analyses.model import graph_keys as K
 from tc_analyses.model.dag import upward_rank
 from tc_analyses.perf.cost import activity_of, measure_steps, trace_of
 from tc_analyses.perf.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
@@ -200,7 +201,7 @@ def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | Non
     for t in problem.tasks:
         dev = assignment[t.id]
         weight = timing.runs_per_step.get(t.id, 1.0 if steps is None else 0.0)  # absent from those steps
-        measured = timing.node_ns.get(t.id) if steps is not None else None
+        measured = timing.node_ns.get(t.id)  # the mean over the replayed steps (the costs are medians)
         per_run = (problem.costs[(t.id, dev)].ns if measured is None else measured) + timing.gaps_ns.get(dev, 0.0)
         costs[(t.id, dev)] = Cost(int(round(per_run * weight)), problem.costs[(t.id, dev)].source)
     replayed = replace(problem, costs=costs, launch_overhead_ns={})
@@ -227,7 +228,8 @@ def heldout_replay(problem: PlacementProblem, graph: nx.DiGraph, trace: Any) -> 
     """Replay the actual placement with timings from every other step (the 1st, 3rd...) and compare it
     with the mean measured time of the steps in between, which it did not see; None with fewer than
     two steps."""
-    steps = sorted({n.step for n in activity_of(trace).nodes} - {NO_STEP})
+    in_graph = graph.graph.get(K.EXECUTION_NODES, {})
+    steps = sorted({n.step for n in activity_of(trace).nodes if n.node_id in in_graph} - {NO_STEP})
     if len(steps) < 2:
         return None
     calibration, heldout = tuple(steps[0::2]), tuple(steps[1::2])

@@ -61,6 +61,7 @@ class Recommendation:
     # The predicted schedule, one row per graph node in start order: what `dfcompass verify` applies
     # (node name -> device, in this order) and compares the re-run with, node by node.
     schedule: list[dict[str, Any]] = field(default_factory=list)
+    step_kind: str | None = None  # which steps the graph covers (model.step_kinds), None without steps
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
@@ -105,8 +106,9 @@ def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) ->
 
 def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None = None,
               trace: Any | None = None, algorithm: str = "auto",
-              notices: Sequence[str] = ()) -> tuple[Recommendation, Placement]:
-    """Optimise `problem` and compare it with the trace's own placement; `notices` are printed first."""
+              notices: Sequence[str] = (), step_kind: str | None = None) -> tuple[Recommendation, Placement]:
+    """Optimise `problem` and compare it with the trace's own placement; `notices` are printed first,
+    `step_kind` says which steps the graph covers."""
     problem.validate()
     notices = list(notices)
     cpus = [d.name for d in problem.devices if d.host == "localhost" and d.name.split(":")[0] == "cpu"]
@@ -153,7 +155,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
-        schedule_rows(problem, predicted, graph),
+        schedule_rows(problem, predicted, graph), step_kind,
     )
     return recommendation, predicted
 

@@ -1,0 +1,98 @@
+"""Steps of different kinds kept apart: a model's training and inference steps, or two models.
+
+Two steps are of one kind when they ran the same ops: the same multiset of (name, op, device) node
+runs (a multiset, not a sequence, so that threads interleaving differently do not split a kind). A
+plan is made for one kind at a time: folding a ResNet step and a transformer step onto one graph
+would overlap ops that never ran together.
+
+Warm-up: the first ``warmup`` steps of a kind with at least ``MIN_STEPS_FOR_WARMUP`` steps are left
+out of its costs (allocations, caches and lazy initialisation make them slower); a kind with fewer
+steps keeps all of them, since it has none to spare.
+
+>>> from tc_analyses.model.activity import Activity, NodeRun
+>>> runs = [NodeRun(i, op, op, "cpu", 1, step, 10 * i, 10 * i + 5, True)
+...         for i, (op, step) in enumerate([("a", 0), ("a", 1), ("a", 2), ("b", 3)])]
+>>> [(k.steps, k.warmup) for k in step_kinds(Activity("t", runs, [], [], [], {}))]
+[((0, 1, 2), (0,)), ((3,), ())]
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from tc_analyses.model.activity import Activity, NodeRun
+from tracer.schema import NO_STEP
+
+WARMUP_STEPS = 1
+MIN_STEPS_FOR_WARMUP = 3
+
+
+@dataclass(frozen=True)
+class StepKind:
+    index: int  # 0 = the kind with the most measured time
+    steps: tuple[int, ...]  # every step of the kind, in order
+    warmup: tuple[int, ...]  # left out of costs and figures
+    ops: int  # node runs per step
+    step_ns: float  # median span of the kept steps (first node start to last node end)
+    total_ns: int  # summed spans of all its steps
+    top_ops: tuple[str, ...]  # the op types it spends most time in, for the label
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        return tuple(s for s in self.steps if s not in self.warmup)
+
+    @property
+    def label(self) -> str:
+        warm = f", warm-up step {','.join(map(str, self.warmup))} left out" if self.warmup else ""
+        return (f"kind {self.index}: {len(self.steps)} step(s) ({_ranges(self.steps)}) of {self.ops} ops, "
+                f"most time in {', '.join(self.top_ops)}{warm}")
+
+
+def _ranges(steps: tuple[int, ...]) -> str:
+    parts: list[str] = []
+    for s in steps:
+        if parts and parts[-1].rsplit("-", 1)[-1] == str(s - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{s}"
+        else:
+            parts.append(str(s))
+    return ",".join(parts)
+
+
+def _span(runs: list[NodeRun]) -> int:
+    return max(r.end for r in runs) - min(r.start for r in runs)
+
+
+def step_kinds(activity: Activity, warmup: int = WARMUP_STEPS) -> list[StepKind]:
+    """The trace's step kinds, the one with the most measured time first; [] without steps."""
+    by_step: dict[int, list[NodeRun]] = defaultdict(list)
+    for run in activity.nodes:
+        if run.step != NO_STEP:
+            by_step[run.step].append(run)
+    groups: dict[tuple[tuple[tuple[str, str, str], int], ...], list[int]] = defaultdict(list)
+    for step in sorted(by_step):
+        signature = tuple(sorted(Counter((r.name, r.op, r.device) for r in by_step[step]).items()))
+        groups[signature].append(step)
+    kinds = []
+    for steps in groups.values():
+        left_out = tuple(steps[:warmup]) if len(steps) >= MIN_STEPS_FOR_WARMUP else ()
+        kept = [s for s in steps if s not in left_out]
+        ops: Counter[str] = Counter()
+        for r in by_step[steps[-1]]:
+            if r.outermost:
+                ops[r.op.rsplit("::", 1)[-1]] += r.duration
+        kinds.append((tuple(steps), left_out, len(by_step[steps[0]]),
+                      statistics.median(_span(by_step[s]) for s in kept), sum(_span(by_step[s]) for s in steps),
+                      tuple(op for op, _ in ops.most_common(3))))
+    kinds.sort(key=lambda k: (-k[4], k[0]))
+    return [StepKind(i, *k) for i, k in enumerate(kinds)]
+
+
+def choose(kinds: list[StepKind], index: int | None) -> StepKind:
+    """Kind `index`, or the one with the most measured time; ValueError naming the kinds."""
+    if index is None:
+        return kinds[0]
+    if not 0 <= index < len(kinds):
+        raise ValueError(f"no step kind {index}: the trace has {len(kinds)} ({'; '.join(k.label for k in kinds)})")
+    return kinds[index]
