@@ -82,3 +82,28 @@ def test_recommend_placement_plans_one_kind_and_says_which(tmp_path: Path, dfcom
     assert {row["op"] for row in json.loads(second.stdout)["schedule"]} == {"aten::conv2d", "aten::relu"}
     bad = run("--step-kind", "7")
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "no step kind 7" in bad.stderr
+
+
+def test_the_speedup_range_comes_from_the_spread_and_holds_the_point(tmp_path: Path) -> None:
+    from dataclasses import replace as dc_replace
+
+    from tc_analyses.analyses.placement.recommend import _speedup_range, recommend
+    from tc_analyses.perf.cost import build_problem
+    from tc_analyses.perf.devices import parse_devices
+
+    inputs = TraceInputs(_two_kinds(tmp_path / "t"))
+    kind = choose(step_kinds(inputs.activity), None)
+    g = build_graph(inputs.trace, inputs.activity, steps=set(kind.kept))
+    problem = build_problem(g, parse_devices("cpu,cuda:0=H100"), trace=inputs.activity)
+    result, plan = recommend(problem, "t", g, inputs.activity)
+    assert result.speedup is not None and result.speedup_range is not None
+    low, high = result.speedup_range
+    assert low <= result.speedup <= high and low < high  # mm's durations spread from 1000 to 1200 ns
+    actual = {t.id: t.actual_device for t in problem.tasks if t.actual_device}
+    flat = g.copy()
+    for _, attrs in flat.nodes(data=True):
+        attrs["p10_ns"] = attrs["p90_ns"] = attrs["median_ns"]
+    point_low, point_high = _speedup_range(dc_replace(problem), flat, plan, actual, 0.0)
+    assert point_low == pytest.approx(result.speedup) == pytest.approx(point_high)  # no spread, no error: a point
+    widened = _speedup_range(problem, flat, plan, actual, 0.1)
+    assert widened == pytest.approx((0.9 * result.speedup, 1.1 * result.speedup))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -26,7 +26,7 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps, unmodelled_ops
 from tc_analyses.perf.problem import (
-    Device, Placement, PlacementProblem, Task,
+    Cost, CostSource, Device, Placement, PlacementProblem, Task,
 )
 from tc_analyses.perf.simulate import heldout_replay, replay_actual
 
@@ -62,6 +62,9 @@ class Recommendation:
     # (node name -> device, in this order) and compares the re-run with, node by node.
     schedule: list[dict[str, Any]] = field(default_factory=list)
     step_kind: str | None = None  # which steps the graph covers (model.step_kinds), None without steps
+    # The speedup with every measured cost at its 10th, then its 90th percentile (both plans
+    # rescheduled by the same model), widened by the held-out replay error.
+    speedup_range: tuple[float, float] | None = None
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
@@ -142,6 +145,9 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
             heldout_error = heldout.error if heldout is not None else None
     elif any(t.actual_device for t in problem.tasks):
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
+    speedup_range = None
+    if actual and graph is not None and predicted.makespan_ns:
+        speedup_range = _speedup_range(problem, graph, predicted, actual_assignment, heldout_error or 0.0)
     moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
                        _reason(problem, t, t.actual_device, predicted.assignment[t.id]))
              for t in problem.tasks if t.actual_device and t.actual_device != predicted.assignment[t.id]]
@@ -155,9 +161,36 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
-        schedule_rows(problem, predicted, graph), step_kind,
+        schedule_rows(problem, predicted, graph), step_kind, speedup_range,
     )
     return recommendation, predicted
+
+
+def _with_quantile(problem: PlacementProblem, graph: nx.DiGraph, key: str) -> PlacementProblem:
+    """`problem` with each cost that came from a measurement scaled from the node's median to its
+    `key` quantile (modelled costs have no spread and stay)."""
+    costs = dict(problem.costs)
+    for (task, device), cost in problem.costs.items():
+        attrs = graph.nodes[task] if task in graph else {}
+        median, quantile = attrs.get(K.MEDIAN_NS, 0), attrs.get(key, 0)
+        if cost.source is not CostSource.MODELLED and median > 0 and quantile > 0:
+            costs[(task, device)] = Cost(int(round(cost.ns * quantile / median)), cost.source)
+    return replace(problem, costs=costs)
+
+
+def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Placement, actual: dict[int, str],
+                   error: float) -> tuple[float, float]:
+    order = [slot.task for slot in sorted(predicted.schedule, key=lambda s: (s.start_ns, s.end_ns, s.task))]
+    ratios = [predicted_speedup(_with_quantile(problem, graph, key), predicted.assignment, order, actual)
+              for key in (K.P10_NS, K.P90_NS)]
+    point = predicted_speedup(problem, predicted.assignment, order, actual)
+    return min(ratios + [point]) * (1 - error), max(ratios + [point]) * (1 + error)
+
+
+def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str]) -> float:
+    """The actual placement's makespan over the plan's (in its own order), both list-scheduled."""
+    planned = list_schedule(problem, plan, order).makespan_ns
+    return list_schedule(problem, actual).makespan_ns / planned if planned else 1.0
 
 
 def schedule_rows(problem: PlacementProblem, plan: Placement, graph: nx.DiGraph | None) -> list[dict[str, Any]]:

@@ -30,13 +30,12 @@ import networkx as nx
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, NodeRun
+from tc_analyses.model.step_kinds import MIN_STEPS_FOR_WARMUP, WARMUP_STEPS
 from tc_analyses.perf.cost import build_problem
 from tc_analyses.perf.problem import Device, Link
 from tc_analyses.perf.simulate import simulate
 from tracer.schema import NO_STEP
 
-WARMUP_STEPS = 1  # left out of every figure when the re-run has at least MIN_STEPS_FOR_WARMUP steps
-MIN_STEPS_FOR_WARMUP = 3
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,7 @@ class Verification:
 
 
 def warmup_steps(steps: list[int]) -> set[int]:
-    """The steps left out as warm-up: the first one, when there are enough steps to spare it."""
+    """The steps left out as warm-up, by the rule of :mod:`tc_analyses.model.step_kinds`."""
     ordered = sorted(steps)
     return set(ordered[:WARMUP_STEPS]) if len(ordered) >= MIN_STEPS_FOR_WARMUP else set()
 
