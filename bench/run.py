@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup|verify] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup|verify|kernels] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
 import engine_speed  # noqa: E402
+import kernel_model  # noqa: E402
 import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
@@ -177,6 +178,23 @@ def startup_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def kernel_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("skipped", "-", r["skipped"])]
+    rows: list[Row] = [
+        ("ops joined to their kernels (rank 0 / rank 1)", f"{r['joined']['0']} / {r['joined']['1']}", ""),
+        ("median |error| on rank 1: A100 datasheet roofline", f"{r['datasheet'] * 100:.0f}%", "nothing fitted"),
+        ("median |error| on rank 1: the cost model as used", f"{r['as_used'] * 100:.0f}%", "roofline + 5 us launch"),
+        ("median |error| on rank 1: calibrated on rank 0", f"{r['calibrated'] * 100:.0f}%",
+         f"in sample on rank 0: {r['calibrated_in_sample'] * 100:.0f}%"),
+    ]
+    for row in r["per_op"]:
+        rows.append((f"  {row['op']} (x{row['count']})", f"{row['median_abs_error'] * 100:.0f}%",
+                     f"median {row['median_error'] * 100:+.0f}%, p10 {row['p10_error'] * 100:+.0f}%, "
+                     f"p90 {row['p90_error'] * 100:+.0f}%" + ("" if row["modelled"] else "; no FLOP model")))
+    return rows
+
+
 def verify_rows(r: dict[str, Any]) -> list[Row]:
     tg = r["targets"]
     rows: list[Row] = []
@@ -214,7 +232,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup", "verify"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup", "verify", "kernels"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -236,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("placement", placement_bench.run, results)
     if args.only in (None, "startup"):
         ok &= _run_one("startup", lambda: startup.run(args.rounds or 7), results)
+    if args.only in (None, "kernels"):
+        ok &= _run_one("kernels", kernel_model.run, results)
     if args.only in (None, "verify"):
         ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
     write_json(OUT_DIR / "results.json", results)
@@ -248,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows),
                                 ("startup", "Command-line start-up", startup_rows),
+                                ("kernels", "GPU kernel model against real A100 kernels", kernel_rows),
                                 ("verify", "Verified plans: predicted against measured", verify_rows)):
         if key in results:
             r = results[key]

@@ -491,3 +491,36 @@ def test_real_trace_reads_in_babeltrace2(real: Callable[[str], Any], rel: str) -
     assert counts and counts[-1] == sum(len(t) for t in trace.tables.values()) == summary.events
     check_packets(summary.output)
     check_string_defs(trace)
+
+
+def test_input_dims_and_types_become_node_args(kineto: Callable[..., Any]) -> None:
+    _, trace = kineto([
+        ev("cpu_op", "aten::mm", 10, 5, **{"Input Dims": [[64, 32], [32, 16]], "Input type": ["float", "float"]}),
+        ev("cpu_op", "aten::add", 20, 5, **{"Input Dims": [[8], [], []], "Input type": ["c10::BFloat16", "Scalar", "long int"]}),
+        ev("cpu_op", "aten::cat", 30, 5, **{"Input Dims": [[[2, 3], [2, 3]], []], "Input type": ["TensorList", "long int"]}),
+        ev("cpu_op", "aten::empty", 40, 5),  # no dims: no node_args
+    ])
+    args = trace.table("node_args")
+    assert args.text("shapes").tolist() == ["[[64, 32], [32, 16]]", "[[8], [], []]", "[[], []]"]
+    assert args.text("dtypes").tolist() == ["float32,float32", "bfloat16,,", ","]
+    begins = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    assert [begins[n] for n in args["node_id"].tolist()] == ["aten::mm", "aten::add", "aten::cat"]
+
+
+def test_kernels_join_the_innermost_op_with_shapes(kineto: Callable[..., Any]) -> None:
+    """aten::linear encloses aten::mm, which launches two kernels: they are mm's, summed."""
+    from tc_analyses.model.activity import read_activity
+    from tc_analyses.perf.kernel_check import join_kernels
+
+    dims = {"Input Dims": [[256, 256], [256, 256]], "Input type": ["float", "float"]}
+    _, trace = kineto([
+        ev("cpu_op", "aten::linear", 10, 40, **{"Input Dims": [[256, 256], [256, 256], []]}),
+        ev("cpu_op", "aten::mm", 12, 30, **dims),
+        ev("cuda_runtime", "cudaLaunchKernel", 14, 3, correlation=7),
+        ev("cuda_runtime", "cudaLaunchKernel", 20, 3, correlation=8),
+        kernel(50, 6, 7),
+        kernel(60, 4, 8),
+    ])
+    joined = join_kernels(trace, read_activity(trace))
+    assert [(j.op, j.kernels, j.kernel_ns) for j in joined] == [("aten::mm", 2, 10_000)]
+    assert joined[0].roofline_ns == pytest.approx(2 * 256**3 / 19.5e12 * 1e9)  # A100 fp32 peak, compute bound

@@ -68,6 +68,27 @@ def _dims(value: Any) -> list[int]:
     return [0, 0, 0]
 
 
+# Kineto's "Input type" names (C++ type names) -> the dtype names dfc:node_args uses (torch's).
+_DTYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+           "long int": "int64", "long": "int64", "int": "int32", "short int": "int16", "short": "int16",
+           "signed char": "int8", "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
+           "c10::complex<double>": "complex128"}
+
+
+def input_args(args: dict[str, Any]) -> tuple[str, str] | None:
+    """(shapes, dtypes) text of dfc:node_args from a cpu_op's "Input Dims" and "Input type"; None
+    without dims. A non-tensor argument (a scalar, a list of tensors) has the shape []."""
+    dims = args.get("Input Dims")
+    if not isinstance(dims, list):
+        return None
+    shapes = [[int(d) for d in dim] if isinstance(dim, list) and dim and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dim) else [] for dim in dims]
+    types = args.get("Input type")
+    names = [str(t) for t in types] if isinstance(types, list) else []
+    dtypes = [_DTYPES.get(names[i], "") if i < len(names) and shapes[i] else "" for i in range(len(shapes))]
+    return str(shapes), ",".join(dtypes)
+
+
 def _skip_key(event: dict[str, Any]) -> str:
     cat, ph = event.get("cat"), event.get("ph")
     if cat:
@@ -249,6 +270,9 @@ class Converter:
         key = str(tid)
         self.add("node_begin", key, begin, node_id, op, name, "cpu", tid, self.step_of(event.get("pid"), begin))
         self.add("node_end", key, end, node_id, "cpu", tid)
+        shapes = input_args(self.args(event))
+        if shapes is not None:
+            self.add("node_args", key, begin, node_id, *shapes)
         if _step_number(event) is not None:
             self.step(index, event)
 
