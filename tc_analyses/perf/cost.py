@@ -463,6 +463,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
             fitted = fit_link(*copies[key]) if key in copies else None
             problem_links[key] = fitted or default_link(a, b)
 
+    carried = carried_edges(graph)
     overhead: dict[str, int] = {}
     host: dict[str, int] = {}
     if activity is not None:
@@ -471,7 +472,26 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
         host = host_shares(graph, devices, overhead)
     return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host,
-                            tied=base_tensor_ties(graph), carried=carried_edges(graph))
+                            tied=base_tensor_ties(graph), carried=carried, external=external_inputs(graph, carried))
+
+
+def external_inputs(graph: nx.DiGraph, carried: dict[tuple[int, int], int]) -> dict[int, int]:
+    """Per node, the bytes of its tensor inputs (from its recorded shapes) that no node of the step
+    made: what it reads less what its in-edges and carried edges bring. Views read their base, which
+    stays with them; nodes without shapes read nothing known."""
+    brought: dict[int, int] = defaultdict(int)
+    for _, v, attrs in graph.edges(data=True):
+        brought[v] += int(attrs.get(K.BYTES, 0))
+    for (_, v), nbytes in carried.items():
+        brought[v] += nbytes
+    out: dict[int, int] = {}
+    for node, attrs in graph.nodes(data=True):
+        if is_view(attrs.get(K.OP, "")):
+            continue
+        read = sum(a.nbytes for a in parse_args(attrs.get(K.INPUT_SHAPES, ""), attrs.get(K.INPUT_DTYPES, "")))
+        if read > brought[node]:
+            out[node] = read - brought[node]
+    return out
 
 
 def carried_edges(graph: nx.DiGraph) -> dict[tuple[int, int], int]:

@@ -79,6 +79,9 @@ class PlacementProblem:
     # optimizer writes, the forward reads): placed apart, the consumer waits for that copy from the
     # start of the step.
     carried: dict[tuple[int, int], int] = field(default_factory=dict)
+    # task -> bytes it reads that no task of the step made (the input batch, a parameter), held on the
+    # device where it ran: placed elsewhere, the task waits for that copy from the step's start.
+    external: dict[int, int] = field(default_factory=dict)
 
     def carried_into(self) -> dict[int, list[tuple[int, int]]]:
         """consumer -> [(producer, bytes)] of the tensors it reads from the previous step."""

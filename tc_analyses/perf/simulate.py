@@ -7,7 +7,8 @@ Model:
 * a task starts when its device is free and all its inputs have arrived; it runs for
   ``problem.cost(task, device)``, which includes the device's launch overhead;
 * a tensor carried over from the previous step (``problem.carried``) whose producer is placed on
-  another device is copied from the step's start (not through the copy engines);
+  another device is copied from the step's start (not through the copy engines), and so are a
+  task's inputs from outside the step (``problem.external``) when it leaves the device it ran on;
 * with host shares (``problem.host_ns``), a task also needs the host thread for that long from its
   start: tasks are issued one at a time;
 * a tensor between two devices is copied when its producer ends, on the copy engine of that
@@ -89,6 +90,11 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
     for (u, v), nbytes in problem.carried.items():  # read from the previous step: copied from the step's start
         if v in ready_at and u in assignment and assignment[u] != assignment[v]:
             ready_at[v] = max(ready_at[v], problem.transfer_ns(assignment[u], assignment[v], nbytes))
+    for task in problem.tasks:  # inputs from outside the step, held where the task ran
+        nbytes = problem.external.get(task.id, 0)
+        home = task.actual_device
+        if nbytes and home in names and assignment[task.id] != home:
+            ready_at[task.id] = max(ready_at[task.id], problem.transfer_ns(home, assignment[task.id], nbytes))
     engine_free: dict[tuple[str, str], int] = {}
     host_free = [0]  # when the host thread can issue the next task
     override = transfer_override or {}

@@ -84,3 +84,31 @@ def test_a_tensor_carried_to_the_next_step_is_charged_when_placed_apart(optimise
     plan = optimise(problem)
     assert plan.assignment[0] == plan.assignment[1]  # the 1 ms copy outweighs the 800 ns saved
     assert plan.makespan_ns == 1000
+
+
+@pytest.mark.parametrize("optimise", [heft, local_search, lambda p: milp.solve(p).placement])
+def test_inputs_from_outside_the_step_are_copied_when_the_task_leaves_home(optimise) -> None:  # type: ignore[no-untyped-def]
+    from tc_analyses.analyses.placement.heft import list_schedule
+    from tc_analyses.perf.simulate import simulate
+
+    devices = [Device("cpu", "CPU"), Device("cuda:0", "A100")]
+    tasks = [Task(0, "first_layer", "aten::mm", "cpu")]
+    costs = {(0, "cpu"): Cost(900, CostSource.MEASURED), (0, "cuda:0"): Cost(100, CostSource.MODELLED)}
+    links = {("cpu", "cuda:0"): Link(0, 1.0, "t"), ("cuda:0", "cpu"): Link(0, 1.0, "t")}
+    free = PlacementProblem(tasks, devices, costs, {}, links)
+    batch = replace(free, external={0: 2_000})  # the input batch: 2,000 bytes at 1 byte/ns
+    assert list_schedule(batch, {0: "cuda:0"}).makespan_ns == simulate(batch, {0: "cuda:0"}).makespan_ns == 2_100
+    assert optimise(free).assignment[0] == "cuda:0"
+    assert optimise(batch).assignment[0] == "cpu" and optimise(batch).makespan_ns == 900
+
+
+def test_external_inputs_are_what_the_shapes_read_less_what_edges_bring() -> None:
+    from tc_analyses.perf.cost import external_inputs
+
+    g = nx.DiGraph()
+    g.add_node(0, **{K.OP: "aten::relu", K.INPUT_SHAPES: "[[256]]", K.INPUT_DTYPES: "float32"})
+    g.add_node(1, **{K.OP: "aten::mm", K.INPUT_SHAPES: "[[256, 4], [4, 8]]", K.INPUT_DTYPES: "float32,float32"})
+    g.add_node(2, **{K.OP: "aten::t", K.INPUT_SHAPES: "[[4, 8]]", K.INPUT_DTYPES: "float32"})
+    g.add_edge(0, 1, **{K.BYTES: 4096})  # relu's output is mm's first input
+    assert external_inputs(g, {}) == {0: 1024, 1: 128}  # mm's weight (4x8 floats) comes from outside
+    assert external_inputs(g, {(1, 1): 128}) == {0: 1024}  # ... unless the previous step made it

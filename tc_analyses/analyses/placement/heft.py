@@ -19,6 +19,8 @@ room for it.
 
 Carried tensors: a tensor made in one step and read in the next (``PlacementProblem.carried``)
 costs its copy when producer and consumer are placed apart: the consumer cannot start before it.
+Inputs from outside the step (``PlacementProblem.external``: the batch, parameters) likewise cost
+their copy from the device where the task ran when it is placed elsewhere.
 
 Ties: a view or an in-place op (``PlacementProblem.tied``) goes where its base tensor's producer
 went; the local search moves such a group as one.
@@ -64,6 +66,7 @@ class CompiledProblem:
     host: list[list[int]] | None = None  # [task][device] ns holding the host thread from the task's start; None = no host
     tie: list[int] = field(default_factory=list)  # [task] -> position of the task deciding its device, or -1
     carried: list[list[tuple[int, int]]] = field(default_factory=list)  # [task] -> (producer position, bytes) from the previous step
+    external: list[tuple[int, int]] = field(default_factory=list)  # [task] -> (device holding its outside inputs, bytes)
 
     def release(self, i: int, d: int, assign: list[int]) -> int:
         """When task i on device d can start at the earliest: after the copies of what it reads from
@@ -73,6 +76,10 @@ class CompiledProblem:
             dj = assign[j]
             if dj >= 0 and dj != d and nbytes > 0:
                 ready = max(ready, self.transfer(nbytes, dj, d))
+        if self.external:
+            home, nbytes = self.external[i]
+            if home >= 0 and home != d and nbytes > 0:
+                ready = max(ready, self.transfer(nbytes, home, d))
         return ready
 
     def groups(self) -> dict[int, list[int]]:
@@ -138,13 +145,17 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
     for (u, v), nbytes in problem.carried.items():
         if u in index and v in index:
             carried[index[v]].append((index[u], nbytes))
+    dev_index = {name: k for k, name in enumerate(devices)}
+    external = [(dev_index.get(t.actual_device or "", -1), problem.external.get(t.id, 0)) for t in problem.tasks]
+    if not any(nbytes for _, nbytes in external):
+        external = []
     for i, root in enumerate(tie):  # a tied task may only go where its root may go too
         if root >= 0:
             allowed[root] = [a and b for a, b in zip(allowed[root], allowed[i])]
             allowed[i] = list(allowed[root])
     return CompiledProblem(ids, index, devices, cost, preds, succs, [[j for j, _ in out] for out in succs], lat, bw,
                            [t.memory_bytes for t in problem.tasks], [d.memory_bytes for d in problem.devices],
-                           [index[t] for t in problem.topological_order()], allowed, host, tie, carried)
+                           [index[t] for t in problem.topological_order()], allowed, host, tie, carried, external)
 
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
@@ -206,7 +217,7 @@ def evaluate(c: CompiledProblem, assign: list[int], order: Sequence[int]) -> tup
         d = assign[i]
         if not c.allowed[i][d]:
             raise PlacementError(f"task {c.ids[i]} is placed on {c.devices[d]}, which it may not run on")
-        ready = c.release(i, d, assign) if c.carried else 0
+        ready = c.release(i, d, assign) if c.carried or c.external else 0
         for j, nbytes in preds[i]:
             ej = end[j]
             if ej < 0:
@@ -300,7 +311,7 @@ def heft_assign(c: CompiledProblem) -> tuple[list[int], list[int], int, list[int
                 continue
             if root >= 0 and assign[root] >= 0 and d != assign[root]:
                 continue  # a view or in-place op stays with its base tensor
-            ready = c.release(i, d, assign) if c.carried else 0
+            ready = c.release(i, d, assign) if c.carried or c.external else 0
             for j, nbytes in c.preds[i]:
                 arrive = end[j] + c.transfer(nbytes, assign[j], d)
                 if arrive > ready:

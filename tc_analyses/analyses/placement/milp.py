@@ -166,6 +166,13 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
                         r = row()
                         r[S + v], r[X + u * nd + d1], r[X + v * nd + d2] = 1, -tr, -tr
                         constrain(r, -tr, np.inf)
+    for v, (home, nbytes) in enumerate(c.external):  # inputs from outside the step, copied when v leaves home
+        for d in range(nd):
+            tr = c.transfer(nbytes, home, d) if home >= 0 and d != home else 0
+            if tr > 0:
+                r = row()
+                r[S + v], r[X + v * nd + d] = 1, -tr
+                constrain(r, 0, np.inf)
     for t, root in enumerate(c.tie):  # a view or in-place op on its base tensor's device
         if root >= 0:
             for d in range(nd):
