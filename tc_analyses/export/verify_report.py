@@ -23,7 +23,8 @@ def text(v: Verification) -> str:
     lines = [f"plan:       {v.plan}",
              f"re-run:     {v.rerun} (lanes {', '.join(v.devices)})",
              f"step:       predicted {_ms(v.predicted_ns)}, measured {_ms(v.measured_ns)} "
-             f"(median of {sum(not s.warmup for s in v.steps)} steps): error {_pct(v.error)}"]
+             f"(median of {sum(not s.warmup for s in v.steps)} steps, p10-p90 {_ms(v.measured_range_ns[0])}-"
+             f"{_ms(v.measured_range_ns[1])}): error {_pct(v.error)}"]
     if v.predicted_speedup is not None and v.measured_speedup is not None:
         lines.append(f"speedup:    predicted {v.predicted_speedup:.2f}x, measured {v.measured_speedup:.2f}x "
                      "(the plan's baseline step over the re-run's)")
@@ -58,6 +59,7 @@ def to_json(v: Verification) -> str:
     data["error"] = v.error
     data["measured_speedup"] = v.measured_speedup
     data["node_error_median"] = v.node_error_median
+    data["measured_range_ns"] = list(v.measured_range_ns)
     for row, step in zip(data["steps"], v.steps):
         row["error"] = step.error
     for row, node in zip(data["nodes"], v.nodes):

@@ -124,3 +124,10 @@ def test_a_parallelism_plan_runs_and_is_verified(verified: dict[str, Any], dfcom
     result = json.loads(checked.stdout)
     assert result["predicted_ns"] == plan["plan_ns"]
     assert result["measured_speedup"] is None  # the parallelism plan has no measured baseline step
+
+
+def test_the_measured_step_comes_with_its_spread(verified: dict[str, Any]) -> None:
+    result = verified["result"]
+    kept = sorted(row["measured_ns"] for row in result["steps"] if not row["warmup"])
+    low, high = result["measured_range_ns"]
+    assert kept[0] <= low <= result["measured_ns"] <= high <= kept[-1]

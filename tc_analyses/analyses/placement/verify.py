@@ -102,6 +102,12 @@ class Verification:
         return self.baseline_ns / self.measured_ns if self.baseline_ns and self.measured_ns else None
 
     @property
+    def measured_range_ns(self) -> tuple[int, int]:
+        """The 10th and 90th percentiles of the kept steps (nearest rank): how noisy the re-run was."""
+        kept = sorted(s.measured_ns for s in self.steps if not s.warmup)
+        return kept[round(0.1 * (len(kept) - 1))], kept[round(0.9 * (len(kept) - 1))]
+
+    @property
     def node_error_median(self) -> float | None:
         errors = [abs(n.error) for n in self.nodes if n.measured_ns]
         return statistics.median(errors) if errors else None
