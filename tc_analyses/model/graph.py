@@ -110,6 +110,7 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     execution_nodes: dict[int, int] = {}
     execution_step: dict[int, int] = {}
     seen: dict[tuple[int, str, str, str], int] = defaultdict(int)  # (step, name, op, device) -> count
+    spare_args: dict[NodeKey, tuple[str, str]] = {}  # shapes of executions outside `steps`
     # Every execution counts, finished or not (an execution without its end is unmatched); the
     # table is sorted by timestamp, so occurrence indexes follow start order within a step.
     for nid, op, name, dev, step in zip(begins["node_id"].tolist(), begins.text("op").tolist(),
@@ -120,11 +121,13 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
         run = runs.get(nid)
         if run is not None:
             step = run.step  # the activity's numbering: recorded, or inferred (model.step_inference)
-        if steps is not None and step not in steps:
-            continue
         k = seen[(step, name, op, device)]
         seen[(step, name, op, device)] = k + 1
         key = (name, op, device, k)
+        if steps is not None and step not in steps:
+            if nid in args:  # shapes recorded once (a warm-up step) still describe the node
+                spare_args.setdefault(key, args[nid])
+            continue
         acc = accs.get(key)
         if acc is None:
             acc = accs[key] = _NodeAcc(len(accs), key)
@@ -140,6 +143,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
 
     g: nx.DiGraph[int] = nx.DiGraph()
     for acc in accs.values():
+        if not acc.shapes and acc.key in spare_args:
+            acc.shapes, acc.dtypes = spare_args[acc.key]
         name, op, device, k = acc.key
         durations = acc.durations
         g.add_node(acc.node, **{

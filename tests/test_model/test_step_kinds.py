@@ -107,3 +107,20 @@ def test_the_speedup_range_comes_from_the_spread_and_holds_the_point(tmp_path: P
     assert point_low == pytest.approx(result.speedup) == pytest.approx(point_high)  # no spread, no error: a point
     widened = _speedup_range(problem, flat, plan, actual, 0.1)
     assert widened == pytest.approx((0.9 * result.speedup, 1.1 * result.speedup))
+
+
+def test_shapes_recorded_in_a_left_out_step_still_describe_the_node(tmp_path: Path) -> None:
+    """Graph programs record input shapes in their first step only, which is warm-up."""
+    path = tmp_path / "t"
+    with TraceBuilder(path, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", 10)
+        for step in range(3):
+            t = 1_000 + 10_000 * step
+            b.add("node_begin", "1", t, step, "aten::mm", "mm", cpu, 1, step)
+            b.add("node_end", "1", t + 500, step, cpu, 1)
+            if step == 0:
+                b.add("node_args", "1", t, step, "[[8, 8], [8, 8]]", "float32,float32")
+    inputs = TraceInputs(path)
+    g = build_graph(inputs.trace, inputs.activity, steps={1, 2})
+    assert [a[K.INPUT_SHAPES] for _, a in g.nodes(data=True)] == ["[[8, 8], [8, 8]]"]
+    assert [a[K.EXECUTIONS] for _, a in g.nodes(data=True)] == [2]
