@@ -178,6 +178,20 @@ class _Values:
             event.set()
 
 
+def _check_device(lane: str) -> None:
+    """PlanError when this machine cannot run lane `lane` (a GPU it does not have)."""
+    import torch  # noqa: PLC0415
+
+    kind, _, index = lane.partition(":")
+    if kind == "cpu":
+        return
+    if kind != "cuda" or not index.isdigit():
+        raise PlanError(f"lane {lane!r}: graph programs run on cpu:N and cuda:N lanes")
+    if not torch.cuda.is_available() or int(index) >= torch.cuda.device_count():
+        raise PlanError(f"lane {lane!r}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                        "run the plan where that GPU is")
+
+
 def _torch_device(lane: str) -> Any:
     import torch  # noqa: PLC0415
 
@@ -274,6 +288,8 @@ class Runner:
     def __init__(self, program: GraphProgram, plan: Plan | None = None, threads: int = 1) -> None:
         self.program = program
         lanes = program.lanes(plan)
+        for device in lanes:
+            _check_device(device)
         pin = sum(1 for d in lanes if d.split(":")[0] == "cpu") > 1
         self.lanes = [_Lane(program, device, nodes, threads, pin) for device, nodes in lanes.items()]
         # A lane that comes back from a kernel waits for the GIL until another lane's Python code

@@ -114,3 +114,13 @@ def test_a_failing_node_fails_the_step_in_the_caller(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError):
             runner.step([torch.randn(3, 5), inputs[1]])  # shapes that do not multiply
         assert torch.equal(runner.step(inputs)[1], _step(*inputs)[1]), "the lanes survive a failed step"
+
+
+def test_a_lane_on_a_device_the_machine_lacks_is_a_plan_error() -> None:
+    program, _ = _program()
+    names = [n.name for n in program.nodes]
+    missing = torch.cuda.device_count()  # the first index this machine does not have
+    with pytest.raises(PlanError, match=rf"lane 'cuda:{missing}': this machine has {missing} CUDA device"):
+        Runner(program, Plan({n: f"cuda:{missing}" for n in names}))
+    with pytest.raises(PlanError, match="runs on cpu:N and cuda:N lanes|run on cpu:N and cuda:N lanes"):
+        Runner(program, Plan({n: "tpu:0" for n in names}))
