@@ -231,9 +231,8 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
     from tc_analyses.export.tracecompass import write_output
     from tc_analyses.export.tracecompass.facts import trace_facts
-    from tc_analyses.model.graph import build_graph
     from tc_analyses.model.step_inference import infer_steps, with_steps
-    from tc_analyses.model.step_kinds import choose, step_kinds
+    from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
 
     parsed = parse_devices(devices)
     graph = trace = activity = None
@@ -246,15 +245,15 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
             # No step marks: plan one iteration of the loop, not set-up and warm-up folded together.
             activity = with_steps(activity, inferred)
             notices.append(inferred.describe())
-        if kinds := step_kinds(activity):
-            # One graph per kind of step, warm-up left out: ops of steps that never ran together
-            # (inference and training, two models) are not overlapped.
-            try:
-                kind = choose(kinds, step_kind)
-            except ValueError as exc:
-                raise ConfigurationError(f"{input_path}: {exc}") from None
-            graph = build_graph(trace, activity, steps=set(kind.kept))
-            kind_text = kind.label + (f"; {len(kinds) - 1} other kind(s): --step-kind N" if len(kinds) > 1 else "")
+        # One graph per kind of step, warm-up left out: ops of steps that never ran together
+        # (inference and training, two models) are not overlapped.
+        try:
+            graph, kind = graph_of_kind(trace, activity, step_kind)
+        except ValueError as exc:
+            raise ConfigurationError(f"{input_path}: {exc}") from None
+        if kind is not None:
+            others = len(step_kinds(activity)) - 1
+            kind_text = kind.label + (f"; {others} other kind(s): --step-kind N" if others else "")
         elif step_kind is not None:
             raise ConfigurationError(f"{input_path}: --step-kind {step_kind}: the trace has no steps")
         problem = problem_from_trace(activity, graph, parsed)

@@ -9,7 +9,10 @@ Warm-up: the first ``warmup`` steps of a kind with at least ``MIN_STEPS_FOR_WARM
 out of its costs (allocations, caches and lazy initialisation make them slower); a kind with fewer
 steps keeps all of them, since it has none to spare.
 
->>> from tc_analyses.model.activity import Activity, NodeRun
+>>> import networkx as nx
+
+from tc_analyses.model.activity import Activity, NodeRun
+from tc_analyses.reader.fast import DfcTrace
 >>> runs = [NodeRun(i, op, op, "cpu", 1, step, 10 * i, 10 * i + 5, True)
 ...         for i, (op, step) in enumerate([("a", 0), ("a", 1), ("a", 2), ("b", 3)])]
 >>> [(k.steps, k.warmup) for k in step_kinds(Activity("t", runs, [], [], [], {}))]
@@ -22,7 +25,10 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+import networkx as nx
+
 from tc_analyses.model.activity import Activity, NodeRun
+from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
 
 WARMUP_STEPS = 1
@@ -96,3 +102,15 @@ def choose(kinds: list[StepKind], index: int | None) -> StepKind:
     if not 0 <= index < len(kinds):
         raise ValueError(f"no step kind {index}: the trace has {len(kinds)} ({'; '.join(k.label for k in kinds)})")
     return kinds[index]
+
+
+def graph_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[nx.DiGraph, StepKind | None]:
+    """The computation graph of one step kind (warm-up left out; the kind with the most time unless
+    `index` names one) and that kind; the whole trace's graph and None when it has no steps."""
+    from tc_analyses.model.graph import build_graph  # noqa: PLC0415 - graph imports this module's siblings
+
+    kinds = step_kinds(activity)
+    if not kinds:
+        return build_graph(trace, activity), None
+    kind = choose(kinds, index)
+    return build_graph(trace, activity, steps=set(kind.kept)), kind

@@ -22,6 +22,7 @@ from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
 from tc_analyses.model.dag import critical_path, reachability, transitive_reduction, upward_rank, width
 from tc_analyses.model.graph import build_graph
+from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
 from tc_analyses.perf.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
                                       PlacementProblem, Slot, Task)
 from tc_analyses.perf.simulate import simulate
@@ -61,7 +62,7 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
                          f"{[u for u, _ in cycle[:6]]}: stream assignment needs a DAG")
     if weights is None:
         device = device if device is not None else _busiest_device(graph)
-        keep = {n: int(a.get(K.MEAN_NS, 0)) for n, a in graph.nodes(data=True)
+        keep = {n: int(a.get(K.MEDIAN_NS) or a.get(K.MEAN_NS, 0)) for n, a in graph.nodes(data=True)
                 if str(a.get(K.DEVICE, "")) == device}
         work_kind = "op duration"
     else:
@@ -102,6 +103,8 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
 
         trace = read_trace(trace)
     activity = activity if activity is not None else read_activity(trace)
+    if step_kinds(activity):  # plan one kind of step, warm-up left out, as placement does
+        graph, _ = graph_of_kind(trace, activity)
     graph = graph if graph is not None else build_graph(trace, activity)
     if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
