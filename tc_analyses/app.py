@@ -291,7 +291,7 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
 
     from tc_analyses.analyses.placement.verify import verify
     from tc_analyses.export import verify_report
-    from tracer.graph_program import PLAN_ENV
+    from tracer.graph_program import PLAN_ENV, Plan, PlanError
 
     plan_file = plan_path / "plan.json" if plan_path.is_dir() else plan_path
     try:
@@ -300,8 +300,12 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
         raise ConfigurationError(f"{plan_file}: cannot read the plan ({exc.strerror})") from None
     except ValueError as exc:
         raise ConfigurationError(f"{plan_file}: not JSON ({exc})") from None
-    if not isinstance(plan, dict):
-        raise ConfigurationError(f"{plan_file}: not a placement plan")
+    try:  # what the program will read, checked before it runs
+        Plan.load(plan_file)
+    except PlanError as exc:
+        raise ConfigurationError(str(exc)) from None
+    if not isinstance(plan.get("predicted_makespan_ns"), int):
+        raise ConfigurationError(f"{plan_file}: not a placement plan (no predicted_makespan_ns)")
     trace = output / "trace"
     # The program's output goes to stderr: stdout carries only the comparison (--format json).
     code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},

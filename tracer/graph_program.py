@@ -59,7 +59,9 @@ class Plan:
         """Read the ``schedule`` of a plan.json written by ``dfcompass recommend-placement``."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-            schedule = data["schedule"]
+            schedule = data["schedule"] if isinstance(data, dict) else None
+            if not isinstance(schedule, list) or not schedule:
+                raise ValueError("no schedule rows")
             rows = sorted(schedule, key=lambda row: (row["start_ns"], row["end_ns"], row["node"]))
             assignment = {str(row["node"]): str(row["device"]) for row in rows}
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -131,3 +131,15 @@ def test_the_measured_step_comes_with_its_spread(verified: dict[str, Any]) -> No
     kept = sorted(row["measured_ns"] for row in result["steps"] if not row["warmup"])
     low, high = result["measured_range_ns"]
     assert kept[0] <= low <= result["measured_ns"] <= high <= kept[-1]
+
+
+@pytest.mark.parametrize("plan", [{"schedule": [{"node": "x"}]}, {"schedule": "nope"},
+                                  {"schedule": [{"node": "add", "device": "cpu:0", "start_ns": 0, "end_ns": 1}]}])
+def test_a_broken_plan_is_a_one_line_error(verified: dict[str, Any], dfcompass_exe: list[str], tmp_path: Path,
+                                           plan: dict[str, Any]) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    out = _run(dfcompass_exe, "verify", path, "-o", tmp_path / "v", "--", *PROGRAM)
+    assert out.returncode in (1, 2) and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("dfcompass:")]
+    assert len(errors) == 1 and str(path) in errors[0], out.stderr

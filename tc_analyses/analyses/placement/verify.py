@@ -134,6 +134,14 @@ def _span(runs: list[NodeRun]) -> int:
 def verify(plan: dict[str, Any], plan_path: str, activity: Activity, graph: nx.DiGraph, refit: bool = False) -> Verification:
     """Compare `plan` (a plan.json's content) with the re-run recorded in `activity` (and `graph`, its
     computation graph)."""
+    try:
+        return _verify(plan, plan_path, activity, graph, refit)
+    except (KeyError, TypeError, ValueError) as exc:  # a plan.json edited by hand, or of another tool
+        raise AnalysisUnavailable(f"{plan_path}: not a placement plan dfcompass can verify "
+                                  f"({type(exc).__name__}: {exc})") from None
+
+
+def _verify(plan: dict[str, Any], plan_path: str, activity: Activity, graph: nx.DiGraph, refit: bool) -> Verification:
     schedule = plan.get("schedule") or []
     if not schedule:
         raise AnalysisUnavailable(f"{plan_path}: the plan has no schedule to verify (made by an older dfcompass?)")
