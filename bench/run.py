@@ -212,7 +212,7 @@ def verify_rows(r: dict[str, Any]) -> list[Row]:
         ]
     h = r["handover"]
     rows.append(("thread hand-over (Event wake-up)", f"{h['median_us']:.0f} us", f"p90 {h['p90_us']:.0f} us; "
-                 "the CPU-lane link spec assumes 50 us"))
+                 "the CPU-lane link spec assumes it plus one GIL switch interval: 90 us"))
     rows.append(("cores", str(r["cores"]), r.get("notice", "two lanes can overlap")))
     return rows
 

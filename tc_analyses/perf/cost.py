@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -521,11 +522,13 @@ def base_tensor_ties(graph: nx.DiGraph) -> dict[int, int]:
 
 def host_shares(graph: nx.DiGraph, devices: list[Device], overhead: dict[str, int]) -> dict[str, int]:
     """Per device, the host-thread time of one task: the measured gap between ops (Python between
-    them), plus the shortest measured op (a floor on the dispatch inside an op's own span), plus the
-    launch call on a GPU. Every op issued from one Python thread, or under one GIL, pays it in turn."""
-    measured = [int(a[K.MEAN_NS]) for _, a in graph.nodes(data=True)
-                if any(a.get(K.MEASURED, {}).values()) and a.get(K.MEAN_NS, 0) > 0]
-    floor = min(measured, default=0)
+    them), plus the dispatch inside an op's own span, plus the launch call on a GPU. Every op issued
+    from one Python thread, or under one GIL, pays it in turn. The dispatch is the median duration of
+    the trace's views (they do no work: their span is dispatch alone), else its shortest op."""
+    measured = [(int(a.get(K.MEDIAN_NS) or a.get(K.MEAN_NS, 0)), is_view(a.get(K.OP, "")))
+                for _, a in graph.nodes(data=True) if any(a.get(K.MEASURED, {}).values())]
+    views = [ns for ns, view in measured if view and ns > 0]
+    floor = int(statistics.median(views)) if views else min((ns for ns, _ in measured if ns > 0), default=0)
     return {d.name: overhead.get(d.name, 0) + floor + (spec_of(d).launch_ns if spec_of(d).kind == "gpu" else 0)
             for d in devices}
 

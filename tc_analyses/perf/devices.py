@@ -109,9 +109,11 @@ LINKS: dict[str, Link] = {
     # InfiniBand HDR: 200 Gb/s = 25 GB/s; ~2 µs with RDMA.
     "InfiniBand HDR": Link(2_000, 25.0, "link spec: InfiniBand HDR"),
     # Two CPU devices of one host are thread pools sharing memory: nothing is copied, but the consumer's
-    # thread must wake up. A Python thread waiting on an Event takes a median ~40 us (p90 ~65 us) to
-    # run again on a 2-core VM (bench/verify_bench.py prints it); 50 us, and no bandwidth term.
-    "thread hand-over": Link(50_000, 1e12, "link spec: thread hand-over on one host (no copy)"),
+    # thread must wake up (a Python thread waiting on an Event runs again after a median 31-44 us on a
+    # 2-core VM; bench/verify_bench.py prints it) and then take the GIL from the producer's lane, which
+    # gives it up within one switch interval (50 us, tracer.graph_program.SWITCH_INTERVAL_S): 90 us,
+    # and no bandwidth term.
+    "thread hand-over": Link(90_000, 1e12, "link spec: thread hand-over on one host (no copy)"),
 }
 HOST_GPU_LINK = "PCIe 4.0 x16"  # host <-> GPU, and GPU <-> GPU without NVLink, on one host
 INTER_HOST_LINK = "25GbE"  # any two devices on different hosts
