@@ -22,6 +22,7 @@ torch is imported lazily: the rest of ``tracer`` still needs only the standard l
 
 from __future__ import annotations
 
+import bisect
 import threading
 import warnings
 import weakref
@@ -173,6 +174,22 @@ class _Collector:
         for child in event.children:
             self.walk(child, scope, step, backward, node)
 
+    def steps_by_time(self) -> None:
+        """Give ops outside every step tree the step whose window contains their start.
+
+        Ops of inter-op pool threads (``torch.jit.fork``) and of other threads are roots of their
+        own trees, so :meth:`walk` cannot reach them from the ``ProfilerStep#N`` slice of the thread
+        that marked the step; they still ran in that step. NO_STEP stays only outside every window.
+        """
+        windows = sorted((begin, end, step) for begin, end, step, _ in self.steps)
+        begins = [w[0] for w in windows]
+        for node in self.nodes:
+            if node.step != schema.NO_STEP:
+                continue
+            at = bisect.bisect_right(begins, node.start) - 1  # the last window begun by the op's start
+            if at >= 0 and node.start <= windows[at][1]:
+                node.step = windows[at][2]
+
 
 class _Writes:
     """Which arguments an op writes, from its schema (cached)."""
@@ -314,6 +331,7 @@ class TorchRecorder:
         collector = _Collector(self._torch)
         for root in results.experimental_event_tree():
             collector.walk(root, "", schema.NO_STEP, "", None)
+        collector.steps_by_time()
         batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
         self._write_nodes(batch, collector)
         if self._record_memory:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,6 +327,10 @@ class StepTiming:
     edge_delay_ns: dict[tuple[int, int], float]  # cross-device graph edge -> mean consumer begin - producer end
     runs_per_step: dict[int, float]  # graph node -> executions per step (< 1 for ops of some steps only)
     node_ns: dict[int, float] = field(default_factory=dict)  # graph node -> mean duration in these steps
+    # The threads: graph node -> its lane "device#tid" (the thread that ran most of its executions),
+    # and per lane the mean wait of an op between being ready (its lane free, its inputs made) and starting.
+    node_lane: dict[int, str] = field(default_factory=dict)
+    lane_gaps_ns: dict[str, float] = field(default_factory=dict)
 
 
 def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph, steps: Collection[int] | None = None) -> StepTiming:
@@ -345,12 +349,18 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph, steps: Collection[i
     nodes = activity_of(trace).nodes
     use_no_step = {n.step for n in nodes} == {NO_STEP}
     runs: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)  # step -> (begin, end, node, device)
+    lane_of_run: dict[tuple[int, int], str] = {}  # (step, node) -> lane
+    lane_counts: dict[int, Counter[str]] = defaultdict(Counter)
     for n in nodes:
         if (n.step == NO_STEP and not use_no_step) or n.node_id not in execution_nodes:
             continue
         if steps is not None and n.step not in steps:
             continue
-        runs[n.step].append((n.start, n.end, execution_nodes[n.node_id], n.device))
+        node = execution_nodes[n.node_id]
+        runs[n.step].append((n.start, n.end, node, n.device))
+        lane = f"{n.device}#{n.tid}"
+        lane_of_run.setdefault((n.step, node), lane)
+        lane_counts[node][lane] += 1
     spans: list[int] = []
     idle_sum: dict[str, int] = defaultdict(int)
     ops_on: dict[str, int] = defaultdict(int)
@@ -374,6 +384,15 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph, steps: Collection[i
             # idle = the device's span (first begin to last end) less the union of its ops
             idle_sum[dev] += max(ends) - begins[0] - union_ns(begins, ends)
             ops_on[dev] += len(begins)
+    lane_waits: dict[str, list[int]] = defaultdict(list)
+    for step, rows in runs.items():
+        lane_free: dict[str, int] = {}
+        for b, e, node, _dev in rows:  # sorted by begin above
+            lane = lane_of_run[(step, node)]
+            ready = max([lane_free.get(lane, b)] + [when[(step, p)][1] for p in g.predecessors(node)
+                                                    if (step, p) in when and when[(step, p)][1] <= b])
+            lane_waits[lane].append(max(0, b - ready))
+            lane_free[lane] = max(lane_free.get(lane, e), e)
     delays: dict[tuple[int, int], float] = {}
     for u, v, attrs in g.edges(data=True):
         if attrs.get(K.SRC_DEVICE) == attrs.get(K.DST_DEVICE):
@@ -387,7 +406,9 @@ def measure_steps(trace: DfcTrace | Activity, g: nx.DiGraph, steps: Collection[i
         start_offset_ns={n: sum(v) / len(v) for n, v in offsets.items()},
         edge_delay_ns=delays,
         runs_per_step={n: c / len(spans) for n, c in node_runs.items()},
-        node_ns={n: busy[n] / c for n, c in node_runs.items()})
+        node_ns={n: busy[n] / c for n, c in node_runs.items()},
+        node_lane={n: counts.most_common(1)[0][0] for n, counts in lane_counts.items()},
+        lane_gaps_ns={lane: sum(w) / len(w) for lane, w in lane_waits.items()})
 
 
 def host_gaps(trace: DfcTrace | Activity, g: nx.DiGraph) -> dict[str, float]:

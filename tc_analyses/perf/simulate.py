@@ -33,7 +33,7 @@ import networkx as nx
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.dag import upward_rank
 from tc_analyses.perf.cost import activity_of, measure_steps, trace_of
-from tc_analyses.perf.problem import Cost, Placement, PlacementError, PlacementProblem, Slot
+from tc_analyses.perf.problem import Cost, Link, Placement, PlacementError, PlacementProblem, Slot
 from tracer.schema import NO_STEP
 
 
@@ -201,18 +201,28 @@ def replay_actual(problem: PlacementProblem, graph: nx.DiGraph, trace: Any | Non
                                  f"devices {sorted(names)}")
         assignment[t.id] = t.actual_device
     timing = measure_steps(trace, graph, steps)
-    # Each op pays its device's host gap as launch overhead; ops that ran in only some steps
-    # count for the fraction of steps they ran in. Both are folded into the replayed cost.
-    costs = dict(problem.costs)
+    # The threads the trace used are the lanes: ops of one device on two threads overlap, as they
+    # did. Each op pays its lane's wait between being ready and starting; ops that ran in only some
+    # steps count for the fraction of steps they ran in. Both are folded into the replayed cost.
+    lane_of = {t.id: timing.node_lane.get(t.id, f"{assignment[t.id]}#") for t in problem.tasks}
+    device_of = {lane: lane.rsplit("#", 1)[0] for lane in lane_of.values()}
+    models = {d.name: d for d in problem.devices}
+    costs: dict[tuple[int, str], Cost] = {}
     for t in problem.tasks:
-        dev = assignment[t.id]
+        dev, lane = assignment[t.id], lane_of[t.id]
         weight = timing.runs_per_step.get(t.id, 1.0 if steps is None else 0.0)  # absent from those steps
         measured = timing.node_ns.get(t.id)  # the mean over the replayed steps (the costs are medians)
-        per_run = (problem.costs[(t.id, dev)].ns if measured is None else measured) + timing.gaps_ns.get(dev, 0.0)
-        costs[(t.id, dev)] = Cost(int(round(per_run * weight)), problem.costs[(t.id, dev)].source)
-    replayed = replace(problem, costs=costs, launch_overhead_ns={})
+        per_run = (problem.costs[(t.id, dev)].ns if measured is None else measured) + timing.lane_gaps_ns.get(lane, 0.0)
+        costs[(t.id, lane)] = Cost(int(round(per_run * weight)), problem.costs[(t.id, dev)].source)
+    lanes = sorted(device_of)
+    links = {(a, b): problem.links[(device_of[a], device_of[b])] if device_of[a] != device_of[b]
+             else Link(0, 1e18, "one device: shared memory") for a in lanes for b in lanes if a != b}
+    replayed = replace(problem, devices=[replace(models[device_of[lane]], name=lane) for lane in lanes],
+                       costs=costs, links=links, launch_overhead_ns={}, host_ns={}, tied={}, carried={},
+                       external={}, forbidden=frozenset(),
+                       tasks=[replace(t, actual_device=lane_of[t.id]) for t in problem.tasks])
     override = {e: int(round(d)) for e, d in timing.edge_delay_ns.items() if e in problem.edges}
-    return simulate(replayed, assignment, _actual_order(problem, timing.start_offset_ns),
+    return simulate(replayed, lane_of, _actual_order(problem, timing.start_offset_ns),
                     transfer_override=override, algorithm="actual (replay)")
 
 
