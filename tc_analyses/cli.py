@@ -161,7 +161,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @click.option("--algorithm", type=click.Choice(["auto", "heft", "search", "milp"]), default="auto", show_default=True,
               help="auto: the exact MILP up to 20 nodes, else HEFT plus local search; or one of them.")
 @click.option("--step-kind", type=click.IntRange(0), default=None,
-              help="Plan this kind of step (0: the one with the most time; the report lists them).")
+              help="Plan this kind of step (0: the one with the most steps, then the most time; the report lists them).")
 @_FORMAT
 @_handle_errors
 def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, step_kind: int | None,

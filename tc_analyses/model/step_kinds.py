@@ -37,7 +37,7 @@ MIN_STEPS_FOR_WARMUP = 3
 
 @dataclass(frozen=True)
 class StepKind:
-    index: int  # 0 = the kind with the most measured time
+    index: int  # 0 = the steady state: the kind with the most steps (then the most measured time)
     steps: tuple[int, ...]  # every step of the kind, in order
     warmup: tuple[int, ...]  # left out of costs and figures
     ops: int  # node runs per step
@@ -71,7 +71,8 @@ def _span(runs: list[NodeRun]) -> int:
 
 
 def step_kinds(activity: Activity, warmup: int = WARMUP_STEPS) -> list[StepKind]:
-    """The trace's step kinds, the one with the most measured time first; [] without steps."""
+    """The trace's step kinds, the steady state first (the most steps, then the most measured time: a
+    loop's usual step, not a slow one-off); [] without steps."""
     by_step: dict[int, list[NodeRun]] = defaultdict(list)
     for run in activity.nodes:
         if run.step != NO_STEP:
@@ -91,12 +92,12 @@ def step_kinds(activity: Activity, warmup: int = WARMUP_STEPS) -> list[StepKind]
         kinds.append((tuple(steps), left_out, len(by_step[steps[0]]),
                       statistics.median(_span(by_step[s]) for s in kept), sum(_span(by_step[s]) for s in steps),
                       tuple(op for op, _ in ops.most_common(3))))
-    kinds.sort(key=lambda k: (-k[4], k[0]))
+    kinds.sort(key=lambda k: (-len(k[0]), -k[4], k[0]))
     return [StepKind(i, *k) for i, k in enumerate(kinds)]
 
 
 def choose(kinds: list[StepKind], index: int | None) -> StepKind:
-    """Kind `index`, or the one with the most measured time; ValueError naming the kinds."""
+    """Kind `index`, or the steady state (kind 0); ValueError naming the kinds."""
     if index is None:
         return kinds[0]
     if not 0 <= index < len(kinds):
@@ -105,7 +106,7 @@ def choose(kinds: list[StepKind], index: int | None) -> StepKind:
 
 
 def graph_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[nx.DiGraph, StepKind | None]:
-    """The computation graph of one step kind (warm-up left out; the kind with the most time unless
+    """The computation graph of one step kind (warm-up left out; the steady state unless
     `index` names one) and that kind; the whole trace's graph and None when it has no steps."""
     from tc_analyses.model.graph import build_graph  # noqa: PLC0415 - graph imports this module's siblings
 
