@@ -524,3 +524,32 @@ def test_kernels_join_the_innermost_op_with_shapes(kineto: Callable[..., Any]) -
     joined = join_kernels(trace, read_activity(trace))
     assert [(j.op, j.kernels, j.kernel_ns) for j in joined] == [("aten::mm", 2, 10_000)]
     assert joined[0].roofline_ns == pytest.approx(2 * 256**3 / 19.5e12 * 1e9)  # A100 fp32 peak, compute bound
+
+
+@pytest.mark.parametrize("text, message", [
+    # a few bytes of JSON that used to hang (a billion-digit int) or fail inside the converter
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 2, "ts": 1e999999999, "dur": 5}]}',
+     "'ts' is out of range: 1E+999999999"),
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 2, "ts": 1e308, "dur": 5}]}',
+     "'ts' is out of range: 1E+308"),
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 2, "ts": 10, "dur": 1e30}]}',
+     "'dur' is not a duration: 1E+30"),
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 2, "ts": ' + "9" * 5000 + ', "dur": 5}]}',
+     "a number the importer cannot hold"),
+    ('{"traceEvents": [{"ph": "X", "cat": ["cpu_op"], "name": "mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5}]}',
+     "nothing to import"),
+])
+def test_hostile_numbers_and_types_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
+    src = tmp_path / "bad.json"
+    src.write_text(text)
+    with pytest.raises(KinetoImportError) as info:
+        import_kineto(src, tmp_path / "out")
+    assert str(src) in str(info.value) and message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_tid_of_absurd_magnitude_is_remapped_not_expanded(tmp_path: Path) -> None:
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": -1e999999999, '
+                   '"ts": 10, "dur": 5}]}')
+    summary = import_kineto(src, tmp_path / "out")
+    assert rows(read_trace(summary.output).table("node_begin"), "tid") == [(1,)]

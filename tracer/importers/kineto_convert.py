@@ -7,6 +7,7 @@ rebases the time and turns names into device indices when it writes them.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from bisect import bisect_right
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,19 @@ DEVICE_FIELDS = {
 }
 
 
+MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
+
+
+def _short(value: Any) -> str:
+    text = str(value) if isinstance(value, (int, Decimal)) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _kind(event: dict[str, Any]) -> str | None:
     """What an event becomes: node, step, api, kernel, memcpy, memset, memory; None if skipped."""
     ph, cat = event.get("ph"), event.get("cat")
+    if not isinstance(ph, (str, type(None))) or not isinstance(cat, (str, type(None))):
+        return None  # a list or object where a string belongs: skipped, and counted by _skip_key
     if ph == "X":
         if cat == "cpu_op":
             return "node"
@@ -91,6 +102,8 @@ def input_args(args: dict[str, Any]) -> tuple[str, str] | None:
 
 def _skip_key(event: dict[str, Any]) -> str:
     cat, ph = event.get("cat"), event.get("ph")
+    if not isinstance(cat, (str, type(None))) or not isinstance(ph, (str, type(None))):
+        return "malformed (a 'cat' or 'ph' that is not a string)"
     if cat:
         return str(cat)
     return "instant" if ph in ("i", "I") else f"ph={ph}"
@@ -130,14 +143,18 @@ class Converter:
             raise self.fail(index, event, "missing 'ts'")
         ts = us_to_ns(event["ts"])
         if ts is None:
-            raise self.fail(index, event, f"'ts' is not a number: {event['ts']!r}")
+            numeric = isinstance(event["ts"], (int, Decimal)) and not isinstance(event["ts"], bool)
+            raise self.fail(index, event, f"'ts' is {'out of range' if numeric else 'not a number'}: "
+                                          f"{_short(event['ts'])}")
+        if not -MAX_TIME_NS <= ts <= MAX_TIME_NS:
+            raise self.fail(index, event, f"'ts' is out of range: {_short(event['ts'])} us")
         if event.get("ph") != "X":
             return ts, ts
         if "dur" not in event:
             raise self.fail(index, event, "missing 'dur'")
         dur = us_to_ns(event["dur"])
-        if dur is None or dur < 0:
-            raise self.fail(index, event, f"'dur' is not a duration: {event['dur']!r}")
+        if dur is None or not 0 <= dur <= MAX_TIME_NS:
+            raise self.fail(index, event, f"'dur' is not a duration: {_short(event['dur'])}")
         return ts, ts + dur
 
     def raw_id(self, index: int, event: dict[str, Any], key: str) -> Any:
@@ -176,7 +193,7 @@ class Converter:
             ph = event.get("ph")
             if ph == "M":
                 self.metadata(event)
-            elif ph in _FLOW_PHASES and event.get("cat") == "ac2g":
+            elif isinstance(ph, str) and ph in _FLOW_PHASES and event.get("cat") == "ac2g":
                 # Kineto's flow id is the correlation id; the flow point sits at its slice's ts.
                 flow_id, ts = as_int(event.get("id")), us_to_ns(event.get("ts"))
                 if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX:
@@ -216,7 +233,7 @@ class Converter:
             if kind is None:
                 if event.get("ph") == "M":
                     continue
-                if event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
+                if isinstance(event.get("ph"), str) and event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
                     self.ac2g += 1
                     continue
                 key = _skip_key(event)

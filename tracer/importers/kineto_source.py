@@ -51,6 +51,8 @@ def load_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
         raise KinetoImportError(path, f"not JSON: {exc}") from None
     except RecursionError:
         raise KinetoImportError(path, "not JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer literal past Python's digit limit
+        raise KinetoImportError(path, f"a number the importer cannot hold: {exc}") from None
     if isinstance(doc, list):  # Chrome's "JSON array format"
         return {}, doc
     if not isinstance(doc, dict):
@@ -71,24 +73,36 @@ def describe(index: int, event: dict[str, Any]) -> str:
     return f"traceEvents[{index}] ({event.get('cat', event.get('ph', '?'))} {name!r})"
 
 
+# Numbers past this magnitude are no time, id or size of a real trace. Checked before converting:
+# a Decimal such as 1e999999999 is a few bytes of JSON but a billion-digit int.
+MAX_MAGNITUDE = 10**24
+_MAX_EXPONENT = 24
+
+
+def _bounded(value: Decimal) -> bool:
+    return value.is_finite() and (value.is_zero() or value.adjusted() <= _MAX_EXPONENT)
+
+
 def us_to_ns(value: Any) -> int | None:
-    """Microseconds (int or Decimal) as integer ns, rounded half-even past the ns; None if not a number."""
+    """Microseconds (int or Decimal) as integer ns, rounded half-even past the ns; None if not a
+    number or past :data:`MAX_MAGNITUDE`."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value * 1000
-    if isinstance(value, Decimal) and value.is_finite():
+        return value * 1000 if abs(value) <= MAX_MAGNITUDE else None
+    if isinstance(value, Decimal) and _bounded(value):
         return int((value * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))
     return None
 
 
 def as_int(value: Any) -> int | None:
-    """An integral JSON number as int (5 and 5.0 alike); None for anything else."""
+    """An integral JSON number as int (5 and 5.0 alike); None for anything else, and past
+    :data:`MAX_MAGNITUDE`."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return value if abs(value) <= MAX_MAGNITUDE else None
+    if isinstance(value, Decimal) and _bounded(value) and value == value.to_integral_value():
         return int(value)
     return None
 
