@@ -73,8 +73,11 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
     events = _event_source(trace, built)
     providers = [p for f in xml_files for p in load_providers(f)]
     patterns = [p for f in xml_files for p in load_patterns(f)]
+    if built.first_ts is None:
+        raise DfcompassError(f"{built.path}: the trace is empty: no events were recorded (a program killed "
+                             "before its first event, or one that traced nothing)")
     if not providers and not patterns:
-        raise DfcompassError(f"{', '.join(map(str, xml_files))}: no stateProvider or pattern to run")
+        raise DfcompassError(f"{', '.join(map(str, xml_files)) or 'the analyses'}: no stateProvider or pattern to run")
     for provider in providers:
         built.systems[provider.id] = provider.run(_counted(events(), progress))
     for pattern in patterns:

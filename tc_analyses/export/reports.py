@@ -48,7 +48,7 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
     lines = [
         f"trace:      {info.path}",
         f"producer:   {info.producer} (read with the {info.reader} reader)",
-        f"events:     {info.events}",
+        f"events:     {info.events}" + ("  ** the trace is empty: no events were recorded **" if not info.events else ""),
         f"time span:  {_utc(info.first_ns)} .. {_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
         f"discarded:  {info.discarded} events" + ("  ** events were lost while recording **" if info.discarded else ""),
         "",
