@@ -48,6 +48,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _is_id(value: Any) -> bool:
+    """A value a pid or tid can be (a number, a string or missing), not a list, object or bool."""
+    return not isinstance(value, (bool, list, dict))
+
+
 def _kind(event: dict[str, Any]) -> str | None:
     """What an event becomes: node, step, api, kernel, memcpy, memset, memory; None if skipped."""
     ph, cat = event.get("ph"), event.get("cat")
@@ -217,8 +222,8 @@ class Converter:
 
     def metadata(self, event: dict[str, Any]) -> None:
         name = self.args(event).get("name")
-        if not isinstance(name, str):
-            return
+        if not isinstance(name, str) or not _is_id(event.get("pid")) or not _is_id(event.get("tid")):
+            return  # names only: a malformed one is left out
         if event.get("name") == "process_name":
             self.process_names[event.get("pid")] = name
         elif event.get("name") == "thread_name":  # Kineto may rename a thread: the last name wins
@@ -305,7 +310,8 @@ class Converter:
         value = as_int(self.args(event).get("correlation"))
         if value is not None and 0 <= value <= U64_MAX:
             return value
-        flow = self.flows.get((event.get("pid"), event.get("tid"), ts))
+        pid, tid = event.get("pid"), event.get("tid")
+        flow = self.flows.get((pid, tid, ts)) if _is_id(pid) and _is_id(tid) else None
         if flow is not None:
             self.joined[side] += 1
         return flow
@@ -360,6 +366,8 @@ class Converter:
             return
         _, tid = self.cpu_ids(event, ts)
         dtype, ordinal = as_int(args.get("Device Type")), as_int(args.get("Device Id"))
+        if (dtype is not None and not 0 <= dtype <= 0xFFFF) or (ordinal is not None and ordinal > 0xFFFF):
+            raise self.fail(index, event, f"[memory] device out of range: type {dtype}, id {ordinal}")
         kind = _DEVICE_TYPES.get(dtype, f"device_type{dtype}") if dtype is not None else "cpu"
         device = kind if kind == "cpu" or ordinal is None or ordinal < 0 else f"{kind}:{ordinal}"
         addr = (as_int(args.get("Addr")) or 0) & U64_MAX  # a signed print of an address still names it

@@ -51,8 +51,8 @@ def load_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
         raise KinetoImportError(path, f"not JSON: {exc}") from None
     except RecursionError:
         raise KinetoImportError(path, "not JSON: nested too deeply") from None
-    except ValueError as exc:  # an integer literal past Python's digit limit
-        raise KinetoImportError(path, f"a number the importer cannot hold: {exc}") from None
+    except (ValueError, ArithmeticError) as exc:  # past Python's digit limit, or Decimal's exponent range
+        raise KinetoImportError(path, f"a number the importer cannot hold: {type(exc).__name__} {exc}") from None
     if isinstance(doc, list):  # Chrome's "JSON array format"
         return {}, doc
     if not isinstance(doc, dict):
