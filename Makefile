@@ -11,7 +11,7 @@ OUT ?= demo-out
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: help setup apt venv demo test test-fast typecheck bench clean
+.PHONY: help setup apt venv demo test test-fast typecheck bench fuzz clean
 
 help:
 	@echo "make demo      - set up, record the embedded workload, print its summary"
@@ -19,6 +19,7 @@ help:
 	@echo "make typecheck - set up, type-check tracer/ and tc_analyses/ (mypy, settings in pyproject.toml)"
 	@echo "make test-fast - set up, run the tests not marked slow or torch (under a minute)"
 	@echo "make bench     - set up, run the benchmarks (ratios side by side)"
+	@echo "make fuzz      - set up, fuzz import-kineto with 10,000 seeded mutations"
 
 setup: apt $(STAMP)
 
@@ -66,6 +67,10 @@ test-fast: setup
 
 bench: setup
 	$(VPY) bench/run.py
+
+# 10,000 seeded mutations of a Kineto file through import-kineto, counted by outcome.
+fuzz: setup
+	$(VPY) scripts/fuzz_kineto.py 10000
 
 clean:
 	rm -rf $(OUT) bench/out .pytest_cache
