@@ -69,9 +69,10 @@ class EventTable:
         """A sid column decoded to strings (None where the string table lacks the id)."""
         sids = self.records[column]
         if len(sids) and int(sids.max()) >= len(self.strings):
-            padded = np.full(int(sids.max()) + 1, None, dtype=object)
-            padded[: len(self.strings)] = self.strings
-            return padded[sids]
+            known = sids < len(self.strings)  # a damaged id must not size anything
+            out = np.full(len(sids), None, dtype=object)
+            out[known] = self.strings[sids[known]]
+            return out
         return self.strings[sids]
 
 
@@ -199,7 +200,12 @@ def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schem
                     bad = int(ids[np.nonzero(ids != cls.id)[0][0]])
                     raise TraceError(path, f"event id {bad} in a stream of {cls.name} events", body_start)
                 chunks.append(records)
-                first, last = int(records["timestamp"][0]), int(records["timestamp"][-1])
+                stamps = records["timestamp"]
+                # Every event, not only the first and last, within the packet's range: a damaged
+                # timestamp in the middle would otherwise pass into the model as 2^64 - 1.
+                first, last = int(stamps.min()), int(stamps.max())
+            if packet.ts_end > MAX_TIMESTAMP:
+                raise TraceError(path, f"packet end time {packet.ts_end} is past any clock", packet.offset)
             if first < packet.ts_begin or last > packet.ts_end:
                 raise TraceError(path, f"events [{first}, {last}] lie outside the packet's time range "
                                  f"[{packet.ts_begin}, {packet.ts_end}]", packet.offset)
@@ -248,7 +254,7 @@ def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | N
             per_class.setdefault(cls.id, []).extend(chunks)
         if progress is not None:
             progress(file.stat().st_size)
-    strings = _string_table(string_rows)
+    strings = _string_table(string_rows, trace_dir)
     tables: dict[str, EventTable] = {}
     if string_rows:
         tables[schema.STRING_DEF.name] = _string_def_table(string_rows, strings)
@@ -276,8 +282,17 @@ def _merge_sorted(chunks: list[np.ndarray[Any, Any]], dtype: np.dtype[Any]) -> n
     return records
 
 
-def _string_table(rows: list[tuple[int, int, int, str]]) -> np.ndarray[Any, Any]:
+MAX_TIMESTAMP = 2**63 - 1  # clock values past this are no time: damaged data
+
+# String ids are dense from 0; a damaged one must not size the table (2^32 ids would be 32 GiB).
+MAX_SID_SLACK = 1 << 16
+
+
+def _string_table(rows: list[tuple[int, int, int, str]], trace_dir: Path) -> np.ndarray[Any, Any]:
     size = max((r[2] for r in rows), default=-1) + 1
+    if size > len(rows) + MAX_SID_SLACK:
+        raise TraceError(trace_dir, f"corrupt string definitions: string id {size - 1} with only {len(rows)} "
+                                    "strings defined (run `dfcompass repair`, or re-record)")
     table = np.full(size, None, dtype=object)
     for _, _, sid, value in rows:
         table[sid] = unescape(value)
