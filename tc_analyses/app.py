@@ -419,14 +419,16 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
         env[TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
+    from tc_analyses.child_process import run_child
+
     try:
-        completed = subprocess.run(command, env=env, stdout=stdout)
+        code = run_child(command, env, stdout)
     except FileNotFoundError:
         raise ConfigurationError(f"{command[0]}: command not found") from None
     if not (output / "metadata").exists():
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")
-    return completed.returncode
+    return code
 
 
 def record_torch_workload(trace: Path, args: list[str]) -> int:
