@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator, Mapping
 
@@ -97,6 +101,7 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
     traces = find_traces(path)
     if not traces:
         raise TraceError(path, "no CTF trace here (no 'metadata' file in it or below it)")
+    check_in_child(path)
     try:
         # Explicit src.ctf.fs components: with auto-discovery, babeltrace2 2.0.4's bindings
         # abort the whole process on metadata they cannot parse instead of raising.
@@ -128,6 +133,34 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
         raise TraceError(path, _first_cause(exc)) from None
     except RuntimeError as exc:  # bt2 raises plain RuntimeError/ValueError when no source finds a trace
         raise TraceError(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+SECONDS_PER_MB = 10  # a read of the trace in a child may take this long per MB before it is given up
+MIN_SECONDS = 30
+
+
+def check_in_child(path: str) -> None:
+    """Read the trace once with the babeltrace2 command in a child process, when it is installed.
+
+    libbabeltrace2 aborts the whole process on some damaged traces (SIGABRT in bt_graph_run_once):
+    in a child that is a status, not the end of dfcompass. A child killed by a signal, or one that
+    runs past its time budget, is a TraceError naming the trace; other failures are left to the
+    in-process read, whose messages are more specific."""
+    exe = shutil.which("babeltrace2")
+    if exe is None:
+        return
+    size_mb = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
+    budget = max(MIN_SECONDS, SECONDS_PER_MB * size_mb)
+    try:
+        done = subprocess.run([exe, "--output-format=dummy", path], capture_output=True, text=True, timeout=budget)
+    except subprocess.TimeoutExpired:
+        raise TraceError(path, f"babeltrace2 did not finish reading it within {budget:.0f} s "
+                               f"({SECONDS_PER_MB} s per MB): the trace is damaged or far too large") from None
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        last = (done.stderr.strip().splitlines() or [""])[-1][:200]
+        raise TraceError(path, f"babeltrace2 crashed reading it ({name}): the trace is damaged"
+                               + (f"; it said: {last}" if last else ""))
 
 
 _NOISE = re.compile(r":\s*(?:[\w-]+=\S*,?\s*)+$")
