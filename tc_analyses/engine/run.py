@@ -8,9 +8,11 @@ trace) when the user names none. Returns a :class:`BuiltAnalyses` that the summa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from tc_analyses.engine.events import iter_ctf_events, iter_events
 from tc_analyses.engine.state_system import StateSystem
@@ -71,21 +73,47 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
     """
     built = BuiltAnalyses(str(trace.path if isinstance(trace, DfcTrace) else trace))
     events = _event_source(trace, built)
-    providers = [p for f in xml_files for p in load_providers(f)]
-    patterns = [p for f in xml_files for p in load_patterns(f)]
+    with _malformed("", xml_files):
+        providers = [(f, p) for f in xml_files for p in _loaded(load_providers, f)]
+        patterns = [(f, p) for f in xml_files for p in _loaded(load_patterns, f)]
     if built.first_ts is None:
         raise DfcompassError(f"{built.path}: the trace is empty: no events were recorded (a program killed "
                              "before its first event, or one that traced nothing)")
     if not providers and not patterns:
         raise DfcompassError(f"{', '.join(map(str, xml_files)) or 'the analyses'}: no stateProvider or pattern to run")
-    for provider in providers:
-        built.systems[provider.id] = provider.run(_counted(events(), progress))
-    for pattern in patterns:
-        segments, system = pattern.run(_counted(events(), progress))
+    for path, provider in providers:
+        with _malformed(provider.id, [path]):
+            built.systems[provider.id] = provider.run(_counted(events(), progress))
+    for path, pattern in patterns:
+        with _malformed(pattern.id, [path]):
+            segments, system = pattern.run(_counted(events(), progress))
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built)
     return built
+
+
+def _loaded(load: Callable[[Path], list[Any]], path: Path) -> list[Any]:
+    with _malformed("", [path]):
+        return load(path)
+
+
+@contextmanager
+def _malformed(analysis: str, paths: Sequence[Path]) -> Iterator[None]:
+    """An XML analysis the schema would reject (a missing attribute, an element out of place) fails
+    inside the engine with a Python error; say so in one line naming the file, not as an internal error."""
+    try:
+        yield
+    except DfcompassError as exc:
+        if paths and not any(str(p) in str(exc) for p in paths) and not str(exc).startswith(("/", ".")):
+            name = f" ({analysis})" if analysis else ""
+            raise DfcompassError(f"{', '.join(map(str, paths))}{name}: {exc}") from None  # name the file
+        raise
+    except (TypeError, AttributeError, IndexError, KeyError, ValueError) as exc:
+        where = ", ".join(map(str, paths)) or "the analyses"
+        name = f" ({analysis})" if analysis else ""
+        raise DfcompassError(f"{where}{name}: a malformed analysis: {type(exc).__name__}: {exc}; "
+                             "check the file with --xsd (Trace Compass's schema)") from None
 
 
 def _counted(events: Iterator[Event], progress: Callable[[int], None] | None) -> Iterator[Event]:
