@@ -21,6 +21,7 @@ partial list is packed only ``_GRACE_S`` later. (A free-threaded build would nee
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import signal
@@ -32,7 +33,7 @@ import weakref
 from collections import deque
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracer import schema
 from tracer.clock import Clock, MonotonicClock
@@ -120,6 +121,9 @@ class Session:
         self._drain_lock = threading.RLock()
         self._flusher: threading.Thread | None = None
         self._previous_sigterm: Any = None
+        self._stop_hooks: list[Callable[[], None]] = []
+        self._sigterm_deferrals = 0
+        self._deferred_sigterm: int | None = None
         self.step = schema.NO_STEP
         self.dataflow: Any = None  # producer table of tracer.dataflow, kept per session
         self.node_keys: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # (op, name, device) -> ids
@@ -158,9 +162,24 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def add_stop_hook(self, hook: Callable[[], None]) -> None:
+        """Run `hook` when the session stops, before it closes the trace (once; LIFO).
+
+        Batch sources (the PyTorch recorder) write what they still hold here, so a SIGTERM or
+        an exit that stops the session still gets their last events into the trace.
+        """
+        self._stop_hooks.append(hook)
+
     def stop(self) -> None:
         """Flush everything and close the trace. Safe to call twice, from atexit or a signal."""
         global _active
+        while self._stop_hooks:  # outside the lock: a hook may stop the session itself
+            hook = self._stop_hooks.pop()
+            try:
+                hook()
+            except Exception as exc:  # the trace must still close
+                if self.trace is not None:
+                    self.trace.report_error(f"stop hook {getattr(hook, '__qualname__', hook)}: {type(exc).__name__}: {exc}")
         with self._stop_lock:
             if not self.active:
                 return
@@ -196,7 +215,28 @@ class Session:
             except (ValueError, TypeError):
                 pass
 
+    @contextlib.contextmanager
+    def sigterm_deferred(self) -> Iterator[None]:
+        """Within the block a SIGTERM waits for its end: a batch write is never cut in half.
+
+        Only the main thread runs Python signal handlers, so this is for work done there (the
+        PyTorch recorder converting a window inside the program's own step).
+        """
+        self._sigterm_deferrals += 1
+        try:
+            yield
+        finally:
+            self._sigterm_deferrals -= 1
+            signum, self._deferred_sigterm = self._deferred_sigterm, None
+            if signum is not None and not self._sigterm_deferrals:
+                self._on_sigterm(signum, None)
+            elif signum is not None:
+                self._deferred_sigterm = signum
+
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        if self._sigterm_deferrals:
+            self._deferred_sigterm = signum
+            return
         previous = self._previous_sigterm
         self.stop()
         if callable(previous):

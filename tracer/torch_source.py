@@ -23,11 +23,16 @@ torch is imported lazily: the rest of ``tracer`` still needs only the standard l
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
+import sys
+import tempfile
 import threading
+import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from tracer import schema
 from tracer.copy_kinds import copy_ends, copy_kind_of
@@ -36,6 +41,7 @@ from tracer.session import Session, active_session
 MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
 _STEP_MARK = "ProfilerStep#"
+_MAX_SEQ_SCOPES = 200_000
 
 
 def _import_torch() -> Any:
@@ -46,12 +52,44 @@ def _import_torch() -> Any:
     return torch
 
 
+# Lines that torch writes on stderr at every profiler start and stop; with one window per step
+# they would flood the program's stderr.
+_KINETO_NOISE = (b"USDT:", b"Memory block of unknown size was allocated before the profiling started")
+
+
+@contextlib.contextmanager
+def _kineto_log_filtered() -> Iterator[None]:
+    """Hold back torch's per-window log lines on stderr (fd 2); pass every other line on."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().splitlines(keepends=True)
+                    if not any(noise in line for noise in _KINETO_NOISE)]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 class _ModuleScopes:
     """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, on_outermost: Callable[[], None] | None = None, record: bool = True) -> None:
         self._torch = torch
         self._record = torch._C._profiler._RecordFunctionFast
+        self._on_outermost = on_outermost  # called before an outermost forward opens its scope
+        self._recording = record
         self._names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._roots: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._local = threading.local()
@@ -93,6 +131,10 @@ class _ModuleScopes:
 
     def _pre(self, module: Any, args: Any) -> None:
         stack = getattr(self._local, "stack", None)
+        if not stack and self._on_outermost is not None:
+            self._on_outermost()  # no scope of ours is open here: a safe point to end a window
+        if not self._recording:
+            return
         if stack is None:
             stack = self._local.stack = []
             self.mark_thread()
@@ -101,6 +143,8 @@ class _ModuleScopes:
         stack.append(scope)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if not self._recording:
+            return
         stack = getattr(self._local, "stack", None)
         if stack:
             stack.pop().__exit__(None, None, None)
@@ -116,14 +160,21 @@ class _Node:
     name: str
     step: int
     inputs: list[Any]
-    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes]
+    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr]
     device: str = "cpu"
 
 
 class _Collector:
-    """Walks one profile's event tree into nodes, memory events, steps and thread names."""
+    """Walks one profile's event tree into nodes, memory events, steps and thread names.
 
-    def __init__(self, torch: Any) -> None:
+    `os_tids` and `seq_scope` are passed in to outlive the window: a thread announces its OS id
+    once, and a backward op may run a window after its forward op.
+    `step_marks`: whether ``ProfilerStep#N`` marks are the user's steps (False when the recorder
+    ends windows itself; the marks are then only its window boundaries).
+    """
+
+    def __init__(self, torch: Any, os_tids: dict[int, int] | None = None,
+                 seq_scope: dict[int, str] | None = None, step_marks: bool = True) -> None:
         profiler = torch._C._profiler
         self.torch_op = profiler._EventType.TorchOp
         self.allocation = profiler._EventType.Allocation
@@ -132,8 +183,9 @@ class _Collector:
         self.nodes: list[_Node] = []
         self.memory: list[tuple[int, int, str, int, int, int]] = []  # ts, ptid, device, ptr, bytes, total
         self.steps: list[tuple[int, int, int, int]] = []  # begin, end, step, ptid
-        self.os_tids: dict[int, int] = {}
-        self.seq_scope: dict[int, str] = {}  # autograd sequence number -> forward scope
+        self.os_tids: dict[int, int] = {} if os_tids is None else os_tids
+        self.seq_scope: dict[int, str] = {} if seq_scope is None else seq_scope  # autograd seq -> forward scope
+        self.step_marks = step_marks
 
     def walk(self, event: Any, scope: str, step: int, backward: str, node: _Node | None) -> None:
         """`backward`: the scope label of the backward function being run, or "" in forward."""
@@ -148,8 +200,9 @@ class _Collector:
                     self.os_tids[event.start_tid] = int(name[len(THREAD_MARK):])
                     return
                 elif name.startswith(_STEP_MARK):
-                    step = int(name[len(_STEP_MARK):])
-                    self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
+                    if self.step_marks:
+                        step = int(name[len(_STEP_MARK):])
+                        self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
                 elif extra.scope == self.backward:
                     forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
                     backward = (forward or name) + " (backward)"
@@ -167,7 +220,7 @@ class _Collector:
             self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, extra.alloc_size,
                                 extra.total_allocated))
             if node is not None and extra.allocation_id is not None:
-                entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0])
+                entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr])
                 entry[1] += extra.alloc_size
                 if extra.alloc_size > 0:
                     node.device = device
@@ -229,6 +282,12 @@ class TorchRecorder:
     Given a path, the recorder runs its own :class:`Session`; given a session (or with one
     already active), it records into it.
 
+    Streaming: with ``active=None`` the profile is cut into windows that are converted and
+    written while the program runs, so a killed program loses at most the window in progress.
+    A window ends at each ``rec.step()``; without those calls, at the first outermost
+    ``nn.Module`` forward after an optimizer step, or after ``flush_interval`` seconds
+    (checked at outermost forwards). Memory then holds one window's profiler events, not the run's.
+
     Threads: by default the profiler covers the thread that starts the recorder and the threads
     that inherit its state (autograd engine threads, ``at::launch``). ``all_threads=True`` adds
     every other Python thread, but torch 2.13 then reports no allocations, so that mode records
@@ -238,7 +297,7 @@ class TorchRecorder:
     def __init__(self, trace: "str | Session | None" = None, *, wait: int = 0, warmup: int = 0,
                  active: int | None = None, repeat: int = 0, record_memory: bool = True,
                  record_modules: bool = True, cuda: bool | None = None, all_threads: bool = False,
-                 **session_options: Any) -> None:
+                 flush_interval: float = 0.2, **session_options: Any) -> None:
         self._torch = _import_torch()
         self._own_session = isinstance(trace, str) or hasattr(trace, "__fspath__")
         self._session_arg = trace
@@ -247,15 +306,29 @@ class TorchRecorder:
         # torch 2.13 records allocations only without profile_all_threads, and edges need them.
         self._all_threads = all_threads
         self._record_memory = record_memory and not all_threads
-        self._scopes = _ModuleScopes(self._torch) if record_modules else None
+        self._streaming = active is None
+        self._flush_interval = flush_interval
+        self._record_modules = record_modules
+        self._scopes: _ModuleScopes | None = None
         self._cuda = self._torch.cuda.is_available() if cuda is None else cuda
         self._writes = _Writes(self._torch)
         self._itemsize: dict[Any, int] = {}
         self._args_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
         self._profiler: Any = None
+        self._optimizer_hook: Any = None
+        self._owner_thread = 0
+        self._user_steps = False  # rec.step() was called: windows follow the user's steps
+        self._optimizer_stepped = False
+        self._window_start = 0.0
+        self._converting = False
+        # Outlive one window: thread names, forward scopes, and each live tensor's last writer.
+        self._os_tids: dict[int, int] = {}
+        self._seq_scope: dict[int, str] = {}
+        self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
         self.session: Session | None = None
         self.nodes_recorded = 0
         self.edges_recorded = 0
+        self.windows_written = 0
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -282,43 +355,77 @@ class TorchRecorder:
                 self.session.device(f"cuda:{index}", torch.cuda.get_device_name(index))
         profiler = torch.profiler
         activities = [profiler.ProfilerActivity.CPU] + ([profiler.ProfilerActivity.CUDA] if self._cuda else [])
-        schedule = None
-        if self._schedule is not None:
-            wait, warmup, active, repeat = self._schedule
-            with warnings.catch_warnings():  # torch advises a warmup; with wait=warmup=0 we accept the cost
-                warnings.filterwarnings("ignore", message=".*warmup.*")
-                schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+        # Streaming is a schedule of one-step windows: each step() ends one and starts the next.
+        wait, warmup, active, repeat = self._schedule or (0, 0, 1, 0)
+        with warnings.catch_warnings():  # torch advises a warmup; with wait=warmup=0 we accept the cost
+            warnings.filterwarnings("ignore", message=".*warmup.*")
+            schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
                                                         capture_overload_names=True)
         self._profiler = profiler.profile(
             activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
             on_trace_ready=self._convert, experimental_config=config,
         )
-        if self._scopes is not None:
+        if self._record_modules or self._streaming:
+            self._scopes = _ModuleScopes(torch, self._at_outermost_forward if self._streaming else None,
+                                         record=self._record_modules)
             self._scopes.install()
-        self._profiler.__enter__()
-        if self._scopes is not None:
+        if self._streaming:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._optimizer_hook = register_optimizer_step_post_hook(self._after_optimizer_step)
+        self._owner_thread = threading.get_ident()
+        self._window_start = time.monotonic()
+        with _kineto_log_filtered():
+            self._profiler.__enter__()
+        if self._scopes is not None and self._record_modules:
             self._scopes.mark_thread()
+        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
         return self
 
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
-        with warnings.catch_warnings():
+        self._user_steps = True
+        self._end_window()
+
+    def _end_window(self) -> None:
+        if self._profiler is None or self._converting:
+            return
+        self._optimizer_stepped = False
+        self._window_start = time.monotonic()
+        assert self.session is not None
+        with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered():
             # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
             self._profiler.step()
-        if self._scopes is not None:
+        if self._scopes is not None and self._record_modules:
             self._scopes.mark_thread()
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        # Inside Optimizer.step's own record function: ending the window here would close a
+        # profile under an open scope. The next outermost forward ends it instead.
+        self._optimizer_stepped = True
+
+    def _at_outermost_forward(self) -> None:
+        if self._user_steps or threading.get_ident() != self._owner_thread:
+            return  # the profiler is stopped and started only by the thread that started it
+        if self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval:
+            self._end_window()
 
     def stop(self) -> None:
         if self._profiler is None:
             return
         profiler, self._profiler = self._profiler, None
         try:
-            profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
+            if not self._converting:  # else a signal interrupted a conversion: the profiler is mid-step
+                with _kineto_log_filtered():
+                    profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
         finally:
             if self._scopes is not None:
                 self._scopes.remove()
+            if self._optimizer_hook is not None:
+                self._optimizer_hook.remove()
+                self._optimizer_hook = None
             if self._own_session and self.session is not None:
                 self.session.stop()
 
@@ -327,22 +434,31 @@ class TorchRecorder:
         session = self.session
         if session is None or not session.active or session.trace is None:
             return
-        results = prof.profiler.kineto_results
-        collector = _Collector(self._torch)
-        for root in results.experimental_event_tree():
-            collector.walk(root, "", schema.NO_STEP, "", None)
-        collector.steps_by_time()
-        batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
-        self._write_nodes(batch, collector)
-        if self._record_memory:
-            self._write_memory(batch, collector)
-        for begin, end, step, ptid in collector.steps:
-            tid = collector.os_tids.get(ptid, ptid)
-            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
-            batch.add("step_end", f"torch-{tid}", end, step, tid)
-        if self._cuda:
-            self._write_gpu(batch, results.events(), collector)
-        batch.flush()
+        self._converting = True
+        try:
+            results = prof.profiler.kineto_results
+            collector = _Collector(self._torch, self._os_tids, self._seq_scope,
+                                   step_marks=self._user_steps or not self._streaming)
+            for root in results.experimental_event_tree():
+                collector.walk(root, "", schema.NO_STEP, "", None)
+            collector.steps_by_time()
+            batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
+            self._write_nodes(batch, collector)
+            if self._record_memory:
+                self._write_memory(batch, collector)
+            for begin, end, step, ptid in collector.steps:
+                tid = collector.os_tids.get(ptid, ptid)
+                batch.add("step_begin", f"torch-{tid}", begin, step, tid)
+                batch.add("step_end", f"torch-{tid}", end, step, tid)
+            if self._cuda:
+                self._write_gpu(batch, results.events(), collector)
+            batch.flush()
+            self.windows_written += 1
+            if len(self._seq_scope) > _MAX_SEQ_SCOPES:  # a long run: keep the newest forward scopes
+                for seq in sorted(self._seq_scope)[: len(self._seq_scope) // 2]:
+                    del self._seq_scope[seq]
+        finally:
+            self._converting = False
 
     @staticmethod
     def _clock_offset(session: Session) -> int:
@@ -359,9 +475,23 @@ class TorchRecorder:
         return count * size
 
     def _write_nodes(self, batch: "_Batch", collector: _Collector) -> None:
+        """Nodes and their exact input edges; see the module docstring for the writer rule.
+
+        Within a window a tensor is known by its profiler TensorID. Those ids are renumbered in
+        every window, so a tensor written in an earlier window (a weight the optimizer updated, a
+        saved activation) is found by its storage pointer in ``self._carried``, unless that storage
+        was freed in this window before the read.
+        """
         session = batch.session
-        writer: dict[int, tuple[int, int]] = {}  # profiler TensorID -> (node id, device index)
-        tensor_ids: dict[int, int] = {}  # profiler TensorID -> trace tensor id
+        writer: dict[int, tuple[int, int, int]] = {}  # profiler TensorID -> (node id, device, trace tensor id)
+        written: list[tuple[int, int, int]] = []  # (storage ptr, TensorID, time), in writing order
+        first_free: dict[int, int] = {}
+        last_free: dict[int, int] = {}
+        for ts, _ptid, _device, ptr, size, _total in collector.memory:
+            if size < 0:
+                first_free.setdefault(ptr, ts)
+                last_free[ptr] = ts
+        carried = self._carried
         for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
             tid = collector.os_tids.get(node.ptid, node.ptid)
             key = f"torch-{tid}"
@@ -378,23 +508,35 @@ class TorchRecorder:
                         continue
                     seen.add(meta.id)
                     producer = writer.get(meta.id)
+                    if producer is None and carried:
+                        ptr = meta.storage_data_ptr
+                        producer = carried.get(ptr)
+                        if producer is not None and first_free.get(ptr, node.start + 1) > node.start:
+                            writer[meta.id] = producer
+                        else:
+                            producer = None
                     if producer is not None:
-                        trace_tensor = tensor_ids.setdefault(meta.id, session.new_tensor_id())
-                        batch.add("tensor_edge", key, node.start, producer[0], node_id, trace_tensor,
+                        batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
                                   self._nbytes(meta), producer[1], device)
                         self.edges_recorded += 1
-            for tensor_id, net_bytes in node.allocations.values():
+            for tensor_id, net_bytes, ptr in node.allocations.values():
                 if net_bytes > 0 and tensor_id is not None:  # allocated here and still alive: an output
-                    writer[tensor_id] = (node_id, device)
-                    tensor_ids[tensor_id] = session.new_tensor_id()
+                    writer[tensor_id] = (node_id, device, session.new_tensor_id())
+                    written.append((ptr, tensor_id, node.start))
             for index in self._writes(node.op, node.overload, len(node.inputs)):
                 if index < len(node.inputs):
                     for meta in _tensors(node.inputs[index]):
                         if meta.id is not None:  # written in place: this op holds the new value
-                            writer[meta.id] = (node_id, device)
-                            tensor_ids[meta.id] = session.new_tensor_id()
+                            writer[meta.id] = (node_id, device, session.new_tensor_id())
+                            written.append((meta.storage_data_ptr, meta.id, node.start))
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
+        # What the next window may read: storages not freed since their last write here.
+        for ptr in last_free:
+            carried.pop(ptr, None)
+        for ptr, tensor_id, at in written:
+            if ptr and last_free.get(ptr, -1) < at:
+                carried[ptr] = writer[tensor_id]
 
     def _args_text(self, tensors: list[list[Any]]) -> tuple[str, str]:
         """(shapes, dtypes) text of a node's inputs; cached, as steps repeat the same shapes."""

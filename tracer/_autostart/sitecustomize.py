@@ -28,7 +28,7 @@ def _start_torch_recorder(_module: object) -> None:
         from tracer.torch_source import TorchRecorder
 
         recorder = TorchRecorder().start()
-        atexit.register(recorder.stop)  # atexit is LIFO: runs before the session's own stop
+        atexit.register(recorder.stop)  # LIFO: before the session stops (which also runs it, as a stop hook)
     except Exception as exc:  # tracing must never stop the program from running
         print(f"dfcompass: error: cannot record PyTorch: {exc}", file=sys.stderr)
 
