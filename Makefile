@@ -19,7 +19,7 @@ help:
 	@echo "make typecheck - set up, type-check tracer/ and tc_analyses/ (mypy, settings in pyproject.toml)"
 	@echo "make test-fast - set up, run the tests not marked slow or torch (under a minute)"
 	@echo "make bench     - set up, run the benchmarks (ratios side by side)"
-	@echo "make fuzz      - set up, fuzz import-kineto with 10,000 seeded mutations"
+	@echo "make fuzz      - set up, fuzz every input kind (10,000 cases), SIGKILL a recorded torch loop 20 times"
 
 setup: apt $(STAMP)
 
@@ -68,9 +68,11 @@ test-fast: setup
 bench: setup
 	$(VPY) bench/run.py
 
-# 10,000 seeded mutations of a Kineto file through import-kineto, counted by outcome.
+# 10,000 seeded damaged inputs (dfcompass and LTTng traces, Kineto JSON, XML analyses) through the
+# commands that read them, counted by outcome; then 20 SIGKILLs of a recorded torch training loop.
 fuzz: setup
-	$(VPY) scripts/fuzz_kineto.py 10000
+	$(VPY) scripts/fuzz.py 10000
+	$(VPY) scripts/crash_torch.py 20
 
 clean:
 	rm -rf $(OUT) bench/out .pytest_cache

@@ -135,8 +135,8 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
         raise TraceError(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
-SECONDS_PER_MB = 10  # a read of the trace in a child may take this long per MB before it is given up
-MIN_SECONDS = 30
+SECONDS_PER_MB = 5  # a read of the trace in a child may take this long per MB before it is given up
+MIN_SECONDS = 2  # babeltrace2 reads a small trace in well under 0.1 s
 
 
 def check_in_child(path: str) -> None:

@@ -1,0 +1,101 @@
+"""One fuzz case of each input kind, run the way the CLI commands run it, classified by outcome.
+
+Kinds (the seed picks the damage; see the *_mutations modules):
+
+* ``trace``: a damaged dfcompass trace through what ``info``, ``analyze`` and ``states`` do
+  (read, pair, build the graph, run the generated analyses);
+* ``lttng``: a damaged LTTng trace through ``info`` (the bt2 reader, with its babeltrace2 child);
+* ``kineto``: a damaged Kineto JSON through ``import-kineto``;
+* ``xml``: a damaged Trace Compass XML analysis through ``states --xml``.
+
+Outcomes: ``ok``; ``one-line error`` (a DfcompassError of one line naming the input);
+``bad message`` (a DfcompassError that does not); ``internal error: <type>`` (anything else).
+Signal deaths and hangs are what scripts/fuzz.py counts around a worker process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from tc_analyses.errors import DfcompassError
+from tests.fuzz.kineto_mutations import mutate
+from tests.fuzz.trace_mutations import mutate_trace
+from tests.fuzz.xml_mutations import mutate_xml
+from tests.helpers import REPO_ROOT
+
+TRACE = REPO_ROOT / "tests" / "data" / "traces" / "succeed" / "all-classes"
+LTTNG = REPO_ROOT.parent / "shared" / "traces" / "lttng" / "context-switches-ust"
+KINDS = ("trace", "lttng", "kineto", "xml")
+
+
+def read_like_the_commands(trace: Path) -> None:
+    """Read, pair, build the graph and run the generated analyses, as `info` and `analyze` do."""
+    from tc_analyses.export import reports
+    from tc_analyses.inputs import TraceInputs
+
+    inputs = TraceInputs(trace)
+    reports.info_text(inputs.info)
+    inputs.activity
+    inputs.graph
+    inputs.summary()
+
+
+def _info(trace: Path) -> None:
+    from tc_analyses.export import reports
+    from tc_analyses.inputs import TraceInputs
+
+    reports.info_text(TraceInputs(trace).info)
+
+
+_xml_sources: list[tuple[str, bytes]] = []
+
+
+def _xml_source(seed: int) -> tuple[str, bytes]:
+    if not _xml_sources:
+        from tc_analyses.export.tracecompass.render import render_xml
+        from tc_analyses.inputs import TraceInputs
+
+        _xml_sources.extend(sorted(render_xml(TraceInputs(TRACE).facts).items()))
+    return _xml_sources[seed % len(_xml_sources)]
+
+
+def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], object]]:
+    """The damaged input of case (`kind`, `seed`) under `workdir`, and the call that consumes it."""
+    if kind == "trace":
+        trace = mutate_trace(TRACE, workdir / f"trace{seed}", seed)
+        return trace, lambda: read_like_the_commands(trace)
+    if kind == "lttng":
+        trace = mutate_trace(LTTNG, workdir / f"lttng{seed}", seed)
+        return trace, lambda: _info(trace)
+    if kind == "kineto":
+        from tracer.importers import import_kineto
+
+        src = workdir / f"kineto{seed}.json"
+        src.write_bytes(mutate(seed))
+        return src, lambda: import_kineto(src, workdir / f"kineto{seed}-out")
+    if kind == "xml":
+        from tc_analyses import app
+
+        name, data = _xml_source(seed)
+        xml = workdir / f"{seed}-{name}"
+        xml.write_bytes(mutate_xml(data, seed))
+        return xml, lambda: app.states(TRACE, [xml], "*", None, None)
+    raise ValueError(f"unknown fuzz kind {kind!r}")
+
+
+def classify(inputs: tuple[Path, ...], run: Callable[[], object]) -> tuple[str, str]:
+    """(outcome, detail) of one case; `inputs` are the files an error may name."""
+    from tracer.importers import KinetoImportError
+
+    try:
+        run()
+    except (DfcompassError, KinetoImportError) as exc:
+        message = str(exc)
+        named = any(str(path) in message for path in inputs)
+        if named and "\n" not in message:
+            return "one-line error", ""
+        return "bad message", message[:200]
+    except Exception as exc:  # noqa: BLE001 - what the fuzzer hunts
+        return f"internal error: {type(exc).__name__}", str(exc)[:200]
+    return "ok", ""
