@@ -1,17 +1,18 @@
 """PyTorch recording overhead: our TorchRecorder against torch.profiler, both against no tracing.
 
-Two models, eval mode under ``torch.no_grad()``, ``torch.set_num_threads(1)``, batch 8
-(tracer/workloads/torch_models.py):
+Three models, ``torch.set_num_threads(1)``, batch 8 (tracer/workloads/torch_models.py):
 
-* ``resnet18``: :func:`resnet18_like` on 3x32x32 images: few, heavy ops (conv-dominated);
-* ``tiny_mlp``: :func:`tiny_mlp`, 20 ``Linear(16, 16)`` + ReLU: many tiny ops, so the per-op
-  cost of recording dominates.
+* ``resnet18``: :func:`resnet18_like` on 3x32x32 images, inference: few, heavy ops (conv-dominated);
+* ``tiny_mlp``: :func:`tiny_mlp`, 20 ``Linear(16, 16)`` + ReLU, inference: many tiny ops, so the
+  per-op cost of recording dominates;
+* ``transformer_train``: a 4-layer ``nn.TransformerEncoder`` (d=64, 4 heads) training step with
+  SGD on 16-token sequences: forward, backward and optimizer ops, ~590 ops per step.
 
 Cases, alternated round by round in one process, best of k each (:func:`_common.alternate`):
 
 * ``untraced``: the steps alone;
-* ``profiler``: ``torch.profiler.profile(activities=[CPU], record_shapes=True)``, exporting
-  nothing;
+* ``profiler``: ``torch.profiler.profile(activities=[CPU], record_shapes=True, profile_memory=True)``
+  (what we collect through it), exporting nothing;
 * ``profiler+export``: the same, then ``export_chrome_trace`` to a temporary file: the profiler
   writing its own trace, for context (not a target);
 * ``ours``: ``tracer.torch_source.TorchRecorder(tmpdir)``, which also records memory, module
@@ -46,7 +47,7 @@ TARGET_RATIO = 1.2
 TARGET_BYTES_PER_EVENT = 32.0
 BATCH = 8
 # Steps timed per case: the tiny MLP's step takes ~0.2 ms, so it gets more of them.
-STEPS = {"resnet18": 20, "tiny_mlp": 200}
+STEPS = {"resnet18": 20, "tiny_mlp": 200, "transformer_train": 20}
 WARMUP_STEPS = 3
 CASES = ("untraced", "profiler", "profiler+export", "ours")
 
@@ -60,18 +61,30 @@ class _Model:
         from tracer.workloads import torch_models
 
         torch.manual_seed(0)
+        self.optimizer: Any = None
         if name == "resnet18":
             self.module = torch_models.resnet18_like().eval()
             self.input = torch.randn(BATCH, *torch_models.IMAGE)
-        else:
+        elif name == "tiny_mlp":
             self.module = torch_models.tiny_mlp().eval()
             self.input = torch.randn(BATCH, 16)
+        else:
+            layer = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
+            self.module = torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+            self.optimizer = torch.optim.SGD(self.module.parameters(), lr=0.01)
+            self.input = torch.randn(BATCH, 16, 64)
         self.name = name
         self.no_grad = torch.no_grad
         self.steps(WARMUP_STEPS)
 
     def steps(self, n: int) -> None:
-        module, x = self.module, self.input
+        module, x, optimizer = self.module, self.input, self.optimizer
+        if optimizer is not None:
+            for _ in range(n):
+                optimizer.zero_grad()
+                module(x).sum().backward()
+                optimizer.step()
+            return
         with self.no_grad():
             for _ in range(n):
                 module(x)
@@ -94,7 +107,7 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
 
     def profiled(export: bool) -> Sample:
         """torch.profiler(record_shapes=True), optionally exporting its Chrome trace at the end."""
-        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True)
         path = root / f"{model.name}-{next(counter)}.json"
         model.steps(1)
         t0 = time.perf_counter_ns()

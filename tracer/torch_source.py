@@ -42,6 +42,8 @@ MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
 _STEP_MARK = "ProfilerStep#"
 _MAX_SEQ_SCOPES = 200_000
+# Per event class, the positions of its string-id fields (a batch interns the text given there).
+_SID_FIELDS = {cls.short: tuple(i for i, f in enumerate(cls.fields) if f.type == "sid") for cls in schema.CATALOGUE}
 
 
 def _import_torch() -> Any:
@@ -187,45 +189,70 @@ class _Collector:
         self.seq_scope: dict[int, str] = {} if seq_scope is None else seq_scope  # autograd seq -> forward scope
         self.step_marks = step_marks
 
-    def walk(self, event: Any, scope: str, step: int, backward: str, node: _Node | None) -> None:
-        """`backward`: the scope label of the backward function being run, or "" in forward."""
+    def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
+        """Above the outermost aten ops. `backward`: the scope label of the backward function
+        being run, or "" in forward."""
         tag = event.tag
         if tag == self.torch_op:
             name: str = event.name
             extra = event.extra_fields
-            if node is None:
-                if name.startswith(MODULE_MARK):
-                    scope = name[len(MODULE_MARK):]
-                elif name.startswith(THREAD_MARK):
-                    self.os_tids[event.start_tid] = int(name[len(THREAD_MARK):])
-                    return
-                elif name.startswith(_STEP_MARK):
-                    if self.step_marks:
-                        step = int(name[len(_STEP_MARK):])
-                        self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
-                elif extra.scope == self.backward:
-                    forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
-                    backward = (forward or name) + " (backward)"
-                elif name.startswith("aten::"):
-                    node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
-                                 event.overload_name, backward or scope or name, step, list(extra.inputs))
-                    self.nodes.append(node)
-                elif extra.scope == self.user_scope and not name.startswith("##"):
-                    scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+            if name.startswith(MODULE_MARK):
+                scope = name[len(MODULE_MARK):]
+            elif name.startswith(THREAD_MARK):
+                self.os_tids[event.start_tid] = int(name[len(THREAD_MARK):])
+                return
+            elif name.startswith(_STEP_MARK):
+                if self.step_marks:
+                    step = int(name[len(_STEP_MARK):])
+                    self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
+            elif extra.scope == self.backward:
+                forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
+                backward = (forward or name) + " (backward)"
+            elif name.startswith("aten::"):
+                node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
+                             event.overload_name, backward or scope or name, step, list(extra.inputs))
+                self.nodes.append(node)
+                if not backward and scope and extra.sequence_number >= 0:
+                    self.seq_scope.setdefault(extra.sequence_number, scope)
+                self._inside(event, node, "" if backward else scope)
+                return
+            elif extra.scope == self.user_scope and not name.startswith("##"):
+                scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
             if not backward and scope and extra.sequence_number >= 0:
                 self.seq_scope.setdefault(extra.sequence_number, scope)
         elif tag == self.allocation:
-            extra = event.extra_fields
-            device = str(extra.device)
-            self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, extra.alloc_size,
-                                extra.total_allocated))
-            if node is not None and extra.allocation_id is not None:
-                entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr])
-                entry[1] += extra.alloc_size
-                if extra.alloc_size > 0:
-                    node.device = device
+            self._allocation(event, None)
         for child in event.children:
-            self.walk(child, scope, step, backward, node)
+            self.walk(child, scope, step, backward)
+
+    def _inside(self, event: Any, node: _Node, forward_scope: str) -> None:
+        """Below a node, in time order: its allocations, and (in forward) the autograd sequence
+        numbers of its inner ops, whose backward functions take the node's scope."""
+        allocation, seq_scope = self.allocation, self.seq_scope
+        stack = event.children[::-1]
+        while stack:
+            child = stack.pop()
+            if child.tag == allocation:
+                self._allocation(child, node)
+                continue
+            if forward_scope:
+                sequence = child.extra_fields.sequence_number
+                if sequence >= 0:
+                    seq_scope.setdefault(sequence, forward_scope)
+            children = child.children
+            if children:
+                stack += children[::-1]
+
+    def _allocation(self, event: Any, node: _Node | None) -> None:
+        extra = event.extra_fields
+        device = str(extra.device)
+        size = extra.alloc_size
+        self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, size, extra.total_allocated))
+        if node is not None and extra.allocation_id is not None:
+            entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr])
+            entry[1] += size
+            if size > 0:
+                node.device = device
 
     def steps_by_time(self) -> None:
         """Give ops outside every step tree the step whose window contains their start.
@@ -440,7 +467,7 @@ class TorchRecorder:
             collector = _Collector(self._torch, self._os_tids, self._seq_scope,
                                    step_marks=self._user_steps or not self._streaming)
             for root in results.experimental_event_tree():
-                collector.walk(root, "", schema.NO_STEP, "", None)
+                collector.walk(root, "", schema.NO_STEP, "")
             collector.steps_by_time()
             batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
             self._write_nodes(batch, collector)
@@ -595,25 +622,36 @@ class _Batch:
         self._offset = offset
         self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         self._strings: list[tuple[int, int, str]] = []
-
-    def _ts(self, epoch_ns: int) -> int:
-        return max(epoch_ns - self._offset, self._floor)
+        self._defined: dict[str, tuple[int, int]] = {}  # text -> (sid, earliest definition time) seen here
 
     def device(self, name: str) -> int:
         return self.session.device(name)
 
     def add(self, short_name: str, key: str, epoch_ns: int, *values: Any) -> None:
-        ts = self._ts(epoch_ns)
-        cls = schema.BY_SHORT[short_name]
-        row = tuple(self._sid(v, ts) if f.type == "sid" and isinstance(v, str) else v
-                    for f, v in zip(cls.fields, values))
-        self._rows.setdefault((short_name, key), []).append((ts, *row))
+        ts = epoch_ns - self._offset
+        if ts < self._floor:
+            ts = self._floor
+        positions = _SID_FIELDS[short_name]
+        if positions:
+            row = list(values)
+            for at in positions:
+                if isinstance(row[at], str):
+                    row[at] = self._sid(row[at], ts)
+            values = tuple(row)
+        rows = self._rows.get((short_name, key))
+        if rows is None:
+            rows = self._rows[(short_name, key)] = []
+        rows.append((ts, *values))
 
     def _sid(self, text: str, ts: int) -> int:
         define_at = max(ts - 1, self._floor)
+        known = self._defined.get(text)
+        if known is not None and known[1] <= define_at:  # defined no later than this use
+            return known[0]
         sid, needs_definition = self.session.intern_at(text, define_at)
         if needs_definition:
             self._strings.append((define_at, sid, text))
+        self._defined[text] = (sid, define_at if known is None else min(known[1], define_at))
         return sid
 
     def flush(self) -> None:
