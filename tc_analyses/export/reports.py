@@ -41,7 +41,10 @@ def _utc(ns: int | None) -> str:
     if ns is None:
         return "-"
     seconds, rest = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+    except (OverflowError, OSError, ValueError):  # a damaged clock offset: past the calendar's years
+        return f"{ns} ns since the epoch"
 
 
 def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:

@@ -97,6 +97,8 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
     if clock_match:
         items = dict(re.findall(r"(\w+)\s*=\s*(\d+)\s*;", clock_match.group(1)))
         freq = int(items.get("freq", freq))
+        if not 0 < freq <= 10**15:
+            raise TraceError(path, f"clock frequency {freq} Hz is out of range (1 Hz .. 1 PHz)")
         offset_ns = int(items.get("offset_s", 0)) * 1_000_000_000 + int(items.get("offset", 0)) * 1_000_000_000 // freq
     events: dict[int, str] = {}
     for block in re.findall(r"\bevent\s*\{(.*?)\n\};", text, re.S):

@@ -53,6 +53,8 @@ def mutate_trace(source: Path, out: Path, seed: int) -> Path:
     streams = sorted(p for p in out.iterdir() if p.is_file() and p.name != "metadata" and p.stat().st_size)
     for _ in range(rng.randint(1, 3)):
         kind = rng.random()
+        if not streams:
+            break
         if kind < 0.75:
             path = rng.choice(streams)
             path.write_bytes(bytes(_damage_stream(rng, bytearray(path.read_bytes()))))
@@ -64,5 +66,6 @@ def mutate_trace(source: Path, out: Path, seed: int) -> Path:
             shutil.copy(path, out / f"{path.name}-copy")
         else:
             path = rng.choice(streams)
-            path.unlink(missing_ok=True)
+            path.unlink()
+            streams.remove(path)
     return out

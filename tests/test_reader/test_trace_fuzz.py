@@ -51,7 +51,8 @@ def test_damaged_traces_read_or_fail_with_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damaged", FIXTURES, ids=[p.name for p in FIXTURES])
 def test_traces_that_once_failed_stay_fixed(damaged: Path, tmp_path: Path) -> None:
     """Damage that once allocated tens of GiB (a string id of 2^31, sized tables) or overflowed (a
-    timestamp of 2^64 - 1 inside a packet); each fixture holds only the damaged stream files."""
+    timestamp of 2^64 - 1 inside a packet), a clock of 0 Hz or an offset past year 9999 in the
+    metadata; each fixture holds only the damaged files."""
     trace = tmp_path / "t"
     shutil.copytree(SOURCE, trace)
     for stream in damaged.iterdir():
