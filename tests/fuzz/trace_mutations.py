@@ -17,6 +17,8 @@ HUGE_TEXT = (b"18446744073709551615", b"4294967296", b"999999999999999999999999"
 
 
 def _damage_stream(rng: random.Random, data: bytearray) -> bytearray:
+    if not data:  # cut to nothing by an earlier damage
+        return data
     kind = rng.random()
     if kind < 0.55:
         for _ in range(rng.randint(1, 6)):
@@ -30,6 +32,8 @@ def _damage_stream(rng: random.Random, data: bytearray) -> bytearray:
 
 
 def _damage_metadata(rng: random.Random, data: bytearray) -> bytearray:
+    if not data:
+        return data
     kind = rng.random()
     if kind < 0.4:  # a number (a size, an alignment, an offset, an id) made huge or zero
         numbers = list(re.finditer(rb"\d+", data))
