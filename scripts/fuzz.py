@@ -94,6 +94,20 @@ def main(count: int, workers: int) -> int:
         running: list[_Worker] = [_Worker(p, Path(tmp) / f"w{i}") for i, p in enumerate(pending) if p]
         done = 0
         next_report = 500
+
+        def lost_case(w: _Worker, outcome: str) -> None:
+            """The worker died or hung on its case: count it and go on from the next seed."""
+            nonlocal done
+            assert w.current is not None
+            key = (KINDS[w.current % len(KINDS)], outcome)
+            outcomes[key] += 1
+            first.setdefault(key, (w.current, ""))
+            done += 1
+            running.remove(w)
+            rest = w.seeds[w.seeds.index(w.current) + 1:]
+            if rest:
+                running.append(_Worker(rest, Path(tmp) / f"w{w.current}"))
+
         while running:
             streams = {w.proc.stdout.fileno(): w for w in running if w.proc.stdout is not None}
             ready, _, _ = select.select(list(streams), [], [], 0.5)
@@ -103,17 +117,11 @@ def main(count: int, workers: int) -> int:
                 lines = w.lines()
                 if lines is None:  # the worker ended
                     w.proc.wait()
-                    if w.current is not None:
-                        code = w.proc.returncode
-                        outcome = f"signal death: {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-                        kind = KINDS[w.current % len(KINDS)]
-                        outcomes[(kind, outcome)] += 1
-                        first.setdefault((kind, outcome), (w.current, ""))
-                        done += 1
-                        rest = w.seeds[w.seeds.index(w.current) + 1:]
-                        if rest:
-                            running.append(_Worker(rest, Path(tmp) / f"w{w.current}"))
-                    running.remove(w)
+                    code = w.proc.returncode
+                    if w.current is None:
+                        running.remove(w)
+                    else:
+                        lost_case(w, f"signal death: {signal.Signals(-code).name}" if code < 0 else f"exit {code}")
                     continue
                 for line in lines:
                     if line.get("started"):
@@ -129,16 +137,9 @@ def main(count: int, workers: int) -> int:
                     done += 1
             for w in list(running):
                 if w.current is not None and now - w.started_at > LIMIT_S:
-                    kind = KINDS[w.current % len(KINDS)]
-                    outcomes[(kind, "hang")] += 1
-                    first.setdefault((kind, "hang"), (w.current, ""))
-                    done += 1
                     w.proc.kill()
                     w.proc.wait()
-                    running.remove(w)
-                    rest = w.seeds[w.seeds.index(w.current) + 1:]
-                    if rest:
-                        running.append(_Worker(rest, Path(tmp) / f"w{w.current}h"))
+                    lost_case(w, "hang")
             if done >= next_report:
                 print(f"fuzz: {done}/{count} cases", file=sys.stderr, flush=True)
                 next_report += 500

@@ -170,6 +170,11 @@ class Session:
         """
         self._stop_hooks.append(hook)
 
+    def discard_stop_hook(self, hook: Callable[[], None]) -> None:
+        """Forget `hook` (a source that stopped on its own has nothing left to write)."""
+        with contextlib.suppress(ValueError):
+            self._stop_hooks.remove(hook)
+
     def stop(self) -> None:
         """Flush everything and close the trace. Safe to call twice, from atexit or a signal."""
         global _active
@@ -227,11 +232,9 @@ class Session:
             yield
         finally:
             self._sigterm_deferrals -= 1
-            signum, self._deferred_sigterm = self._deferred_sigterm, None
-            if signum is not None and not self._sigterm_deferrals:
+            if not self._sigterm_deferrals and self._deferred_sigterm is not None:
+                signum, self._deferred_sigterm = self._deferred_sigterm, None
                 self._on_sigterm(signum, None)
-            elif signum is not None:
-                self._deferred_sigterm = signum
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         if self._sigterm_deferrals:

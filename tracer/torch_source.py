@@ -443,6 +443,8 @@ class TorchRecorder:
         if self._profiler is None:
             return
         profiler, self._profiler = self._profiler, None
+        if self.session is not None:
+            self.session.discard_stop_hook(self.stop)
         try:
             if not self._converting:  # else a signal interrupted a conversion: the profiler is mid-step
                 with _kineto_log_filtered():

@@ -23,12 +23,10 @@ _torch_wanted = os.environ.pop("DFCOMPASS_TORCH", "1") != "0"
 
 def _start_torch_recorder(_module: object) -> None:
     try:
-        import atexit
-
         from tracer.torch_source import TorchRecorder
 
-        recorder = TorchRecorder().start()
-        atexit.register(recorder.stop)  # LIFO: before the session stops (which also runs it, as a stop hook)
+        # The recorder stops when the session does (a stop hook: exit, SIGTERM), converting first.
+        TorchRecorder().start()
     except Exception as exc:  # tracing must never stop the program from running
         print(f"dfcompass: error: cannot record PyTorch: {exc}", file=sys.stderr)
 
