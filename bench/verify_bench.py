@@ -58,7 +58,7 @@ def handover_latency_us(samples: int = 200) -> dict[str, float]:
 
 def _program(program: str, work: Path, rounds: int) -> dict[str, Any]:
     base = work / program / "base"
-    if app.run_recorded(base, _command(program), True, torch=False, stdout=sys.stderr) != 0:
+    if app.run_recorded(base, _command(program), True, torch=False, stdout=sys.stderr).code != 0:
         raise RuntimeError(f"{program}: the baseline run failed")
     plan, _ = app.place(base, "cpu:0,cpu:1", work / program / "plan")
     one, _ = app.place(base, "cpu:0", work / program / "plan1")

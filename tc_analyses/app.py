@@ -8,6 +8,7 @@ the analyses and write the artifacts: placement plans and their views, HTML repo
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,15 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
 from tc_analyses.registry import KEYS
+from tracer.job import JOB_ENV
 
 if TYPE_CHECKING:
     from tc_analyses.analyses.placement.recommend import Recommendation
     from tc_analyses.export.html_report import Section
     from tc_analyses.export.sections import SeedSection
 
-RECORD_ENV = "DFCOMPASS_RECORD_DIR"
-TORCH_ENV = "DFCOMPASS_TORCH"  # "0": dfcompass record leaves PyTorch's profiler off
-RECORD_OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
 DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
 DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
 Echo = Callable[[str], None]
@@ -49,6 +48,23 @@ def import_kineto(file: Path, output: Path, overwrite: bool) -> Any:
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)") from None
     except OSError as exc:  # a missing or unreadable FILE, an unwritable OUTPUT
         raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
+
+
+def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool) -> list[Any]:
+    """Import the Kineto files of one job (one per rank) as a job folder: OUTPUT/<name>/ each,
+    named after its file. Their clocks are absolute wall time, so babeltrace2 and Trace Compass
+    open the folder as one job; the rank each file names is kept in its trace's environment."""
+    from tc_analyses.reader.job import unique_names
+
+    names = unique_names([_stem(f) for f in files])
+    return [import_kineto(f, output / name, overwrite) for f, name in zip(files, names)]
+
+
+def _stem(file: Path) -> str:
+    name = file.name
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return name or "trace"
 
 
 @dataclass
@@ -309,7 +325,7 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
     trace = output / "trace"
     # The program's output goes to stderr: stdout carries only the comparison (--format json).
     code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},
-                        stdout=_stderr_file())
+                        stdout=_stderr_file()).code
     if code != 0:
         raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the plan; its trace is in {trace}")
     inputs = TraceInputs(trace)
@@ -398,25 +414,57 @@ def _package_root() -> str:
     return str(Path(tracer.__file__).resolve().parent.parent)
 
 
-def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
-                 extra_env: Mapping[str, str] | None = None, stdout: Any = None) -> int:
-    """Run `command` with dfcompass recording into `output`; return its exit code.
+@dataclass
+class Recorded:
+    """What ``dfcompass record`` left: the program's exit code and the job's process traces."""
 
-    `torch=False` leaves PyTorch's profiler off (programs that record their own nodes, such as graph
-    programs, would otherwise get every aten op twice); `extra_env` is added to the environment;
-    `stdout` redirects the program's standard output (None: inherited)."""
-    if (output / "metadata").exists() and not overwrite:
+    code: int
+    job: Path
+    traces: list[Any]  # tc_analyses.reader.job.ProcessTrace, one per recorded process
+
+    @property
+    def trace(self) -> Path:
+        """The one process trace of a single-process run (commands that take one trace use it)."""
+        from tc_analyses.reader.job import single_trace
+
+        return single_trace(self.job)
+
+    def warning(self) -> str | None:
+        """Why the user should doubt this job: nothing recorded at all, or no node anywhere."""
+        if any(t.has_nodes() for t in self.traces):
+            return None
+        return (f"{self.job}: {len(self.traces)} process trace(s) but no dataflow node in any: if the work ran "
+                "in child processes, they were not recorded (not Python, started with a cleared environment, "
+                "or DFCOMPASS_FOLLOW=0)")
+
+
+def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
+                 extra_env: Mapping[str, str] | None = None, stdout: Any = None) -> Recorded:
+    """Run `command` with dfcompass recording the job into the folder `output`.
+
+    Every Python process of the job writes ``output/<host>-<pid>/`` (tracer/job.py). `torch=False`
+    leaves PyTorch's profiler off (programs that record their own nodes, such as graph programs,
+    would otherwise get every aten op twice); `extra_env` is added to the environment; `stdout`
+    redirects the program's standard output (None: inherited)."""
+    from tc_analyses.reader.job import job_traces
+    from tracer import job
+    from tracer.clock import OFFSET_ENV, measure_wall_offset_ns
+
+    old = job_traces(output) if output.is_dir() else []
+    if old and not overwrite:
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
+    for trace in old:  # only trace folders go: anything else the user keeps there stays
+        shutil.rmtree(trace.path)
     if command[0].endswith(".py"):
         command = [sys.executable, *command]
     elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
         command = [sys.executable, *command[1:]]
     autostart = str(Path(_package_root()) / "tracer" / "_autostart")
     env = dict(os.environ)
-    env[RECORD_ENV] = str(output.resolve())
-    env[RECORD_OVERWRITE_ENV] = "1" if overwrite else ""
+    env[job.JOB_ENV] = str(output.resolve())
+    env[OFFSET_ENV] = str(measure_wall_offset_ns())  # one time base for the processes of this host
     if not torch:
-        env[TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
+        env[job.TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
     from tc_analyses.child_process import run_child
@@ -425,10 +473,11 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
         code = run_child(command, env, stdout)
     except FileNotFoundError:
         raise ConfigurationError(f"{command[0]}: command not found") from None
-    if not (output / "metadata").exists():
+    traces = job_traces(output) if output.is_dir() else []
+    if not traces:
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")
-    return code
+    return Recorded(code, output, traces)
 
 
 def record_torch_workload(trace: Path, args: list[str]) -> int:
@@ -439,7 +488,7 @@ def record_torch_workload(trace: Path, args: list[str]) -> int:
         raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
                                  "or run: dfcompass demo --workload pipeline")
     env = dict(os.environ)
-    env.pop(RECORD_ENV, None)  # the workload records itself: no autostarted session beside it
+    env.pop(JOB_ENV, None)  # the workload records itself: no autostarted session beside it
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite", *args]
     return subprocess.run(command, env=env).returncode
@@ -470,7 +519,7 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     trace = output / "trace"
     if workload == "pipeline":
         code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
-                            True)
+                            True).code
     else:
         code = record_torch_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
     if code != 0:
@@ -527,7 +576,7 @@ def demo_verified_plan(output: Path, echo: Echo, progress: Progress = no_progres
         return ""
     command = [sys.executable, "-m", "tracer.workloads.graph_programs", DEMO_PROGRAM, "--steps", "10"]
     with progress("verifying a plan", 3) as advance:
-        if run_recorded(output / "baseline", command, True, torch=False, stdout=subprocess.DEVNULL) != 0:
+        if run_recorded(output / "baseline", command, True, torch=False, stdout=subprocess.DEVNULL).code != 0:
             raise DfcompassError(f"the {DEMO_PROGRAM} graph program failed")
         advance(1)
         place(output / "baseline", DEMO_LANES, output / "plan")

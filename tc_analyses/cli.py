@@ -257,18 +257,23 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
 def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...]) -> None:
-    """Run a Python program with tracing on: dfcompass record -o DIR -- python prog.py ARGS...
+    """Run a program with tracing on: dfcompass record -o JOB -- python prog.py ARGS...
 
-    The first Python process the command starts is traced into DIR; programs use
-    tracer.node / tracer.traced / tracer.step to mark their dataflow.
+    Every Python process the command starts (its children too: fork, spawn, torchrun, mp.spawn,
+    DataLoader workers) is traced into JOB/<host>-<pid>/; programs use tracer.node /
+    tracer.traced / tracer.step to mark their dataflow, and PyTorch ops are recorded as they run.
     """
     from tc_analyses.app import run_recorded
 
-    code = run_recorded(output, list(command), overwrite, torch)
-    click.echo(f"trace written to {output}", err=True)
-    if code != 0:
-        click.echo(f"dfcompass: the program exited with code {code}; its trace is still readable", err=True)
-    sys.exit(code)
+    recorded = run_recorded(output, list(command), overwrite, torch)
+    count = len(recorded.traces)
+    click.echo(f"trace written to {output}" + (f" ({count} processes)" if count > 1 else ""), err=True)
+    warning = recorded.warning()
+    if warning:
+        click.echo(f"dfcompass: warning: {warning}", err=True)
+    if recorded.code != 0:
+        click.echo(f"dfcompass: the program exited with code {recorded.code}; its trace is still readable", err=True)
+    sys.exit(recorded.code)
 
 
 @main.command()

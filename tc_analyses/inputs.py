@@ -52,13 +52,15 @@ class TraceInputs:
     ----------
     path : str or Path
         The trace directory (a dfcompass trace, or any CTF trace for :meth:`built` and
-        :attr:`info`).
+        :attr:`info`), or a recorded job folder that holds one process trace.
     progress : Progress, optional
         Shows the reading of the trace and the headless run of the Trace Compass analyses.
     """
 
     def __init__(self, path: str | Path, progress: Progress = no_progress) -> None:
-        self.path = Path(path)
+        from tc_analyses.reader.job import single_trace
+
+        self.path = single_trace(path)  # a job folder of one process is that process's trace
         self.progress = progress
         self.reads = 0  # how many times the trace was read from disk (1 at most for a dfcompass trace)
         self._built: dict[tuple[Path, ...], BuiltAnalyses] = {}

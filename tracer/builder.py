@@ -39,9 +39,11 @@ class TraceBuilder:
         env: dict[str, str | int] | None = None,
         overwrite: bool = False,
         packet_size: int = 64 * 1024,
+        absolute_clock: bool = True,
     ) -> None:
         self._trace = TraceDirectory(path, clock_offset_ns=clock_offset_ns, trace_uuid=trace_uuid,
-                                     hostname=hostname, env=env, overwrite=overwrite, packet_size=packet_size)
+                                     hostname=hostname, env=env, overwrite=overwrite, packet_size=packet_size,
+                                     absolute_clock=absolute_clock)
         self.path = self._trace.path
         self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         self._strings: dict[str, int] = {}

@@ -143,6 +143,7 @@ class TraceDirectory:
         env: dict[str, str | int] | None = None,
         packet_size: int = DEFAULT_PACKET_SIZE,
         overwrite: bool = False,
+        absolute_clock: bool = True,
     ) -> None:
         self.path = Path(path)
         self.uuid = trace_uuid or uuid_mod.uuid4()
@@ -160,7 +161,7 @@ class TraceDirectory:
             for old in self.path.iterdir():
                 if old.is_file():
                     old.unlink()
-        meta = TraceMeta(self.uuid, clock_offset_ns, hostname=hostname, env=dict(env or {}))
+        meta = TraceMeta(self.uuid, clock_offset_ns, hostname=hostname, env=dict(env or {}), absolute=absolute_clock)
         # Metadata goes first and whole: written to a temp name, then renamed into place.
         tmp = self.path / ".metadata.tmp"
         tmp.write_text(render_metadata(meta), encoding="ascii")

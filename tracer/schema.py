@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-SCHEMA_VERSION: Final = (1, 1)
+SCHEMA_VERSION: Final = (1, 2)
 TRACER_NAME: Final = "dfcompass"
 EVENT_PREFIX: Final = "dfc:"
 
@@ -200,6 +200,20 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("shapes", "sid", "input shapes, e.g. [[8, 3, 32, 32], [64, 3, 7, 7], []]"),
         _f("dtypes", "sid", "input dtypes, e.g. float32,float32,"),
     ), "Input shapes and dtypes of a node execution (recorded by sources that know them).", "dataflow"),
+    EventClass(20, "process_rank", (
+        _f("rank", "u32", "global rank in the job"),
+        _f("local_rank", "u32", "rank on this host, 4294967295 when unknown"),
+        _f("world_size", "u32", "number of ranks in the job"),
+        _f("backend", "sid", "collective backend, e.g. gloo, nccl; empty when unknown"),
+    ), "The process's place in a distributed job, once it is known.", "descriptions"),
+    EventClass(21, "collective", (
+        _f("node_id", "u32", "execution id of the dfc:node_begin that issued it"),
+        _f("kind", "sid", "all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier, ..."),
+        _f("group", "sid", "process group name, empty for the default group"),
+        _f("group_size", "u32", "ranks in the group, 0 when unknown"),
+        _f("seq", "u64", "issue order of this rank's collectives: the same collective has the same seq on every rank"),
+        _f("bytes", "u64", "payload bytes on this rank, 0 when unknown"),
+    ), "A collective or point-to-point communication op, at the start of its node.", "dataflow"),
 )
 
 BY_NAME: Final[dict[str, EventClass]] = {c.name: c for c in CATALOGUE}

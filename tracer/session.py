@@ -139,7 +139,7 @@ class Session:
             self.path,
             clock_offset_ns=self.clock.offset_to_wall_ns(),
             hostname=socket.gethostname(),
-            env={"pid": os.getpid(), **self._env},
+            env={"pid": os.getpid(), **launcher_env(), **self._env},
             packet_size=self._packet_size,
             overwrite=self._overwrite,
         )
@@ -458,6 +458,16 @@ class Session:
             except Exception as exc:  # a packing bug must not kill recording silently
                 assert self.trace is not None
                 self.trace.report_error(f"flusher: {type(exc).__name__}: {exc}")
+
+
+# Variables that launchers (torchrun, torch.distributed.elastic, SLURM wrappers) set for each rank.
+_LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+def launcher_env() -> dict[str, str | int]:
+    """The rank variables a launcher gave this process, as trace environment entries."""
+    return {name.lower(): int(value) for name in _LAUNCHER_VARS
+            if (value := os.environ.get(name, "")).isdigit()}
 
 
 def _disable_in_child() -> None:

@@ -50,6 +50,9 @@ class TraceMeta:
     clock_offset_ns: int  # wall time minus clock time, >= 0
     clock_name: str = "monotonic"
     hostname: str = ""
+    # Whether offset + clock value is wall time (ns since the Unix epoch). babeltrace2 merges
+    # traces of one job only when their clocks are all absolute (or share one UUID).
+    absolute: bool = True
     env: dict[str, str | int] = field(default_factory=dict)
 
 
@@ -87,7 +90,7 @@ def render_metadata(meta: TraceMeta) -> str:
         '\tdescription = "CLOCK_MONOTONIC in ns";\n',
         # freq before offset_s: Trace Compass scales offset_s with the freq it has seen so far.
         f"\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = {offset_s};\n\toffset = {offset_ns};\n",
-        "\tabsolute = false;\n};\n\n",
+        f"\tabsolute = {'true' if meta.absolute else 'false'};\n}};\n\n",
         f"stream {{\n\tid = {STREAM_ID};\n",
         "\tevent.header := struct {\n\t\tuint16_t id;\n\t\tuint64_clock_t timestamp;\n\t};\n",
         "\tpacket.context := struct {\n\t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n"

@@ -48,11 +48,12 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
     """Summarise the trace at `path`. `progress` gets bytes read (fast) or events read (bt2)."""
     path = Path(path)
     traces = find_traces(path)
-    if len(traces) != 1 or traces[0] != Path(path):
-        # A folder of traces (an LTTng session output, say): babeltrace2 reads them as one.
+    if len(traces) != 1:
+        # A folder of traces (a recorded job, an LTTng session output): babeltrace2 reads them as one.
         if not traces:
             read_metadata(path)  # raises the precise error
         return _from_bt2(Path(path), "unknown", {}, progress)
+    path = traces[0]  # the trace itself, or the one trace of a folder (a job of one process)
     meta = read_metadata(path)
     use_fast = reader == "fast" or (reader == "auto" and meta.is_dfcompass)
     producer = str(meta.env.get("tracer_name", "unknown"))

@@ -232,11 +232,13 @@ def stream_files(trace_dir: Path) -> list[Path]:
 
 
 def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> DfcTrace:
-    """Read a whole dfcompass trace directory into columnar tables.
+    """Read a whole dfcompass trace directory (or a job folder of one process) into columnar tables.
 
     `progress`, when given, is called with the number of bytes read after each stream file.
     """
-    trace_dir = Path(path)
+    from tc_analyses.reader.job import single_trace
+
+    trace_dir = single_trace(path)
     meta, uuid_bytes = read_dfcompass_metadata(trace_dir)
     per_class: dict[int, list[Any]] = {}
     streams: list[StreamInfo] = []

@@ -24,6 +24,7 @@ def all_classes(path: Path) -> None:
         b.add("process_info", "100", 1_000, 100, "train.py", "testhost")
         b.add("thread_info", "100", 1_000, 100, 100, "MainThread")
         b.add("thread_info", "101", 1_000, 100, 101, "loader <&\"'> ☃")
+        b.add("process_rank", "100", 1_000, 1, 1, 2, "gloo")
         cpu = b.device("cpu", 1_000)
         gpu = b.device("cuda:0", 1_000, model="H100")
         node = tensor = corr = 0
@@ -34,6 +35,9 @@ def all_classes(path: Path) -> None:
             load = node
             b.add("node_begin", "101", t + 100, load, "read", "loader.read[0]", cpu, 101, step)
             b.add("node_args", "101", t + 100, load, "[[1024]]", "int32")
+            # the read also agrees on the batch with the job's other rank: a collective on an
+            # existing node, so every class is here and the graph stays the one the tests know
+            b.add("collective", "101", t + 100, load, "all_reduce", "", 2, step, 8)
             b.add("mem_alloc", "101", t + 150, cpu, 0x1000, 4096, 4096 * (step + 1))
             b.add("node_end", "101", t + 900, load, cpu, 101)
             # main thread: copy to the GPU, then a kernel that consumes it
@@ -59,6 +63,7 @@ def all_classes(path: Path) -> None:
             b.add("kernel_end", "gpu0-q7", t + 2_600, gpu, 7, corr + 2)
             b.add("node_end", "100", t + 1_170, kern, gpu, 100)
             b.add("mem_free", "101", t + 2_700, cpu, 0x1000, 4096, 4096 * step)
+
             b.add("step_end", "100", t + 3_000, step, 100)
             node, tensor, corr, t = node + 3, tensor + 2, corr + 3, t + 10_000
 

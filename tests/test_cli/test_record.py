@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from tc_analyses.reader.fast import read_trace
+from tc_analyses.reader.job import job_traces, single_trace
 from tests.helpers import check_packets, check_string_defs, subprocess_env
 
 NODES_SCRIPT = """
@@ -46,7 +47,7 @@ def test_record_a_python_program(tmp_path: Path, dfcompass_exe: list[str]) -> No
     assert trace.table("node_begin").text("name").tolist() == [f"n{i}" for i in range(7)]
     assert len(trace.table("node_end")) == 7
     assert trace.table("process_info").text("name").tolist() == [str(_script(tmp_path))]
-    check_packets(out)
+    check_packets(single_trace(out))
     check_string_defs(trace)
 
 
@@ -71,17 +72,19 @@ def test_existing_trace_needs_overwrite(tmp_path: Path, dfcompass_exe: list[str]
     out = tmp_path / "trace"
     script = str(_script(tmp_path))
     assert _record(dfcompass_exe, "-o", str(out), "--", sys.executable, script).returncode == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     done = _record(dfcompass_exe, "-o", str(out), "--", sys.executable, script)
     assert done.returncode == 2
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("dfcompass: error: ")
     assert str(out) in lines[0] and "--overwrite" in lines[0]
     assert "script ran" not in done.stdout  # the program did not run
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    (out / "notes.txt").write_text("mine")
     again = _record(dfcompass_exe, "-o", str(out), "--overwrite", "--", sys.executable, script)
     assert again.returncode == 0, again.stderr
-    assert len(read_trace(out).table("node_begin")) == 7
+    assert len(read_trace(out).table("node_begin")) == 7  # the old process trace is gone: one left
+    assert (out / "notes.txt").read_text() == "mine"  # --overwrite removes traces, nothing else
 
 
 def test_command_not_found(tmp_path: Path, cli: Callable[..., Any]) -> None:
@@ -97,26 +100,55 @@ def test_non_python_command_is_an_error(tmp_path: Path, cli: Callable[..., Any])
     assert result.stderr.startswith("dfcompass: error: ") and "no trace was written" in result.stderr
 
 
-def test_only_the_first_python_process_records(tmp_path: Path, cli: Callable[..., Any]) -> None:
+CHILD_SCRIPT = (
+    "import subprocess, sys, tracer\n"
+    "with tracer.node('parent'):\n"
+    "    pass\n"
+    "child = 'import tracer\\nwith tracer.node(\"child\"):\\n    pass\\nprint(tracer.active_session() is None)'\n"
+    "out = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout\n"
+    "print('child untraced', out.strip())\n"
+)
+
+
+def test_child_python_processes_record_their_own_trace(tmp_path: Path, dfcompass_exe: list[str]) -> None:
     script = tmp_path / "parent.py"
-    script.write_text(
-        "import subprocess, sys, tracer\n"
-        "with tracer.node('parent'):\n"
-        "    pass\n"
-        "child = 'import tracer; print(tracer.active_session() is None)'\n"
-        "out = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout\n"
-        "assert out.strip() == 'True', out\n"
-    )
+    script.write_text(CHILD_SCRIPT)
+    done = _record(dfcompass_exe, "-o", str(tmp_path / "job"), "--", sys.executable, str(script))
+    assert done.returncode == 0, done.stderr
+    assert "child untraced False" in done.stdout
+    assert "(2 processes)" in done.stderr
+    traces = job_traces(tmp_path / "job")
+    names = sorted(read_trace(t.path).table("node_begin").text("name").tolist()[0] for t in traces)
+    assert names == ["child", "parent"]
+    assert len({t.pid for t in traces}) == 2
+    for t in traces:
+        check_packets(t.path)
+
+
+def test_follow_off_records_the_first_process_only(tmp_path: Path, cli: Callable[..., Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(CHILD_SCRIPT)
+    monkeypatch.setenv("DFCOMPASS_FOLLOW", "0")
     result = cli("record", "-o", tmp_path / "t", "--", script)
     assert result.exit_code == 0, result.stderr
+    assert len(job_traces(tmp_path / "t")) == 1
     assert read_trace(tmp_path / "t").table("node_begin").text("name").tolist() == ["parent"]
+
+
+def test_a_run_that_records_no_node_says_so(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    script = tmp_path / "idle.py"
+    script.write_text("print('nothing traced here')\n")
+    result = cli("record", "-o", tmp_path / "t", "--", script)
+    assert result.exit_code == 0
+    assert "warning" in result.stderr and "no dataflow node" in result.stderr and str(tmp_path / "t") in result.stderr
 
 
 def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
     out = tmp_path / "demo"
     result = cli("demo", "-o", out, "--workload", "pipeline", "--steps", "4")
     assert result.exit_code == 0, result.stderr
-    assert (out / "trace" / "metadata").is_file()
+    assert (single_trace(out / "trace") / "metadata").is_file()
     info = json.loads((out / "info.json").read_text())
     assert info["events_per_class"]["dfc:node_begin"] == 4 * 9
     assert info["events_per_class"]["dfc:tensor_edge"] == 4 * 9
@@ -124,7 +156,7 @@ def test_demo(tmp_path: Path, cli: Callable[..., Any]) -> None:
     assert info["discarded"] == 0
     assert "events:" in result.stdout and str(out.resolve()) in result.stdout
     trace = read_trace(out / "trace")
-    check_packets(out / "trace")
+    check_packets(single_trace(out / "trace"))
     check_string_defs(trace)
 
 

@@ -29,7 +29,7 @@ def test_everything_without_a_trace() -> None:
     meta, analyses = build(None)
     assert [a.name for a in analyses] == ["dataflow", "gpu", "api", "memory", "experiment", "latency"]
     assert all(d.path == "*" for a in analyses for d in a.devices)
-    assert meta.source == "" and meta.version == 1101
+    assert meta.source == "" and meta.version == 1102
 
 
 def test_a_trace_without_gpu_work_gets_no_gpu_analyses() -> None:

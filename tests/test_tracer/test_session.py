@@ -197,6 +197,8 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
         s.emit("mem_alloc", gpu, 0xDEADBEEF, 512, 1024)
         s.emit("mem_free", gpu, 0xDEADBEEF, 512, 512)
         s.emit("node_args", 77, s.intern("[[2, 3]]"), s.intern("float32"))
+        s.emit("process_rank", 3, 1, 4, s.intern("nccl"))
+        s.emit("collective", 77, s.intern("all_gather"), s.intern("tp"), 2, 2**40, 2**50)
         s.step_begin(3)
         s.step_end()
 
@@ -217,6 +219,11 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     assert trace.table("api_exit").text("name").tolist() == ["cudaLaunchKernel"]
     args = trace.table("node_args")
     assert args["node_id"].tolist() == [77] and args.text("shapes").tolist() == ["[[2, 3]]"]
+    rank = trace.table("process_rank")
+    assert [r[:3] for r in ints("process_rank")] == [(3, 1, 4)] and rank.text("backend").tolist() == ["nccl"]
+    comm = trace.table("collective")
+    assert [r[0:1] + r[3:] for r in ints("collective")] == [(77, 2, 2**40, 2**50)]
+    assert comm.text("kind").tolist() == ["all_gather"] and comm.text("group").tolist() == ["tp"]
     assert {c.name for c in schema.CATALOGUE} - set(trace.tables) == {"dfc:node_begin", "dfc:node_end",
                                                                        "dfc:tensor_edge"}
 

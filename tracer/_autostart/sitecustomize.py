@@ -1,12 +1,14 @@
-"""Started by ``dfcompass record``: begins a tracing session when Python starts.
+"""Started by ``dfcompass record``: each Python process of the job records as soon as it starts.
 
-``dfcompass record`` puts this folder first on PYTHONPATH and names the output directory in
-DFCOMPASS_RECORD_DIR. The variable is removed at once, so only the first Python process
-records (its child processes run untraced). Any other sitecustomize on the path still runs.
+``dfcompass record`` puts this folder first on PYTHONPATH and names the job folder in
+DFCOMPASS_RECORD_DIR. Both are inherited, so every Python process the program starts (spawn,
+forkserver, torchrun workers, ``mp.spawn`` ranks) records too, each into its own trace in the job
+folder; fork children are followed by a fork hook (tracer/job.py). DFCOMPASS_FOLLOW=0 records the
+first process only. Any other sitecustomize on the path still runs.
 
-When the program imports torch, a :class:`tracer.torch_source.TorchRecorder` starts on the
-session as soon as torch has loaded, so PyTorch programs are traced with no code change
-(``DFCOMPASS_TORCH=0`` turns that off).
+When a process imports torch, a :class:`tracer.torch_source.TorchRecorder` starts on its session as
+soon as torch has loaded, so PyTorch programs are traced with no code change (``DFCOMPASS_TORCH=0``
+turns that off).
 """
 
 import importlib.machinery
@@ -15,32 +17,14 @@ import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
-_output = os.environ.pop("DFCOMPASS_RECORD_DIR", None)
-_overwrite = os.environ.pop("DFCOMPASS_RECORD_OVERWRITE", "") == "1"
 
-_torch_wanted = os.environ.pop("DFCOMPASS_TORCH", "1") != "0"
-
-
-def _start_torch_recorder(_module: object) -> None:
+if os.environ.get("DFCOMPASS_RECORD_DIR"):
     try:
-        from tracer.torch_source import TorchRecorder
+        from tracer.job import start_from_environment
 
-        # The recorder stops when the session does (a stop hook: exit, SIGTERM), converting first.
-        TorchRecorder().start()
+        start_from_environment()
     except Exception as exc:  # tracing must never stop the program from running
-        print(f"dfcompass: error: cannot record PyTorch: {exc}", file=sys.stderr)
-
-
-if _output:
-    try:
-        import tracer
-        from tracer.import_hooks import call_after_import
-
-        tracer.start(_output, overwrite=_overwrite)
-        if _torch_wanted:
-            call_after_import("torch", _start_torch_recorder)
-    except Exception as exc:  # tracing must never stop the program from running
-        print(f"dfcompass: error: cannot record to {_output}: {exc}", file=sys.stderr)
+        print(f"dfcompass: error: cannot record process {os.getpid()}: {exc}", file=sys.stderr)
 
 # Chain to the sitecustomize this one shadows, if any.
 _rest = [p for p in sys.path if os.path.abspath(p or ".") != _here]

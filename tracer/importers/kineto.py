@@ -12,7 +12,9 @@ ImportSummary(...)
 
 from __future__ import annotations
 
+import hashlib
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from tracer.importers.kineto_convert import DEVICE_FIELDS, Converter
 from tracer.importers.kineto_source import KinetoImportError, as_int, load_document
 from tracer.importers.kineto_summary import ImportSummary, wall_clock_origin
 
+_IMPORT_NAMESPACE = uuid.UUID("5b0f5a4e-6d1c-4f1e-9a51-dfc0a1b2c3d4")  # dfcompass imports
 MARGIN_NS = 1_000  # the first event lands here, leaving room for definitions stamped before it
 
 
@@ -49,6 +52,15 @@ def _env(doc: dict[str, Any], src: Path) -> dict[str, str | int]:
     if rank is not None:
         env["kineto_rank"] = rank
     return env
+
+
+def content_uuid(src: Path) -> uuid.UUID:
+    """A UUID derived from the bytes of `src`: importing one file twice gives one UUID."""
+    digest = hashlib.sha256()
+    with open(src, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return uuid.uuid5(_IMPORT_NAMESPACE, "kineto:" + digest.hexdigest())
 
 
 def _rebase(first: int, base: int) -> tuple[int, int]:
@@ -88,7 +100,10 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     offset, shift = _rebase(first, base)
     models = _models(doc)
     devices = sorted(conv.first_use, key=_device_order)  # cpu first, then GPUs by ordinal
-    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(doc, src), overwrite=overwrite)
+    # The same file always gives the same trace UUID; a clock with a wall-time origin is absolute,
+    # so the ranks of one job imported one by one still open together in babeltrace2.
+    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(doc, src), overwrite=overwrite,
+                           trace_uuid=content_uuid(src), absolute_clock=origin != "unknown")
     index = {name: builder.device(name, conv.first_use[name] - shift, models.get(name, "")) for name in devices}
     for short, key, ts, values in conv.rows:
         positions = DEVICE_FIELDS[short]

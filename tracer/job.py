@@ -1,0 +1,108 @@
+"""Recording a whole job: every Python process of a run writes its own trace into one job folder.
+
+``dfcompass record -o JOB -- cmd`` names JOB in :data:`JOB_ENV` for the program and every process
+it starts; each Python process that starts (the program, ``spawn``/``forkserver`` children,
+torchrun's agents and workers, ``mp.spawn`` ranks) and each ``fork`` child writes
+``JOB/<host>-<pid>/``, a complete CTF trace of its own.
+
+Why one trace per process, not one trace with streams from many processes: string ids, node ids
+and tensor ids are numbered per process without any coordination, so processes never share
+state or lock across each other; a process killed mid-run damages only its own trace. It is the
+layout LTTng uses for per-process buffers, and both readers open it as one job: babeltrace2 merges
+every trace under a folder when their clocks are absolute (ours are: CLOCK_MONOTONIC plus an
+offset to wall time, one offset per host shared through :data:`tracer.clock.OFFSET_ENV`), and
+Trace Compass opens the traces together as an experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from tracer.session import Session
+
+JOB_ENV = "DFCOMPASS_RECORD_DIR"
+OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
+TORCH_ENV = "DFCOMPASS_TORCH"
+FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
+
+
+def process_trace_path(job: Path, pid: int | None = None) -> Path:
+    """An unused ``JOB/<host>-<pid>`` folder (a reused pid gets ``.1``, ``.2``...)."""
+    base = f"{_safe(socket.gethostname())}-{os.getpid() if pid is None else pid}"
+    path, n = job / base, 0
+    while (path / "metadata").exists():
+        n += 1
+        path = job / f"{base}.{n}"
+    return path
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "host"
+
+
+class _JobProcess:
+    """This process's part of the job: its session, its PyTorch recorder, and forks to follow."""
+
+    def __init__(self, job: Path, torch: bool, follow: bool) -> None:
+        self.job = job
+        self.torch = torch
+        self.follow = follow
+        self.session: Session | None = None
+
+    def start(self) -> None:
+        self.session = Session(process_trace_path(self.job)).start()
+        if self.torch:
+            from tracer.import_hooks import call_after_import
+
+            call_after_import("torch", self._start_torch_recorder)
+
+    def _start_torch_recorder(self, _module: ModuleType) -> None:
+        try:
+            from tracer.torch_source import TorchRecorder
+
+            # It stops when the session does (a stop hook: exit, SIGTERM), converting first.
+            TorchRecorder(self.session).start()
+        except Exception as exc:  # tracing must never stop the program from running
+            print(f"dfcompass: error: cannot record PyTorch in process {os.getpid()}: {exc}", file=sys.stderr)
+
+    def after_fork_in_child(self) -> None:
+        """A fork child: its parent's session is off here (tracer.session); start its own."""
+        try:
+            self.start()
+            _stop_at_multiprocessing_exit(self.session)
+        except Exception as exc:
+            print(f"dfcompass: error: cannot record forked process {os.getpid()}: {exc}", file=sys.stderr)
+
+
+def _stop_at_multiprocessing_exit(session: Session | None) -> None:
+    """multiprocessing ends a fork child with os._exit, which skips atexit; its finalizers still run."""
+    if session is None or "multiprocessing" not in sys.modules:
+        return
+    from multiprocessing import util
+
+    util.Finalize(None, session.stop, exitpriority=1000)
+
+
+def start_from_environment() -> _JobProcess | None:
+    """Called at interpreter start (tracer/_autostart): join the job named in :data:`JOB_ENV`.
+
+    With :data:`FOLLOW_ENV` = "0" the variables are removed, so only this process records.
+    """
+    job = os.environ.get(JOB_ENV)
+    if not job:
+        return None
+    follow = os.environ.get(FOLLOW_ENV, "1") != "0"
+    torch = os.environ.get(TORCH_ENV, "1") != "0"
+    if not follow:
+        for name in (JOB_ENV, OVERWRITE_ENV):
+            os.environ.pop(name, None)
+    process = _JobProcess(Path(job), torch, follow)
+    process.start()
+    _stop_at_multiprocessing_exit(process.session)
+    if follow:
+        os.register_at_fork(after_in_child=process.after_fork_in_child)
+    return process
