@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
-from tc_analyses.inputs import Progress, TraceInputs, no_progress
+from tc_analyses.inputs import JobInputs, Progress, TraceInputs, no_progress
 from tc_analyses.registry import KEYS
 from tracer.job import JOB_ENV
 
@@ -212,7 +212,8 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
     results = []
     with progress(key, len(traces) if len(traces) > 1 else None) as advance:
         for trace in traces:
-            results.append(analysis.run(TraceInputs(trace, progress), options))
+            inputs = JobInputs(trace, progress) if analysis.job else TraceInputs(trace, progress)
+            results.append(analysis.run(inputs, options))
             advance(1)
     if len(results) == 1:
         written = analysis.artifacts(results[0], output) if output is not None else []

@@ -144,3 +144,23 @@ class TraceInputs:
                     files.append(Path(tmp) / name)
             with self.progress("analysing events", None, "items") as advance:
                 return build(source, files, advance)
+
+
+class JobInputs:
+    """The process traces of one job (tracer/job.py), each with its own :class:`TraceInputs`.
+
+    ``processes[i]`` describes the trace that ``inputs[i]`` reads (on first use, as always).
+    """
+
+    def __init__(self, path: str | Path, progress: Progress = no_progress) -> None:
+        from tc_analyses.reader.job import job_traces
+        from tc_analyses.reader.metadata import read_metadata
+
+        self.path = Path(path)
+        self.processes = job_traces(self.path)
+        if not self.processes:
+            read_metadata(self.path)  # raises the precise error (not a folder, no metadata)
+        self.inputs = [TraceInputs(p.path, progress) for p in self.processes]
+
+    def __repr__(self) -> str:
+        return f"JobInputs({str(self.path)!r}, {len(self.processes)} processes)"

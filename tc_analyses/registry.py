@@ -25,6 +25,7 @@ from tc_analyses.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from tc_analyses.analyses.result import Inputs, Result
+    from tc_analyses.inputs import JobInputs
 
 NEEDED, USED = "needed", "used"  # an event class an analysis cannot run without, or reads when present
 
@@ -52,7 +53,8 @@ class Param:
 class Entry:
     """One analysis. `trajectory`: several traces (labelled runs of one program) give a trajectory,
     through the module's ``trajectory(runs, axis, options) -> Result``; `axis`: the trajectory is
-    drawn along a named setting (``--axis batch|threads``)."""
+    drawn along a named setting (``--axis batch|threads``); `job`: its input is a job folder, the
+    traces of a run's processes (on one trace, as in ``analyze``, it says it is not available)."""
 
     key: str
     title: str
@@ -63,6 +65,7 @@ class Entry:
     report: str | None = None
     trajectory: bool = False
     axis: bool = False
+    job: bool = False  # it reads a whole job folder (tc_analyses.inputs.JobInputs), not one trace
 
     @property
     def doc(self) -> str:
@@ -80,7 +83,7 @@ class Entry:
     def analysis(self) -> ModuleType:
         return importlib.import_module(self.module)
 
-    def run(self, inputs: Inputs, options: Mapping[str, Any] | None = None) -> Result:
+    def run(self, inputs: Inputs | JobInputs, options: Mapping[str, Any] | None = None) -> Result:
         result: Result = self.analysis().run(inputs, self.options(options))
         return result
 
@@ -169,6 +172,12 @@ ANALYSES: tuple[Entry, ...] = (
                  "cores, this machine's cores over the intra-op threads per op, which also cap it).", "int", 1),
            Param("sync_ns", None, "Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).", "int", 0)),
           "tc_analyses.export.parallelism_report"),
+    Entry("ranks", "Ranks of a job: stragglers, collective wait, overlap",
+          "Ranks of a multi-process job side by side: per-rank compute and communication, which rank arrives last "
+          "at each collective and by how much, the time the others wait, and communication/compute overlap.",
+          "tc_analyses.analyses.ranks",
+          {"node_begin": NEEDED, "node_end": NEEDED, "collective": NEEDED, "process_rank": USED},
+          report="tc_analyses.export.ranks_report", job=True),
 )
 
 BY_KEY: dict[str, Entry] = {entry.key: entry for entry in ANALYSES}

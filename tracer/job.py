@@ -74,8 +74,18 @@ class _JobProcess:
         try:
             self.start()
             _stop_at_multiprocessing_exit(self.session)
+            if "multiprocessing" in sys.modules:
+                from multiprocessing import util
+
+                # A multiprocessing child clears its finalizers right after the fork, then runs
+                # its after-fork callbacks: register the finalizer again from there.
+                util.register_after_fork(self, _JobProcess._finalize_session)
         except Exception as exc:
             print(f"dfcompass: error: cannot record forked process {os.getpid()}: {exc}", file=sys.stderr)
+
+
+    def _finalize_session(self) -> None:
+        _stop_at_multiprocessing_exit(self.session)
 
 
 def _stop_at_multiprocessing_exit(session: Session | None) -> None:

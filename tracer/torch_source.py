@@ -13,6 +13,13 @@ with ``record_shapes`` and ``profile_memory``, turned into dfcompass events afte
   Backward ops link to the saved forward tensors they read, by the same rule.
 * **Module scope** comes from global ``nn.Module`` hooks that open a cheap C++ record function per
   forward call; backward ops take the scope of their forward op (autograd sequence number).
+* **Collectives**: ``c10d::`` ops (all_reduce, broadcast, barrier, send/recv...) are nodes with a
+  ``dfc:collective`` event: kind, bytes, and ``seq``, the op's place in this process's issue
+  order, which is the same on every rank (ranks must issue collectives in one order). The
+  profiler does not name the process group, so ``group`` is empty and ``seq`` counts the
+  collectives of all groups together. The backend's communication spans (``gloo:*`` on its worker
+  threads) are nodes too. ``dfc:process_rank`` gives rank, world size and backend once
+  ``torch.distributed`` is initialised.
 * **Memory**: every allocation and free with bytes in use per device.
 * **GPU** (when CUDA is available): runtime API calls, kernels, memcpy and memset on their
   (device, stream), joined by correlation id.
@@ -41,6 +48,18 @@ from tracer.session import Session, active_session
 MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
 _STEP_MARK = "ProfilerStep#"
+# Ops that become nodes: aten ops, c10d collectives (on the calling thread) and the backend's
+# own communication spans (gloo's worker threads, NCCL's record functions).
+_NODE_PREFIXES = ("aten::", "c10d::", "gloo:", "nccl:")
+_C10D = "c10d::"
+# c10d op names (trailing underscores stripped) -> the collective kind we record.
+_COLLECTIVE_KINDS = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
+    "allgather_base": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
+    "allgather_coalesced": "all_gather", "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall": "all_to_all", "alltoall_base": "all_to_all", "recv_any_source": "recv",
+}
 _MAX_SEQ_SCOPES = 200_000
 # Per event class, the positions of its string-id fields (a batch interns the text given there).
 _SID_FIELDS = {cls.short: tuple(i for i, f in enumerate(cls.fields) if f.type == "sid") for cls in schema.CATALOGUE}
@@ -208,7 +227,7 @@ class _Collector:
             elif extra.scope == self.backward:
                 forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
                 backward = (forward or name) + " (backward)"
-            elif name.startswith("aten::"):
+            elif name.startswith(_NODE_PREFIXES):
                 node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
                              event.overload_name, backward or scope or name, step, list(extra.inputs))
                 self.nodes.append(node)
@@ -352,6 +371,8 @@ class TorchRecorder:
         self._os_tids: dict[int, int] = {}
         self._seq_scope: dict[int, str] = {}
         self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
+        self._collectives = 0  # c10d ops issued so far: the next one's seq
+        self._rank_known = False
         self.session: Session | None = None
         self.nodes_recorded = 0
         self.edges_recorded = 0
@@ -472,6 +493,8 @@ class TorchRecorder:
                 collector.walk(root, "", schema.NO_STEP, "")
             collector.steps_by_time()
             batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
+            if not self._rank_known:
+                self._write_rank(batch)
             self._write_nodes(batch, collector)
             if self._record_memory:
                 self._write_memory(batch, collector)
@@ -530,6 +553,8 @@ class TorchRecorder:
             node_id = session.new_node_id()
             batch.add("node_begin", key, node.start, node_id, node.op, node.name, device, tid, node.step)
             batch.add("node_args", key, node.start, node_id, *self._args_text(tensors))
+            if node.op.startswith(_C10D):
+                self._write_collective(batch, key, node, node_id, tensors)
             seen: set[int] = set()
             for metas in tensors:
                 for meta in metas:
@@ -566,6 +591,25 @@ class TorchRecorder:
         for ptr, tensor_id, at in written:
             if ptr and last_free.get(ptr, -1) < at:
                 carried[ptr] = writer[tensor_id]
+
+    def _write_rank(self, batch: "_Batch") -> None:
+        """dfc:process_rank, once torch.distributed is initialised in this process."""
+        dist = getattr(self._torch, "distributed", None)
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return
+        local = os.environ.get("LOCAL_RANK", "")
+        batch.add("process_rank", f"torch-{threading.get_native_id()}", time.time_ns(), dist.get_rank(),
+                  int(local) if local.isdigit() else 0xFFFFFFFF, dist.get_world_size(), str(dist.get_backend()))
+        self._rank_known = True
+
+    def _write_collective(self, batch: "_Batch", key: str, node: _Node, node_id: int, tensors: list[list[Any]]) -> None:
+        name = node.op[len(_C10D):].strip("_")
+        kind = _COLLECTIVE_KINDS.get(name, name)
+        payload = sum(self._nbytes(meta) for meta in tensors[0]) if tensors else 0
+        dist = getattr(self._torch, "distributed", None)
+        size = dist.get_world_size() if dist is not None and dist.is_available() and dist.is_initialized() else 0
+        batch.add("collective", key, node.start, node_id, kind, "", size, self._collectives, payload)
+        self._collectives += 1
 
     def _args_text(self, tensors: list[list[Any]]) -> tuple[str, str]:
         """(shapes, dtypes) text of a node's inputs; cached, as steps repeat the same shapes."""

@@ -238,7 +238,7 @@ def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | N
     """
     from tc_analyses.reader.job import single_trace
 
-    trace_dir = single_trace(path)
+    trace_dir = single_trace(Path(path))
     meta, uuid_bytes = read_dfcompass_metadata(trace_dir)
     per_class: dict[int, list[Any]] = {}
     streams: list[StreamInfo] = []

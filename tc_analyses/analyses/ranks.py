@@ -1,0 +1,189 @@
+"""Ranks of one job side by side: per-rank summaries, stragglers, collective wait, overlap.
+
+Input: a job folder (tracer/job.py), one trace per process. A process takes part when it
+recorded ``dfc:process_rank`` (or its launcher's RANK); the others (the launcher, helper
+processes) are listed but not compared.
+
+* **Collectives** are joined across ranks by ``seq``: the k-th collective a rank issues is the
+  k-th on every rank, because every rank must issue its collectives in one order. A rank's
+  **arrival** is the start of its collective node, on the wall clock (each trace's clock offset
+  applied; the processes of one host share one offset, so their times compare exactly).
+* **Straggler**: the rank that arrives last; ``skew`` is last minus first arrival, ``late_by``
+  last minus the one before it.
+* **Wait**: at each collective a rank waits from its own arrival until the last rank arrives.
+* **Overlap**: the share of a rank's communication time (collective nodes and the backend's
+  communication spans) during which one of its compute nodes runs too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from tc_analyses.analyses.result import Finding, Options, Result
+from tc_analyses.analyses.units import fmt_ns
+from tc_analyses.errors import AnalysisUnavailable
+from tc_analyses.model.intervals import union_ns
+
+COMM_PREFIXES = ("c10d::", "gloo:", "nccl:")
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One process of the job."""
+
+    rank: int | None  # None: not a rank (the launcher, a helper process)
+    host: str
+    pid: int | None
+    trace: str
+    nodes: int
+    compute_ns: int  # union of its compute nodes' intervals
+    comm_ns: int  # union of its communication nodes' intervals
+    overlap: float | None  # share of comm_ns during which compute runs; None without comm
+    collectives: int
+    wait_ns: int  # summed over the collectives matched across ranks
+    last_at: int  # collectives at which it arrived last
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective joined across the ranks."""
+
+    seq: int
+    kind: str
+    bytes: int  # payload on the first rank
+    arrivals_ns: dict[int, int]  # rank -> wall-clock arrival (ns since the epoch)
+    last_rank: int
+    skew_ns: int  # last arrival - first arrival
+    late_by_ns: int  # last arrival - the arrival before it
+
+
+@dataclass(frozen=True)
+class JobRanks:
+    job: str
+    processes: list[RankSummary]
+    collectives: list[Collective]
+    mismatch: str  # why joining stopped early ("" when every collective matched)
+
+    @property
+    def ranks(self) -> list[RankSummary]:
+        return [p for p in self.processes if p.rank is not None]
+
+
+@dataclass
+class _Process:
+    summary: dict[str, Any]
+    collectives: list[tuple[int, str, int, int]]  # seq, kind, bytes, wall-clock arrival
+
+
+def _read_process(inputs: Any, rank: int | None, host: str, pid: int | None) -> _Process:
+    trace = inputs.trace
+    offset = trace.metadata.clock_offset_ns
+    ranks = trace.table("process_rank")
+    if len(ranks):
+        rank = int(ranks["rank"][0])
+    begins, ends = trace.table("node_begin"), trace.table("node_end")
+    ids = begins["node_id"].astype(np.int64)
+    start = begins["timestamp"].astype(np.int64)
+    end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
+    end = np.array([end_of.get(i, s) for i, s in zip(ids.tolist(), start.tolist())], dtype=np.int64)
+    ops = begins.text("op")
+    comm = np.array([isinstance(op, str) and op.startswith(COMM_PREFIXES) for op in ops], dtype=bool)
+    comm_ns = union_ns(start[comm], end[comm])
+    compute_ns = union_ns(start[~comm], end[~comm])
+    both = union_ns(start, end)
+    overlap = (comm_ns + compute_ns - both) / comm_ns if comm_ns else None
+    table = trace.table("collective")
+    start_of = dict(zip(ids.tolist(), start.tolist()))
+    collectives = [(int(seq), str(kind), int(size), start_of.get(int(node), int(ts)) + offset)
+                   for node, seq, kind, size, ts in zip(table["node_id"].tolist(), table["seq"].tolist(),
+                                                        table.text("kind").tolist(), table["bytes"].tolist(),
+                                                        table["timestamp"].tolist())]
+    summary = dict(rank=rank, host=host, pid=pid, trace=str(inputs.path), nodes=len(ids), compute_ns=compute_ns,
+                   comm_ns=comm_ns, overlap=overlap, collectives=len(collectives))
+    return _Process(summary, sorted(collectives))
+
+
+def join_collectives(per_rank: dict[int, list[tuple[int, str, int, int]]]) -> tuple[list[Collective], str]:
+    """Join the ranks' collectives by seq, up to the first seq not every rank has or where kinds disagree."""
+    by_seq = {rank: {c[0]: c for c in items} for rank, items in per_rank.items()}
+    seqs = sorted(set.intersection(*(set(s) for s in by_seq.values()))) if by_seq else []
+    joined: list[Collective] = []
+    mismatch = ""
+    for seq in seqs:
+        entries = {rank: found[seq] for rank, found in by_seq.items()}
+        kinds = {e[1] for e in entries.values()}
+        if len(kinds) > 1:
+            mismatch = f"at seq {seq} the ranks issued different collectives ({', '.join(sorted(kinds))})"
+            break
+        arrivals = {rank: e[3] for rank, e in entries.items()}
+        order = sorted(arrivals, key=lambda r: (arrivals[r], r))
+        last = order[-1]
+        late_by = arrivals[last] - arrivals[order[-2]] if len(order) > 1 else 0
+        first_bytes = entries[order[0]][2]
+        joined.append(Collective(seq, kinds.pop(), first_bytes, arrivals, last, arrivals[last] - arrivals[order[0]],
+                                 late_by))
+    counts = {rank: len(items) for rank, items in per_rank.items()}
+    if not mismatch and len(set(counts.values())) > 1:
+        mismatch = "the ranks recorded different numbers of collectives (" + ", ".join(
+            f"rank {r}: {n}" for r, n in sorted(counts.items())) + "): a rank's trace ends early"
+    return joined, mismatch
+
+
+def analyse(job: Any) -> JobRanks:
+    """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`)."""
+    processes = [_read_process(inputs, p.rank, p.host, p.pid) for p, inputs in zip(job.processes, job.inputs)]
+    ranked = {p.summary["rank"]: p for p in processes if p.summary["rank"] is not None}
+    if len(ranked) < 2:
+        raise AnalysisUnavailable(f"{job.path}: {len(ranked)} rank(s) among {len(processes)} process traces; "
+                                  "comparing ranks needs a job of two or more (dfcompass record -o JOB -- torchrun ...)")
+    collectives, mismatch = join_collectives({rank: p.collectives for rank, p in ranked.items()})
+    wait = {rank: 0 for rank in ranked}
+    last = {rank: 0 for rank in ranked}
+    for c in collectives:
+        latest = c.arrivals_ns[c.last_rank]
+        for rank, at in c.arrivals_ns.items():
+            wait[rank] += latest - at
+        last[c.last_rank] += 1
+    summaries = [RankSummary(**p.summary, wait_ns=wait.get(p.summary["rank"], 0),
+                             last_at=last.get(p.summary["rank"], 0)) for p in processes]
+    summaries.sort(key=lambda s: (s.rank is None, s.rank or 0, s.pid or 0))
+    return JobRanks(str(job.path), summaries, collectives, mismatch)
+
+
+def findings(r: JobRanks) -> tuple[Finding, ...]:
+    found: list[Finding] = []
+    if r.collectives:
+        worst = max(r.ranks, key=lambda s: (s.last_at, s.rank or 0))
+        skews = [c.skew_ns for c in r.collectives if c.last_rank == worst.rank]
+        waited = sum(s.wait_ns for s in r.ranks if s.rank != worst.rank)
+        found.append(Finding("straggler", waited,
+                             f"rank {worst.rank} arrived last at {worst.last_at} of {len(r.collectives)} collectives, "
+                             f"by {fmt_ns(int(median(skews)))} (median; {fmt_ns(min(skews))}..{fmt_ns(max(skews))}); "
+                             f"the other ranks waited {fmt_ns(waited)} for it in all. Balance the work of rank "
+                             f"{worst.rank} (its data, its host's load) or overlap its compute with communication."))
+    for s in r.ranks:
+        # Exposed communication beyond the wait for late ranks: what better overlap could hide.
+        exposed = int(s.comm_ns * (1 - s.overlap)) - s.wait_ns if s.overlap is not None else 0
+        if s.overlap is not None and s.overlap < 0.5 and exposed > 0:
+            found.append(Finding("low_overlap", exposed,
+                                 f"rank {s.rank}: {s.overlap:.0%} of its {fmt_ns(s.comm_ns)} of communication overlaps "
+                                 f"compute; {fmt_ns(exposed)} of it is exposed beyond the wait for other ranks (DDP "
+                                 "overlaps the gradient all-reduce with backward through its buckets: check "
+                                 "bucket_cap_mb and find_unused_parameters)."))
+    if r.mismatch:
+        found.append(Finding("mismatch", 0, f"collectives joined up to where they stop matching: {r.mismatch}"))
+    return tuple(sorted(found, key=lambda f: -f.impact_ns))
+
+
+def run(inputs: Any, options: Options) -> Result:
+    """The registry's entry point; `inputs` is a JobInputs, or one trace's inputs (not available)."""
+    if not hasattr(inputs, "processes"):
+        raise AnalysisUnavailable(f"{Path(inputs.path)}: one process trace; `dfcompass ranks` reads a job folder "
+                                  "(dfcompass record -o JOB -- torchrun ...)")
+    result = analyse(inputs)
+    return Result("ranks", result.job, result, findings(result))

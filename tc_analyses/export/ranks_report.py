@@ -1,0 +1,60 @@
+"""The ranks analysis (:mod:`tc_analyses.analyses.ranks`) as text and as a plot.
+
+The plot puts one line per rank over the job's collectives: how long after the first rank each
+rank arrived. A straggler is the line on top; the area under the others is their wait.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tc_analyses.analyses.ranks import JobRanks
+from tc_analyses.analyses.result import Result
+from tc_analyses.analyses.units import fmt_bytes, fmt_ns
+from tc_analyses.export.plotting import figure, save
+from tc_analyses.export.tables import table
+
+MAX_ROWS = 20  # collectives listed in the text (all are in --format json)
+
+
+def ranks_text(r: JobRanks) -> str:
+    lines = [f"job:     {r.job}", f"ranks:   {len(r.ranks)} of {len(r.processes)} process traces", ""]
+    lines.append("per process (times are unions of node intervals):")
+    lines += table(("rank", "host", "pid", "nodes", "compute", "comm", "overlap", "collectives", "waited", "last at"), [
+        ("-" if p.rank is None else p.rank, p.host, p.pid if p.pid is not None else "-", p.nodes, fmt_ns(p.compute_ns),
+         fmt_ns(p.comm_ns), "-" if p.overlap is None else f"{p.overlap:.0%}", p.collectives,
+         fmt_ns(p.wait_ns) if p.rank is not None else "-", p.last_at if p.rank is not None else "-")
+        for p in r.processes], "  ")
+    lines += ["", f"collectives joined across ranks: {len(r.collectives)}" + (f" ({r.mismatch})" if r.mismatch else "")]
+    if r.collectives:
+        lines += table(("seq", "kind", "bytes", "last rank", "skew", "late by"), [
+            (c.seq, c.kind, fmt_bytes(c.bytes), c.last_rank, fmt_ns(c.skew_ns), fmt_ns(c.late_by_ns))
+            for c in r.collectives[:MAX_ROWS]], "  ")
+        if len(r.collectives) > MAX_ROWS:
+            lines.append(f"  ... {len(r.collectives) - MAX_ROWS} more in --format json")
+    return "\n".join(lines) + "\n"
+
+
+def text(result: Result) -> str:
+    findings = [f"  - {f.text}" for f in result.findings] or ["  none"]
+    return ranks_text(result.data) + "\nfindings:\n" + "\n".join(findings) + "\n"
+
+
+def write_arrival_plot(r: JobRanks, folder: Path) -> list[Path]:
+    """ranks.png/.svg: each rank's arrival after the first, per collective."""
+    with figure(figsize=(8.0, 4.0)) as (fig, ax):
+        x = list(range(len(r.collectives)))
+        for rank in sorted({rank for c in r.collectives for rank in c.arrivals_ns}):
+            late = [(c.arrivals_ns[rank] - min(c.arrivals_ns.values())) / 1e6 for c in r.collectives]
+            ax.plot(x, late, marker="o", markersize=3, label=f"rank {rank}")
+        ax.set_xlabel("collective (issue order)")
+        ax.set_ylabel("arrival after the first rank (ms)")
+        ax.set_title("Arrival at each collective")
+        if r.collectives:
+            ax.legend(loc="upper right")
+        return save(fig, folder, "ranks")
+
+
+def plots(result: Result, folder: Path) -> list[Path]:
+    """ranks.png/.svg."""
+    return write_arrival_plot(result.data, folder)
