@@ -67,18 +67,30 @@ def repair(trace: Path, dry_run: bool) -> None:
 
 
 @main.command("import-kineto")
-@click.argument("file", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Trace directory to write.")
+@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Trace directory to write; with several FILEs, the job folder (one trace per file).")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
 @_FORMAT
 @_handle_errors
-def import_kineto(file: Path, output: Path, overwrite: bool, fmt: str) -> None:
-    """Convert a PyTorch profiler (Kineto) trace FILE (.json or .json.gz) into a dfcompass trace."""
+def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: str) -> None:
+    """Convert PyTorch profiler (Kineto) traces (.json or .json.gz) into dfcompass traces.
+
+    One FILE gives the trace OUTPUT; the files of a job's ranks give OUTPUT/<file name>/ each,
+    with absolute clocks, so babeltrace2 and Trace Compass open OUTPUT as one job.
+    """
     from tc_analyses import app
     from tc_analyses.export import reports
 
-    summary = app.import_kineto(file, output, overwrite)
-    click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
+    if len(files) == 1:
+        summary = app.import_kineto(files[0], output, overwrite)
+        click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
+        return
+    summaries = app.import_kineto_job(list(files), output, overwrite)
+    if fmt == "json":
+        click.echo(reports.to_json_document({"job": str(output), "traces": summaries}), nl=False)
+    else:
+        click.echo("\n".join(reports.kineto_import_text(s) for s in summaries), nl=False)
 
 
 @main.command("build-analyses")
@@ -215,7 +227,8 @@ def _analysis_command(key: str) -> None:
                                                 "comma-separated (default: folder names).")(command)
         command = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))(command)
     else:
-        command = click.argument("traces", metavar="TRACE", type=click.Path(path_type=Path))(command)
+        command = click.argument("traces", metavar="JOB" if analysis.job else "TRACE",
+                                 type=click.Path(path_type=Path))(command)
     command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                            help="Folder for the plots (PNG and SVG) and other files.")(command)
     command = _FORMAT(command)

@@ -553,3 +553,34 @@ def test_a_tid_of_absurd_magnitude_is_remapped_not_expanded(tmp_path: Path) -> N
                    '"ts": 10, "dur": 5}]}')
     summary = import_kineto(src, tmp_path / "out")
     assert rows(read_trace(summary.output).table("node_begin"), "tid") == [(1,)]
+
+
+def test_the_same_file_gives_the_same_uuid_and_an_absolute_clock(tmp_path: Path) -> None:
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": [ev("cpu_op", "a", 1_694_039_968_933_321, 1)]}))
+    first, second = import_kineto(src, tmp_path / "a"), import_kineto(src, tmp_path / "b")
+    metadata = [(Path(s.output) / "metadata").read_text() for s in (first, second)]
+    assert read_trace(first.output).metadata.uuid == read_trace(second.output).metadata.uuid != ""
+    assert all("absolute = true;" in m for m in metadata)
+    src.write_text(json.dumps({"traceEvents": [ev("cpu_op", "b", 1_694_039_968_933_321, 1)]}))
+    assert read_trace(import_kineto(src, tmp_path / "c").output).metadata.uuid != read_trace(first.output).metadata.uuid
+
+
+def test_a_file_without_a_wall_clock_is_not_absolute(kineto: Callable[..., Any]) -> None:
+    summary, trace = kineto([ev("cpu_op", "a", 5, 1)])
+    assert summary.clock_origin == "unknown" and "absolute = false;" in trace.metadata.text
+
+
+@pytest.mark.shared
+@requires_babeltrace2
+def test_two_ranks_import_as_one_job(kineto_dir: Path, cli: Callable[..., Any], tmp_path: Path) -> None:
+    files = sorted((kineto_dir / "hta-sampled-2rank").glob("*.json.gz"))
+    result = cli("import-kineto", *files, "-o", tmp_path / "job", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [Path(t["output"]).name for t in document["traces"]] == ["sampled_rank-0", "sampled_rank-1"]
+    counts = [sum(len(t) for t in read_trace(tmp_path / "job" / name).tables.values())
+              for name in ("sampled_rank-0", "sampled_rank-1")]
+    done = run_babeltrace2(tmp_path / "job")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout.splitlines()) == sum(counts)  # the ranks open together, merged

@@ -1,0 +1,116 @@
+"""The ranks analysis on a recorded DDP job: collectives joined across ranks, the straggler, wait.
+
+The committed job (tests/data/traces/jobs/ddp-2rank) is two gloo ranks recorded by our tracer
+from ``python -m tracer.workloads.ddp --ranks 2 --steps 3 --slow-rank 1 --delay-ms 20``: rank 1
+sleeps 20 ms before each backward. The analysis is not told that; it must find rank 1 late by
+about that much at every gradient all-reduce.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tc_analyses.analyses import ranks
+from tc_analyses.analyses.ranks import join_collectives
+from tc_analyses.errors import ConfigurationError
+from tc_analyses.inputs import JobInputs, TraceInputs
+from tests.helpers import requires_babeltrace2, run_babeltrace2
+
+JOB = Path(__file__).resolve().parents[1] / "data" / "traces" / "jobs" / "ddp-2rank"
+ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+DELAY_NS = 20_000_000
+
+
+@pytest.fixture(scope="module")
+def result() -> Any:
+    return ranks.run(JobInputs(JOB), {})
+
+
+def test_the_job_has_two_ranks_and_two_helper_processes(result: Any) -> None:
+    data = result.data
+    assert [p.rank for p in data.processes] == [0, 1, None, None]  # the launcher and mp's resource tracker
+    assert all(p.nodes > 100 for p in data.ranks)
+    assert all(p.nodes == 0 and p.collectives == 0 for p in data.processes if p.rank is None)
+
+
+def test_every_collective_joins_with_one_kind(result: Any) -> None:
+    data = result.data
+    assert data.mismatch == ""
+    assert len(data.collectives) == data.ranks[0].collectives == data.ranks[1].collectives
+    kinds = [c.kind for c in data.collectives]
+    assert kinds.count("all_reduce") == 3  # one gradient bucket per step
+    assert kinds[0] == "all_gather" and kinds[-1] == "barrier"
+    assert [c.seq for c in data.collectives] == list(range(len(kinds)))
+
+
+def test_the_slow_rank_is_last_at_every_gradient_all_reduce_by_about_its_delay(result: Any) -> None:
+    reduces = [c for c in result.data.collectives if c.kind == "all_reduce"]
+    assert {c.last_rank for c in reduces} == {1}
+    for c in reduces:  # the 20 ms sleep, plus or minus scheduling noise on the recording machine
+        assert 0.75 * DELAY_NS < c.skew_ns < 1.5 * DELAY_NS, c
+        assert c.skew_ns == c.late_by_ns  # two ranks: last minus first is last minus the one before
+    assert result.findings[0].kind == "straggler" and "rank 1 arrived last" in result.findings[0].text
+
+
+def test_wait_is_what_rank_0_spent_before_rank_1_arrived(result: Any) -> None:
+    data = result.data
+    rank0, rank1 = data.ranks
+    expected = sum(c.arrivals_ns[c.last_rank] - c.arrivals_ns[0] for c in data.collectives)
+    assert rank0.wait_ns == expected
+    assert rank0.wait_ns > 3 * 0.75 * DELAY_NS > rank1.wait_ns
+
+
+def test_join_stops_where_the_ranks_disagree() -> None:
+    joined, why = join_collectives({0: [(0, "broadcast", 4, 10), (1, "all_reduce", 8, 20)],
+                                    1: [(0, "broadcast", 4, 12), (1, "barrier", 1, 25)]})
+    assert [c.seq for c in joined] == [0] and "seq 1" in why and "all_reduce" in why and "barrier" in why
+
+
+def test_join_of_three_ranks_and_a_short_trace() -> None:
+    joined, why = join_collectives({0: [(0, "all_reduce", 8, 100), (1, "all_reduce", 8, 300)],
+                                    1: [(0, "all_reduce", 8, 130)],
+                                    2: [(0, "all_reduce", 8, 190), (1, "all_reduce", 8, 200)]})
+    assert len(joined) == 1
+    c = joined[0]
+    assert (c.last_rank, c.skew_ns, c.late_by_ns) == (2, 90, 60)
+    assert "rank 1: 1" in why and "ends early" in why
+
+
+def test_ranks_of_one_trace_is_not_available(cli: Callable[..., Any]) -> None:
+    result = cli("ranks", ALL_CLASSES)
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and "needs a job of two or more" in result.stderr
+
+
+def test_ranks_command_json_and_plots(cli: Callable[..., Any], tmp_path: Path) -> None:
+    result = cli("ranks", JOB, "--format", "json", "-o", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["analysis"] == "ranks"
+    assert len(document["result"]["collectives"]) == 9
+    assert (tmp_path / "ranks.png").stat().st_size > 0 and (tmp_path / "ranks.svg").stat().st_size > 0
+
+
+def test_a_single_trace_command_on_a_job_of_many_says_what_to_do(cli: Callable[..., Any]) -> None:
+    result = cli("analyze", JOB)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert str(JOB) in line and "4 process traces" in line and "dfcompass ranks" in line
+    with pytest.raises(ConfigurationError):
+        TraceInputs(JOB)
+
+
+@requires_babeltrace2
+def test_babeltrace2_reads_the_job_as_one_trace() -> None:
+    job = JobInputs(JOB)
+    total = sum(sum(len(t) for t in inputs.trace.tables.values()) for inputs in job.inputs)
+    done = run_babeltrace2(JOB)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == total
+    stamps = [line[1:19] for line in lines]
+    assert stamps == sorted(stamps)  # one merged, time-ordered stream
