@@ -7,6 +7,7 @@ the analyses and write the artifacts: placement plans and their views, HTML repo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -517,6 +518,9 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     from tc_analyses.export.html_report import Block, Section, render
     from tc_analyses.export.tracecompass import write_output
 
+    if workload == "ddp":
+        demo_job(output, steps, echo, progress)
+        return
     trace = output / "trace"
     if workload == "pipeline":
         code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
@@ -561,6 +565,31 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
     echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}\n")
     echo(f"\ndemo output: {output.resolve()}\n")
+
+
+def demo_job(output: Path, steps: int | None, echo: Echo, progress: Progress = no_progress) -> None:
+    """Record the DDP workload (2 gloo ranks, rank 1 slowed by 20 ms per step) into OUTPUT/job
+    and compare its ranks (dfcompass ranks)."""
+    import importlib.util
+
+    from tc_analyses.registry import entry
+
+    if importlib.util.find_spec("torch") is None:
+        raise ConfigurationError("the ddp demo workload needs torch (pip install torch==2.13.0)")
+    command = [sys.executable, "-m", "tracer.workloads.ddp", "--ranks", "2", "--steps", str(steps or 6),
+               "--slow-rank", "1", "--delay-ms", "20"]
+    with progress("recording a 2-rank DDP job", None):
+        recorded = run_recorded(output / "job", command, True)
+    if recorded.code != 0:
+        raise DfcompassError(f"the ddp demo workload failed with exit code {recorded.code}")
+    ranks = entry("ranks")
+    result = ranks.run(JobInputs(output / "job", progress))
+    (output / "ranks.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    plots = ranks.plots(result, output)
+    echo(f"a 2-rank DDP job on gloo, rank 1 slowed by 20 ms per step, recorded in {output / 'job'} "
+         f"({len(recorded.traces)} process traces):\n\n")
+    echo(ranks.text(result))
+    echo(f"\nplots: {', '.join(str(p) for p in plots)}\ndemo output: {output.resolve()}\n")
 
 
 DEMO_PROGRAM = "cnn-train"

@@ -316,9 +316,11 @@ def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, com
 @main.command()
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
               help="Folder for everything the demo writes.")
-@click.option("--workload", type=click.Choice(["torch", "pipeline"]), default="torch", show_default=True,
+@click.option("--workload", type=click.Choice(["torch", "pipeline", "ddp"]), default="torch", show_default=True,
               help="torch: a small ResNet and transformer (tracer/workloads/torch_models.py); "
-                   "pipeline: the threaded numpy pipeline (tracer/workloads/pipeline.py).")
+                   "pipeline: the threaded numpy pipeline (tracer/workloads/pipeline.py); "
+                   "ddp: a 2-rank DistributedDataParallel job on gloo with a slowed rank (tracer/workloads/ddp.py), "
+                   "compared by dfcompass ranks.")
 @click.option("--steps", type=click.IntRange(1, 10_000), default=None,
               help="torch: training steps per model (default 3, after 2 inference steps each); "
                    "pipeline: steps (default 20).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,38 @@ def test_a_ddp_job_finds_its_injected_straggler(tmp_path: Path, dfcompass_exe: l
             assert all(b == 132352 for b, k in zip(trace.table("collective")["bytes"].tolist(),
                                                     trace.table("collective").text("kind").tolist())
                        if k == "all_reduce")  # the gradient bucket: (64*256 + 256 + 256*64 + 64) float32
+
+
+TORCHRUN = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(4) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+assert t.tolist() == [3.0] * 4
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.torch
+def test_torchrun_agent_and_workers_are_recorded_with_their_ranks(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(TORCHRUN)
+    _record(dfcompass_exe, tmp_path / "job", sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node=2", str(script))
+    traces = job_traces(tmp_path / "job")
+    assert len(traces) == 3  # the elastic agent and two workers
+    assert sorted(t.rank for t in traces if t.rank is not None) == [0, 1]  # from torchrun's RANK
+    assert all(t.world_size == 2 for t in traces if t.rank is not None)
+    result: Any = ranks.run(JobInputs(tmp_path / "job"), {}).data
+    assert [c.kind for c in result.collectives] == ["all_reduce", "barrier"]
+    assert all(c.bytes in (16, 1) for c in result.collectives)
+
+
+@pytest.mark.torch
+def test_demo_offers_the_ddp_job(tmp_path: Path, cli: Any) -> None:
+    result = cli("demo", "-o", tmp_path / "demo", "--workload", "ddp", "--steps", "3")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads((tmp_path / "demo" / "ranks.json").read_text())
+    assert document["findings"][0]["kind"] == "straggler" and "rank 1" in document["findings"][0]["text"]
+    assert (tmp_path / "demo" / "ranks.png").is_file()
