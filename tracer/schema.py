@@ -208,6 +208,7 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
     ), "The process's place in a distributed job, once it is known.", "descriptions"),
     EventClass(21, "collective", (
         _f("node_id", "u32", "execution id of the dfc:node_begin that issued it"),
+        _f("rank", "u32", "rank of the issuing process in the job, 4294967295 when unknown"),
         _f("kind", "sid", "all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier, ..."),
         _f("group", "sid", "process group name, empty for the default group"),
         _f("group_size", "u32", "ranks in the group, 0 when unknown"),

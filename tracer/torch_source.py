@@ -372,7 +372,9 @@ class TorchRecorder:
         self._seq_scope: dict[int, str] = {}
         self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
         self._collectives = 0  # c10d ops issued so far: the next one's seq
-        self._rank_known = False
+        self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
+        self._rank_written = False
+        self._destroy_original: Any = None
         self.session: Session | None = None
         self.nodes_recorded = 0
         self.edges_recorded = 0
@@ -422,6 +424,7 @@ class TorchRecorder:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             self._optimizer_hook = register_optimizer_step_post_hook(self._after_optimizer_step)
+        self._watch_destroy()
         self._owner_thread = threading.get_ident()
         self._window_start = time.monotonic()
         with _kineto_log_filtered():
@@ -476,6 +479,7 @@ class TorchRecorder:
             if self._optimizer_hook is not None:
                 self._optimizer_hook.remove()
                 self._optimizer_hook = None
+            self._unwatch_destroy()
             if self._own_session and self.session is not None:
                 self.session.stop()
 
@@ -493,7 +497,8 @@ class TorchRecorder:
                 collector.walk(root, "", schema.NO_STEP, "")
             collector.steps_by_time()
             batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
-            if not self._rank_known:
+            self._note_rank()
+            if self._rank is not None and not self._rank_written:
                 self._write_rank(batch)
             self._write_nodes(batch, collector)
             if self._record_memory:
@@ -592,23 +597,49 @@ class TorchRecorder:
             if ptr and last_free.get(ptr, -1) < at:
                 carried[ptr] = writer[tensor_id]
 
-    def _write_rank(self, batch: "_Batch") -> None:
-        """dfc:process_rank, once torch.distributed is initialised in this process."""
-        dist = getattr(self._torch, "distributed", None)
-        if dist is None or not dist.is_available() or not dist.is_initialized():
+    def _note_rank(self) -> None:
+        """Keep this process's rank while torch.distributed is up: the window that holds the last
+        collectives is often converted after destroy_process_group."""
+        if self._rank is not None:
             return
+        dist = getattr(self._torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            self._rank = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
+
+    def _watch_destroy(self) -> None:
+        """Note the rank just before the program tears its process group down."""
+        dist = getattr(self._torch, "distributed", None)
+        if dist is None or not dist.is_available() or self._destroy_original is not None:
+            return
+        original = dist.destroy_process_group
+
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+            self._note_rank()
+            return original(*args, **kwargs)
+
+        self._destroy_original = original
+        dist.destroy_process_group = destroy_process_group
+
+    def _unwatch_destroy(self) -> None:
+        if self._destroy_original is not None:
+            self._torch.distributed.destroy_process_group = self._destroy_original
+            self._destroy_original = None
+
+    def _write_rank(self, batch: "_Batch") -> None:
+        """dfc:process_rank, once."""
+        assert self._rank is not None
+        rank, world, backend = self._rank
         local = os.environ.get("LOCAL_RANK", "")
-        batch.add("process_rank", f"torch-{threading.get_native_id()}", time.time_ns(), dist.get_rank(),
-                  int(local) if local.isdigit() else 0xFFFFFFFF, dist.get_world_size(), str(dist.get_backend()))
-        self._rank_known = True
+        batch.add("process_rank", f"torch-{threading.get_native_id()}", time.time_ns(), rank,
+                  int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
+        self._rank_written = True
 
     def _write_collective(self, batch: "_Batch", key: str, node: _Node, node_id: int, tensors: list[list[Any]]) -> None:
         name = node.op[len(_C10D):].strip("_")
         kind = _COLLECTIVE_KINDS.get(name, name)
         payload = sum(self._nbytes(meta) for meta in tensors[0]) if tensors else 0
-        dist = getattr(self._torch, "distributed", None)
-        size = dist.get_world_size() if dist is not None and dist.is_available() and dist.is_initialized() else 0
-        batch.add("collective", key, node.start, node_id, kind, "", size, self._collectives, payload)
+        rank, size = (self._rank[0], self._rank[1]) if self._rank is not None else (0xFFFFFFFF, 0)
+        batch.add("collective", key, node.start, node_id, rank, kind, "", size, self._collectives, payload)
         self._collectives += 1
 
     def _args_text(self, tensors: list[list[Any]]) -> tuple[str, str]:

@@ -26,8 +26,11 @@ def _rows(name: str, class_id: int, fields: tuple[str, ...], rows: list[Any]) ->
         yield row[1], class_id, name, dict(zip(fields, row[2:]))
 
 
-def iter_ctf_events(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+def iter_ctf_events(path: str | Path, from_origin: bool = False) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """Any CTF trace's events through babeltrace2, as Trace Compass's XML analyses see them.
+
+    Times are clock values, or with `from_origin` ns from the clock's origin (its offset applied):
+    what the traces of a job, each with its own offset, need to share one time line.
 
     Payload fields by name; context fields as ``context._<name>`` (Trace Compass keeps the
     TSDL underscore that babeltrace2 strips, and LTTng context fields all have one); ``cpu``
@@ -46,5 +49,5 @@ def iter_ctf_events(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]
             fields[f"context._{key}"] = value
         if item.cpu is not None:
             fields.setdefault("cpu", item.cpu)
-        last = item.timestamp
-        yield item.name, item.timestamp, fields
+        last = item.ns_from_origin if from_origin else item.timestamp
+        yield item.name, last, fields

@@ -17,6 +17,7 @@ GPU_ID = f"{ID_PREFIX}.gpu"
 API_ID = f"{ID_PREFIX}.api"
 MEMORY_ID = f"{ID_PREFIX}.memory"
 EXPERIMENT_ID = f"{ID_PREFIX}.experiment"
+RANKS_ID = f"{ID_PREFIX}.ranks"
 LATENCY_ID = f"{ID_PREFIX}.latency"
 NODE_LATENCY_ID = f"{LATENCY_ID}.node"
 KERNEL_LATENCY_ID = f"{LATENCY_ID}.kernel"
@@ -50,6 +51,9 @@ NAMES = "Names"
 API = "API"
 RUNNING_NODE = "node"
 CPU = "cpu"
+
+# ranks: Ranks/<rank> the seq of the collective the rank last arrived at (one row per rank).
+RANKS = "Ranks"
 
 # State values read back: a GPU queue with nothing running.
 IDLE = "idle"

@@ -20,7 +20,7 @@ from tc_analyses.engine.xml_pattern import Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
-from tc_analyses.reader.metadata import is_dfcompass_trace
+from tc_analyses.reader.metadata import find_traces, is_dfcompass_trace
 
 
 @dataclass
@@ -45,7 +45,10 @@ def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callabl
         return _dfc_source(trace, built)
     if is_dfcompass_trace(trace):
         return _dfc_source(read_trace(trace), built)
-    events = list(iter_ctf_events(trace))  # babeltrace2 is slow: read once, replay per analysis
+    # A folder of several traces (a job, an LTTng session) shares one time line only with each
+    # trace's clock offset applied, as Trace Compass shows an experiment.
+    several = len(find_traces(trace)) > 1
+    events = list(iter_ctf_events(trace, from_origin=several))  # babeltrace2 is slow: read once, replay per analysis
     built.events = sum(1 for e in events if e[0] != "Lost event")
     built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
     built.classes = tuple(sorted({e[0] for e in events}))

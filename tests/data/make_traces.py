@@ -37,7 +37,7 @@ def all_classes(path: Path) -> None:
             b.add("node_args", "101", t + 100, load, "[[1024]]", "int32")
             # the read also agrees on the batch with the job's other rank: a collective on an
             # existing node, so every class is here and the graph stays the one the tests know
-            b.add("collective", "101", t + 100, load, "all_reduce", "", 2, step, 8)
+            b.add("collective", "101", t + 100, load, 1, "all_reduce", "", 2, step, 8)
             b.add("mem_alloc", "101", t + 150, cpu, 0x1000, 4096, 4096 * (step + 1))
             b.add("node_end", "101", t + 900, load, cpu, 101)
             # main thread: copy to the GPU, then a kernel that consumes it

@@ -18,7 +18,7 @@ from tc_analyses.analyses import ranks
 from tc_analyses.analyses.ranks import join_collectives
 from tc_analyses.errors import ConfigurationError
 from tc_analyses.inputs import JobInputs, TraceInputs
-from tests.helpers import requires_babeltrace2, run_babeltrace2
+from tests.helpers import requires_babeltrace2, requires_bt2, run_babeltrace2
 
 JOB = Path(__file__).resolve().parents[1] / "data" / "traces" / "jobs" / "ddp-2rank"
 ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
@@ -114,3 +114,19 @@ def test_babeltrace2_reads_the_job_as_one_trace() -> None:
     assert len(lines) == total
     stamps = [line[1:19] for line in lines]
     assert stamps == sorted(stamps)  # one merged, time-ordered stream
+
+
+@requires_bt2
+def test_the_trace_compass_ranks_view_shows_the_same_arrivals_headless(result: Any, tmp_path: Path) -> None:
+    """ranks.xml run by the headless engine over the job (babeltrace2 merges it, as Trace Compass
+    opens it as an experiment): each rank's row changes to seq k exactly at its arrival at k."""
+    from tc_analyses.engine import build, layout
+    from tc_analyses.export.tracecompass import write_output
+
+    write_output(tmp_path / "out", None)
+    system = build(JOB, [tmp_path / "out" / "xml" / "ranks.xml"]).systems[layout.RANKS_ID]
+    for rank in (0, 1):
+        changes = [(i.start, i.value.value) for i in dict(system.items())[(layout.RANKS, str(rank))]
+                   if i.value is not None]
+        assert changes == [(c.arrivals_ns[rank], c.seq) for c in result.data.collectives]
+    assert sorted(p for p in dict(system.items()) if len(p) == 2) == [(layout.RANKS, "0"), (layout.RANKS, "1")]

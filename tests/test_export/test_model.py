@@ -27,7 +27,7 @@ def test_comment_text_can_sit_in_a_comment(text: str) -> None:
 
 def test_everything_without_a_trace() -> None:
     meta, analyses = build(None)
-    assert [a.name for a in analyses] == ["dataflow", "gpu", "api", "memory", "experiment", "latency"]
+    assert [a.name for a in analyses] == ["dataflow", "gpu", "api", "memory", "experiment", "ranks", "latency"]
     assert all(d.path == "*" for a in analyses for d in a.devices)
     assert meta.source == "" and meta.version == 1102
 

@@ -127,7 +127,7 @@ def test_upstream_examples_pass_the_xsd_and_the_lint(path: Path, tc_schema: Any)
 def test_generated_files_pass_the_xsd_and_the_lint(trace: Path | None, tmp_path: Path, tc_xsd: Path) -> None:
     build(tmp_path / "out", trace)
     paths = sorted((tmp_path / "out" / "xml").glob("*.xml"))
-    assert [p.stem for p in paths] == ["api", "dataflow", "experiment", "gpu", "latency", "memory"]
+    assert [p.stem for p in paths] == ["api", "dataflow", "experiment", "gpu", "latency", "memory", "ranks"]
     assert check_files(paths, tc_xsd) == []
 
 

@@ -55,7 +55,7 @@ def _record_everything(session: Session) -> None:
         s.emit("mem_alloc", gpu, 2**64 - 1, 512, 1024)
         s.emit("mem_free", gpu, 2**64 - 1, 512, 512)
         s.emit("node_args", i, s.intern(HOSTILE[i % len(HOSTILE)]), s.intern("float32,int64"))
-        s.emit("collective", i, s.intern("all_reduce"), s.intern(HOSTILE[i % len(HOSTILE)]), 2, i, 2**40)
+        s.emit("collective", i, 0, s.intern("all_reduce"), s.intern(HOSTILE[i % len(HOSTILE)]), 2, i, 2**40)
     s.emit("process_rank", 0, 0, 2, s.intern("gloo"))
 
     def work(k: int) -> None:

@@ -198,7 +198,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
         s.emit("mem_free", gpu, 0xDEADBEEF, 512, 512)
         s.emit("node_args", 77, s.intern("[[2, 3]]"), s.intern("float32"))
         s.emit("process_rank", 3, 1, 4, s.intern("nccl"))
-        s.emit("collective", 77, s.intern("all_gather"), s.intern("tp"), 2, 2**40, 2**50)
+        s.emit("collective", 77, 3, s.intern("all_gather"), s.intern("tp"), 2, 2**40, 2**50)
         s.step_begin(3)
         s.step_end()
 
@@ -222,7 +222,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     rank = trace.table("process_rank")
     assert [r[:3] for r in ints("process_rank")] == [(3, 1, 4)] and rank.text("backend").tolist() == ["nccl"]
     comm = trace.table("collective")
-    assert [r[0:1] + r[3:] for r in ints("collective")] == [(77, 2, 2**40, 2**50)]
+    assert [r[0:2] + r[4:] for r in ints("collective")] == [(77, 3, 2, 2**40, 2**50)]
     assert comm.text("kind").tolist() == ["all_gather"] and comm.text("group").tolist() == ["tp"]
     assert {c.name for c in schema.CATALOGUE} - set(trace.tables) == {"dfc:node_begin", "dfc:node_end",
                                                                        "dfc:tensor_edge"}

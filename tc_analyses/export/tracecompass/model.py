@@ -206,6 +206,8 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
                  "dfcompass: dataflow threads on CPUs (with an LTTng kernel trace)" + suffix,
                  "Dataflow threads on and off CPU" + suffix, frozenset({"node_begin"}),
                  trace_types=(EXPERIMENT,), sched_switch=LTTNG_SCHED_SWITCH),
+        Analysis("ranks", "ranks.xml.j2", layout.RANKS_ID, "dfcompass: ranks of a job" + suffix,
+                 "Ranks at collectives" + suffix, frozenset({"collective"}), trace_types=(GENERIC_CTF, EXPERIMENT)),
         Analysis("latency", "latency.xml.j2", layout.LATENCY_ID, "dfcompass: latency patterns" + suffix,
                  "", frozenset(), patterns=patterns),
     ]
