@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.inputs import JobInputs, Progress, TraceInputs, no_progress
-from tc_analyses.registry import KEYS
+from tc_analyses.registry import TRACE_KEYS
 from tracer.job import JOB_ENV
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:
     return {a.key: {p.name: peaks_device for p in a.params if p.kind == "peaks-device"} for a in ANALYSES}
 
 
-def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Sequence[str] = KEYS,
+def seed_sections(inputs: TraceInputs, plot_dir: Path | None = None, keys: Sequence[str] = TRACE_KEYS,
                   advance: Callable[[int], None] = lambda n: None,
                   options: Mapping[str, Mapping[str, Any]] | None = None) -> list[SeedSection]:
     """Run the analyses named by `keys` on one trace (`options` by key); plots go to `plot_dir`."""
@@ -349,8 +349,8 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
-    with progress(f"seed analyses of {inputs.path.name}", len(KEYS)) as advance:
-        seeds = seed_sections(inputs, work, KEYS, advance, _peaks_options(peaks_device))
+    with progress(f"seed analyses of {inputs.path.name}", len(TRACE_KEYS)) as advance:
+        seeds = seed_sections(inputs, work, TRACE_KEYS, advance, _peaks_options(peaks_device))
     for seed in seeds:
         svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
         section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))

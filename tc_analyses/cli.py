@@ -16,7 +16,7 @@ import click
 from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, OneLineErrors, State, handle_errors as _handle_errors,
                                      progress as _progress, trace_bytes as _trace_bytes)
 from tc_analyses.errors import DfcompassError
-from tc_analyses.registry import KEYS, Param
+from tc_analyses.registry import KEYS, TRACE_KEYS, Param
 
 # Only click, the registry (plain data) and the error classes load at start-up, so `dfcompass
 # --help` answers at once; each command imports what it uses.
@@ -124,7 +124,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @_FORMAT
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
-@click.option("--section", "section_keys", multiple=True, type=click.Choice(KEYS),
+@click.option("--section", "section_keys", multiple=True, type=click.Choice(TRACE_KEYS),
               help="Seed analyses to add (repeatable; default: all). Sections a trace cannot feed say why.")
 @click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
@@ -139,7 +139,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
     from tc_analyses.inputs import TraceInputs
 
     app.check_user_xml(xml, xsd)
-    keys = () if no_sections else section_keys or KEYS
+    keys = () if no_sections else section_keys or TRACE_KEYS
     result = app.analyze(TraceInputs(trace, _progress), xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(), nl=False)
 

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from tc_analyses.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from tc_analyses.analyses.result import Inputs, Result
-    from tc_analyses.inputs import JobInputs
+    from tc_analyses.analyses.result import Inputs, Job, Result
 
 NEEDED, USED = "needed", "used"  # an event class an analysis cannot run without, or reads when present
 
@@ -83,7 +82,7 @@ class Entry:
     def analysis(self) -> ModuleType:
         return importlib.import_module(self.module)
 
-    def run(self, inputs: Inputs | JobInputs, options: Mapping[str, Any] | None = None) -> Result:
+    def run(self, inputs: Inputs | Job, options: Mapping[str, Any] | None = None) -> Result:
         result: Result = self.analysis().run(inputs, self.options(options))
         return result
 
@@ -182,6 +181,8 @@ ANALYSES: tuple[Entry, ...] = (
 
 BY_KEY: dict[str, Entry] = {entry.key: entry for entry in ANALYSES}
 KEYS: tuple[str, ...] = tuple(BY_KEY)
+# The analyses of one trace: the sections of `analyze` and `report` (a job analysis needs a job).
+TRACE_KEYS: tuple[str, ...] = tuple(entry.key for entry in ANALYSES if not entry.job)
 
 
 def entry(key: str) -> Entry:

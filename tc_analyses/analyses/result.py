@@ -15,7 +15,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -40,6 +40,19 @@ class Inputs(Protocol):
 
     @property
     def graph(self) -> nx.DiGraph[int]: ...
+
+
+class Job(Protocol):
+    """What a job analysis reads: the process traces of one run (:class:`tc_analyses.inputs.JobInputs`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def processes(self) -> Sequence[Any]: ...  # tc_analyses.reader.job.ProcessTrace, one per trace
+
+    @property
+    def inputs(self) -> Sequence[Inputs]: ...
 
 
 @dataclass(frozen=True, slots=True)

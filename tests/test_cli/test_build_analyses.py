@@ -39,7 +39,7 @@ def test_validate_with_the_shared_xsd(cli: Callable[..., Any], tmp_path: Path, t
     result = cli("build-analyses", ALL_CLASSES, "-o", tmp_path / "out", "--validate", "--xsd", tc_xsd)
     _clean(result)
     assert result.exit_code == 0, result.stderr
-    assert "validated 6 files" in result.stdout
+    assert "validated 7 files" in result.stdout
 
 
 def test_validate_reads_the_environment(cli: Callable[..., Any], tmp_path: Path, tc_xsd: Path,
@@ -47,7 +47,7 @@ def test_validate_reads_the_environment(cli: Callable[..., Any], tmp_path: Path,
     monkeypatch.setenv(ENV, str(tc_xsd.parent))
     result = cli("build-analyses", "-o", tmp_path / "out", "--validate")
     _clean(result)
-    assert result.exit_code == 0 and "validated 6 files" in result.stdout
+    assert result.exit_code == 0 and "validated 7 files" in result.stdout
 
 
 def test_validate_without_a_schema_names_the_option(cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_validate_with_a_trace_compass_installation(cli: Callable[..., Any], tmp
     result = cli("build-analyses", ALL_CLASSES, "-o", tmp_path / "out", "--validate", "--xsd", install)
     _clean(result)
     assert result.exit_code == 0, result.stderr
-    assert "validated 6 files" in result.stdout
+    assert "validated 7 files" in result.stdout
 
 
 def test_validate_reports_problems_one_per_line(cli: Callable[..., Any], tmp_path: Path, tc_xsd: Path,
@@ -111,7 +111,7 @@ def test_without_a_trace_every_analysis_is_built(cli: Callable[..., Any], tmp_pa
     _clean(result)
     assert result.exit_code == 0
     assert sorted(p.name for p in (tmp_path / "out" / "xml").iterdir()) == [
-        "api.xml", "dataflow.xml", "experiment.xml", "gpu.xml", "latency.xml", "memory.xml"]
+        "api.xml", "dataflow.xml", "experiment.xml", "gpu.xml", "latency.xml", "memory.xml", "ranks.xml"]
     assert (tmp_path / "out" / "README.md").is_file()
     assert len(list((tmp_path / "out" / "plugin").glob("*.jar"))) == 1
 
@@ -138,7 +138,7 @@ def test_the_all_classes_trace_gets_per_device_views(cli: Callable[..., Any], tm
     assert result.exit_code == 0
     xml = tmp_path / "out" / "xml"
     assert sorted(p.name for p in xml.iterdir()) == ["api.xml", "dataflow.xml", "experiment.xml", "gpu.xml",
-                                                      "latency.xml", "memory.xml"]
+                                                      "latency.xml", "memory.xml", "ranks.xml"]
 
     def views(name: str) -> dict[str, tuple[str, list[str]]]:
         root = etree.parse(str(xml / name)).getroot()
