@@ -13,6 +13,8 @@ processes) are listed but not compared.
 * **Wait**: at each collective a rank waits from its own arrival until the last rank arrives.
 * **Overlap**: the share of a rank's communication time (collective nodes and the backend's
   communication spans) during which one of its compute nodes runs too.
+* **Critical path** across processes, over tensor, thread-order and collective edges, with each
+  node's slack (:mod:`tc_analyses.analyses.job_graph`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tc_analyses.analyses.job_graph import CriticalPath, RankNodes, build_job_graph, critical_path
 from tc_analyses.analyses.result import Finding, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -68,6 +71,7 @@ class JobRanks:
     processes: list[RankSummary]
     collectives: list[Collective]
     mismatch: str  # why joining stopped early ("" when every collective matched)
+    critical_path: CriticalPath | None = None
 
     @property
     def ranks(self) -> list[RankSummary]:
@@ -78,6 +82,7 @@ class JobRanks:
 class _Process:
     summary: dict[str, Any]
     collectives: list[tuple[int, str, int, int]]  # seq, kind, bytes, wall-clock arrival
+    nodes: RankNodes
 
 
 def _read_process(inputs: Any, rank: int | None, host: str, pid: int | None) -> _Process:
@@ -99,13 +104,19 @@ def _read_process(inputs: Any, rank: int | None, host: str, pid: int | None) -> 
     overlap = (comm_ns + compute_ns - both) / comm_ns if comm_ns else None
     table = trace.table("collective")
     start_of = dict(zip(ids.tolist(), start.tolist()))
-    collectives = [(int(seq), str(kind), int(size), start_of.get(int(node), int(ts)) + offset)
-                   for node, seq, kind, size, ts in zip(table["node_id"].tolist(), table["seq"].tolist(),
-                                                        table.text("kind").tolist(), table["bytes"].tolist(),
-                                                        table["timestamp"].tolist())]
+    issued = sorted((int(seq), str(kind), int(size), start_of.get(int(node), int(ts)) + offset, int(node))
+                    for node, seq, kind, size, ts in zip(table["node_id"].tolist(), table["seq"].tolist(),
+                                                         table.text("kind").tolist(), table["bytes"].tolist(),
+                                                         table["timestamp"].tolist()))
+    collectives = [c[:4] for c in issued]
     summary = dict(rank=rank, host=host, pid=pid, trace=str(inputs.path), nodes=len(ids), compute_ns=compute_ns,
                    comm_ns=comm_ns, overlap=overlap, collectives=len(collectives))
-    return _Process(summary, sorted(collectives))
+    edges = trace.table("tensor_edge")
+    nodes = RankNodes(-1 if rank is None else rank, ids.tolist(), begins["tid"].tolist(), (start + offset).tolist(),
+                      (end + offset).tolist(), [str(op) for op in ops], [str(n) for n in begins.text("name")],
+                      list(zip(edges["producer"].tolist(), edges["consumer"].tolist())),
+                      [(seq, kind, node) for seq, kind, _, _, node in issued])
+    return _Process(summary, collectives, nodes)
 
 
 def join_collectives(per_rank: dict[int, list[tuple[int, str, int, int]]]) -> tuple[list[Collective], str]:
@@ -152,7 +163,8 @@ def analyse(job: Any) -> JobRanks:
     summaries = [RankSummary(**p.summary, wait_ns=wait.get(p.summary["rank"], 0),
                              last_at=last.get(p.summary["rank"], 0)) for p in processes]
     summaries.sort(key=lambda s: (s.rank is None, s.rank or 0, s.pid or 0))
-    return JobRanks(str(job.path), summaries, collectives, mismatch)
+    graph = build_job_graph([p.nodes for p in ranked.values()], [(c.seq, c.kind, c.last_rank) for c in collectives])
+    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph))
 
 
 def findings(r: JobRanks) -> tuple[Finding, ...]:
@@ -175,6 +187,15 @@ def findings(r: JobRanks) -> tuple[Finding, ...]:
                                  f"compute; {fmt_ns(exposed)} of it is exposed beyond the wait for other ranks (DDP "
                                  "overlaps the gradient all-reduce with backward through its buckets: check "
                                  "bucket_cap_mb and find_unused_parameters)."))
+    path = r.critical_path
+    if path is not None:
+        share = ", ".join(f"rank {rank} {ns / path.busy_ns:.0%}" for rank, ns in path.by_rank_ns.items()) if path.busy_ns else "-"
+        found.append(Finding("critical_path", 0,
+                             f"the job's critical path ({fmt_ns(path.length_ns)}, {len(path.steps)} nodes, "
+                             f"{fmt_ns(path.busy_ns)} in nodes, the rest gaps between them) crosses between ranks "
+                             f"{path.crossings} times at collectives; its node time by rank: {share}. Shortening work "
+                             "on the path shortens the job; work with slack does not (--format json lists each "
+                             "node's slack)."))
     if r.mismatch:
         found.append(Finding("mismatch", 0, f"collectives joined up to where they stop matching: {r.mismatch}"))
     return tuple(sorted(found, key=lambda f: -f.impact_ns))

@@ -32,6 +32,18 @@ def ranks_text(r: JobRanks) -> str:
             for c in r.collectives[:MAX_ROWS]], "  ")
         if len(r.collectives) > MAX_ROWS:
             lines.append(f"  ... {len(r.collectives) - MAX_ROWS} more in --format json")
+    path = r.critical_path
+    if path is not None:
+        lines += ["", f"critical path: {fmt_ns(path.length_ns)} from its first node to the job's end, "
+                      f"{len(path.steps)} nodes ({fmt_ns(path.busy_ns)} in them), {path.crossings} crossings between ranks"]
+        crossing = [i for i, (a, b) in enumerate(zip(path.steps, path.steps[1:])) if a.rank != b.rank]
+        shown = sorted({j for i in crossing for j in (i, i + 1)} | {len(path.steps) - 1})[:MAX_ROWS]
+        lines += table(("rank", "op", "name", "duration", "via"), [
+            (path.steps[i].rank, path.steps[i].op, path.steps[i].name[:48],
+             fmt_ns(path.steps[i].end_ns - path.steps[i].start_ns), path.steps[i].via or "-") for i in shown], "  ")
+        zero = sum(1 for *_, slack in path.slack if slack == 0)
+        lines.append(f"  (the crossings and the last node; all {len(path.steps)} steps and every node's slack in "
+                     f"--format json; {zero} of {len(path.slack)} nodes have no slack)")
     return "\n".join(lines) + "\n"
 
 

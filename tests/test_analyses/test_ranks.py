@@ -130,3 +130,18 @@ def test_the_trace_compass_ranks_view_shows_the_same_arrivals_headless(result: A
                    if i.value is not None]
         assert changes == [(c.arrivals_ns[rank], c.seq) for c in result.data.collectives]
     assert sorted(p for p in dict(system.items()) if len(p) == 2) == [(layout.RANKS, "0"), (layout.RANKS, "1")]
+
+
+def test_the_critical_path_is_a_chain_to_the_job_end_mostly_on_the_slow_rank(result: Any) -> None:
+    path = result.data.critical_path
+    steps = path.steps
+    for before, after in zip(steps, steps[1:]):
+        spans = after.op.startswith(("gloo:", "nccl:"))
+        assert before.end_ns <= (after.end_ns if spans else after.start_ns) + 1_000
+        assert after.via in {"thread", "tensor", "collective", "wait"}
+        if before.rank != after.rank:
+            assert after.via == "collective"  # only a collective joins two processes
+    assert path.crossings >= 1
+    assert path.by_rank_ns[1] > 0.6 * path.busy_ns  # the straggler holds most of the path's work
+    assert min(value for *_, value in path.slack) == 0
+    assert any(f.kind == "critical_path" for f in result.findings)
