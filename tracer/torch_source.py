@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tracer import schema
+from tracer.collectives import collective_kind
 from tracer.copy_kinds import copy_ends, copy_kind_of
 from tracer.session import Session, active_session
 
@@ -51,15 +52,6 @@ _STEP_MARK = "ProfilerStep#"
 # Ops that become nodes: aten ops, c10d collectives (on the calling thread) and the backend's
 # own communication spans (gloo's worker threads, NCCL's record functions).
 _NODE_PREFIXES = ("aten::", "c10d::", "gloo:", "nccl:")
-_C10D = "c10d::"
-# c10d op names (trailing underscores stripped) -> the collective kind we record.
-_COLLECTIVE_KINDS = {
-    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
-    "allgather_base": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
-    "allgather_coalesced": "all_gather", "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "alltoall": "all_to_all", "alltoall_base": "all_to_all", "recv_any_source": "recv",
-}
 _MAX_SEQ_SCOPES = 200_000
 # Per event class, the positions of its string-id fields (a batch interns the text given there).
 _SID_FIELDS = {cls.short: tuple(i for i, f in enumerate(cls.fields) if f.type == "sid") for cls in schema.CATALOGUE}
@@ -558,8 +550,9 @@ class TorchRecorder:
             node_id = session.new_node_id()
             batch.add("node_begin", key, node.start, node_id, node.op, node.name, device, tid, node.step)
             batch.add("node_args", key, node.start, node_id, *self._args_text(tensors))
-            if node.op.startswith(_C10D):
-                self._write_collective(batch, key, node, node_id, tensors)
+            kind = collective_kind(node.op)
+            if kind is not None:
+                self._write_collective(batch, key, node, node_id, kind, tensors)
             seen: set[int] = set()
             for metas in tensors:
                 for meta in metas:
@@ -634,9 +627,8 @@ class TorchRecorder:
                   int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
         self._rank_written = True
 
-    def _write_collective(self, batch: "_Batch", key: str, node: _Node, node_id: int, tensors: list[list[Any]]) -> None:
-        name = node.op[len(_C10D):].strip("_")
-        kind = _COLLECTIVE_KINDS.get(name, name)
+    def _write_collective(self, batch: "_Batch", key: str, node: _Node, node_id: int, kind: str,
+                          tensors: list[list[Any]]) -> None:
         payload = sum(self._nbytes(meta) for meta in tensors[0]) if tensors else 0
         rank, size = (self._rank[0], self._rank[1]) if self._rank is not None else (0xFFFFFFFF, 0)
         batch.add("collective", key, node.start, node_id, rank, kind, "", size, self._collectives, payload)

@@ -584,3 +584,51 @@ def test_two_ranks_import_as_one_job(kineto_dir: Path, cli: Callable[..., Any], 
     done = run_babeltrace2(tmp_path / "job")
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == sum(counts)  # the ranks open together, merged
+
+
+def test_c10d_ops_become_collectives_sized_by_record_param_comms(kineto: Callable[..., Any]) -> None:
+    params = {"Collective name": "allreduce", "In msg nelems": 1000, "dtype": "Half", "Group size": 4,
+              "Process Group Name": "7"}
+    events = [ev("cpu_op", "c10d::allreduce_", 100, 50),
+              {**ev("cpu_op", "record_param_comms", 110, 20), "args": params},
+              ev("cpu_op", "c10d::_allgather_base_", 200, 10),
+              ev("cpu_op", "aten::add", 300, 5)]
+    _, trace = kineto(events, distributedInfo={"rank": 3, "world_size": 4})
+    comms = trace.table("collective")
+    assert comms.text("kind").tolist() == ["all_reduce", "all_gather"]
+    assert comms["seq"].tolist() == [0, 1] and comms["rank"].tolist() == [3, 3]
+    assert comms["bytes"].tolist() == [2000, 0]  # 1000 halves; the all-gather has no parameters
+    assert comms.text("group").tolist() == ["7", ""] and comms["group_size"].tolist() == [4, 0]
+    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    assert [names[n] for n in comms["node_id"].tolist()] == ["c10d::allreduce_", "c10d::_allgather_base_"]
+
+
+@pytest.mark.shared
+def test_real_collectives_one_per_c10d_op(real: Callable[[str], Any]) -> None:
+    doc, _, trace = real("hta-nccl-rank0/nccl_data.json.gz")
+    c10d = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and str(e.get("name")).startswith("c10d::")]
+    comms = trace.table("collective")
+    assert len(comms) == len(c10d) > 0
+    assert set(comms.text("kind").tolist()) == {"all_reduce", "broadcast"}
+    assert (comms["bytes"] > 0).all() and set(comms["rank"].tolist()) == {0}
+
+
+@pytest.mark.shared
+def test_two_imported_ranks_join_until_their_files_disagree(kineto_dir: Path, tmp_path: Path) -> None:
+    from tc_analyses.analyses import ranks
+    from tc_analyses.app import import_kineto_job
+    from tc_analyses.inputs import JobInputs
+
+    files = sorted((kineto_dir / "hta-sampled-2rank").glob("*.json.gz"))
+    import_kineto_job(files, tmp_path / "job", False)
+    result = ranks.run(JobInputs(tmp_path / "job"), {}).data
+    # what the files say, read without dfcompass: each rank's c10d ops in start order
+    issued = []
+    for f in files:
+        events = json.loads(gzip.decompress(f.read_bytes()))["traceEvents"]
+        issued.append([e["name"] for e in sorted((e for e in events if e.get("cat") == "cpu_op"
+                                                  and str(e.get("name")).startswith("c10d::")), key=lambda e: e["ts"])])
+    agree = next((i for i, (a, b) in enumerate(zip(*issued)) if a != b), min(map(len, issued)))
+    assert len(result.collectives) == agree
+    assert (f"at seq {agree} " in result.mismatch) == (agree < min(map(len, issued)))
+    assert [p.rank for p in result.ranks] == [0, 1]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer import schema
+from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.copy_kinds import copy_ends
 from tracer.importers.kineto_source import (
     U32_MAX,
@@ -137,6 +138,13 @@ class Converter:
         self.ac2g = 0
         self.node_id = 0
         self.tids = self.pids = self.streams = IdMap(())
+        info = doc.get("distributedInfo")
+        rank = as_int(info.get("rank")) if isinstance(info, dict) else None
+        self.rank = rank if rank is not None and 0 <= rank <= 0xFFFFFFFE else 0xFFFFFFFF
+        self.collectives = 0  # c10d ops converted so far: the next one's seq
+        # (raw pid, raw tid) -> sorted (ts ns, event index) of record_param_comms: a collective's
+        # size and process group, in newer Kineto files
+        self.comms_params: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
 
     # ------------------------------------------------------------------ checked access
     def fail(self, index: int, event: dict[str, Any], problem: str) -> KinetoImportError:
@@ -245,6 +253,9 @@ class Converter:
                 self.skipped[key] = self.skipped.get(key, 0) + 1
             elif kind == "node":
                 nodes.append((*self.time(index, event), index))
+                if event.get("name") == "record_param_comms":
+                    thread = (event.get("pid"), event.get("tid"))
+                    self.comms_params.setdefault(thread, []).append((nodes[-1][0], index))
             elif kind == "step":
                 self.step(index, event)
             elif kind == "api":
@@ -253,6 +264,8 @@ class Converter:
                 self.memory(index, event)
             else:
                 self.gpu(kind, index, event)
+        for params in self.comms_params.values():
+            params.sort()
         nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
         for begin, end, index in nodes:
             self.node(begin, end, index, self.events[index])
@@ -295,8 +308,25 @@ class Converter:
         shapes = input_args(self.args(event))
         if shapes is not None:
             self.add("node_args", key, begin, node_id, *shapes)
+        kind = collective_kind(op)
+        if kind is not None:
+            self.collective(key, begin, end, node_id, kind, event)
         if _step_number(event) is not None:
             self.step(index, event)
+
+    def collective(self, key: str, begin: int, end: int, node_id: int, kind: str, event: dict[str, Any]) -> None:
+        """dfc:collective of a c10d op, sized from the record_param_comms inside it when the file has one."""
+        group, size, nbytes = "", 0, 0
+        params = self.comms_params.get((event.get("pid"), event.get("tid")), [])
+        at = bisect_right(params, (begin, -1))
+        if at < len(params) and params[at][0] <= end:
+            args = self.args(self.events[params[at][1]])
+            group = str(args.get("Process Group Name", ""))[:200]
+            size = min(max(as_int(args.get("Group size")) or 0, 0), 0xFFFFFFFF)
+            elements = as_int(args.get("In msg nelems")) or 0
+            nbytes = min(max(elements, 0) * DTYPE_BYTES.get(str(args.get("dtype")), 0), U64_MAX)
+        self.add("collective", key, begin, node_id, self.rank, kind, group, size, self.collectives, nbytes)
+        self.collectives += 1
 
     def step(self, index: int, event: dict[str, Any]) -> None:
         begin, end = self.time(index, event)
