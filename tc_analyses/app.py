@@ -237,10 +237,13 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
 
 # ---------------------------------------------------------------------------------- placement
 def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None,
-          algorithm: str = "auto", step_kind: int | None = None) -> tuple[Recommendation, str]:
+          algorithm: str = "auto", step_kind: int | None = None,
+          links_from: Path | None = None) -> tuple[Recommendation, str]:
     """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}.
 
     INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
+    `links_from`: a job folder whose measured transfer cost between processes sets the links
+    between devices of different hosts.
     """
     from tc_analyses.perf.devices import parse_devices
     from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
@@ -274,8 +277,14 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
             kind_text = kind.label + (f"; {others} other kind(s): --step-kind N" if others else "")
         elif step_kind is not None:
             raise ConfigurationError(f"{input_path}: --step-kind {step_kind}: the trace has no steps")
-        problem = problem_from_trace(activity, graph, parsed)
+        links = None
+        if links_from is not None:
+            links, notice = job_links(links_from, parsed)
+            notices.append(notice)
+        problem = problem_from_trace(activity, graph, parsed, links)
     elif input_path.is_file():
+        if links_from is not None:
+            raise ConfigurationError("--links-from: a graph file sets its own links (graph.links); give a trace")
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
@@ -291,6 +300,27 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     if graph is not None:
         write_plan_graph(output, graph, predicted)
     return result, text
+
+
+def job_links(job: Path, devices: Sequence[Any]) -> tuple[dict[tuple[str, str], Any], str]:
+    """The transfer cost measured between `job`'s processes, for every pair of `devices` on
+    different hosts; and the notice that says so (with how well it predicted held-out transfers)."""
+    from tc_analyses.analyses.ranks import analyse
+
+    pairs = [(a.name, b.name) for a in devices for b in devices if a.host != b.host]
+    if not pairs:
+        raise ConfigurationError(f"--links-from {job}: every device is on one host; name devices of other hosts "
+                                 "(hostB:cpu, hostB:cuda:0) for the measured link to apply")
+    fit = analyse(JobInputs(job)).link
+    if fit is None or fit.link is None:
+        raise DfcompassError(f"{job}: no transfer cost could be fitted (it needs collectives of two sizes or more "
+                             "with their backend spans)")
+    link = fit.link
+    checked = (f", {fit.error_median:.0%} median error on {fit.held_out} held-out transfers"
+               if fit.error_median is not None else "")
+    notice = (f"transfers between hosts use the cost measured in {job}: {link.latency_ns / 1e3:.1f} us + bytes at "
+              f"{link.bytes_per_ns:.3g} GB/s{checked}" + (" (measured between processes of one host)" if fit.hosts <= 1 else ""))
+    return {pair: link for pair in pairs}, notice
 
 
 def _stderr_file() -> Any:

@@ -172,18 +172,22 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Folder for the plan and its views.")
 @click.option("--algorithm", type=click.Choice(["auto", "heft", "search", "milp"]), default="auto", show_default=True,
               help="auto: the exact MILP up to 20 nodes, else HEFT plus local search; or one of them.")
+@click.option("--links-from", type=click.Path(path_type=Path), default=None,
+              help="A job folder (dfcompass record of a multi-process run): the transfer cost measured between its "
+                   "processes sets the links between devices of different hosts.")
 @click.option("--step-kind", type=click.IntRange(0), default=None,
               help="Plan this kind of step (0: the one with the most steps, then the most time; the report lists them).")
 @_FORMAT
 @_handle_errors
-def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, step_kind: int | None,
-                        fmt: str) -> None:
+def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, links_from: Path | None,
+                        step_kind: int | None, fmt: str) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
     from tc_analyses import app
     from tc_analyses.export import reports
 
     with _progress("planning", None):  # the search runs for seconds on large graphs
-        result, text = app.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind)
+        result, text = app.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
+                                 links_from=links_from)
     click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
                nl=False)
 

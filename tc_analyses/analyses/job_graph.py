@@ -105,7 +105,7 @@ def build_job_graph(ranks: list[RankNodes], joined: list[tuple[int, str, int]]) 
             if (r.rank, producer) in graph and (r.rank, consumer) in graph and producer != consumer:
                 graph.add_edge((r.rank, producer), (r.rank, consumer), kind="tensor")
     issued = {(r.rank, seq): node for r in ranks for seq, _, node in r.collectives}
-    spans = _spans_by_collective(ranks)
+    spans = spans_by_collective(ranks)
     for seq, _, last in joined:
         for r in ranks:
             span = spans.get((r.rank, seq))
@@ -121,7 +121,7 @@ def build_job_graph(ranks: list[RankNodes], joined: list[tuple[int, str, int]]) 
     return graph
 
 
-def _spans_by_collective(ranks: list[RankNodes]) -> dict[tuple[int, int], int]:
+def spans_by_collective(ranks: list[RankNodes]) -> dict[tuple[int, int], int]:
     """(rank, seq) -> node id of the backend span of that collective: the k-th span of a kind is the
     k-th collective of that kind the rank issued."""
     found: dict[tuple[int, int], int] = {}

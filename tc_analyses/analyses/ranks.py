@@ -15,6 +15,8 @@ processes) are listed but not compared.
   communication spans) during which one of its compute nodes runs too.
 * **Critical path** across processes, over tensor, thread-order and collective edges, with each
   node's slack (:mod:`tc_analyses.analyses.job_graph`).
+* **Transfer cost** between the processes, fitted on half the collectives and checked on the
+  other half (:mod:`tc_analyses.analyses.comm_cost`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tc_analyses.analyses.comm_cost import LinkFit, fit_job_link, transfer_samples
 from tc_analyses.analyses.job_graph import CriticalPath, RankNodes, build_job_graph, critical_path
 from tc_analyses.analyses.result import Finding, Options, Result
 from tc_analyses.analyses.units import fmt_ns
@@ -72,6 +75,7 @@ class JobRanks:
     collectives: list[Collective]
     mismatch: str  # why joining stopped early ("" when every collective matched)
     critical_path: CriticalPath | None = None
+    link: LinkFit | None = None  # the transfer cost between the processes, fitted on even seqs
 
     @property
     def ranks(self) -> list[RankSummary]:
@@ -163,8 +167,11 @@ def analyse(job: Any) -> JobRanks:
     summaries = [RankSummary(**p.summary, wait_ns=wait.get(p.summary["rank"], 0),
                              last_at=last.get(p.summary["rank"], 0)) for p in processes]
     summaries.sort(key=lambda s: (s.rank is None, s.rank or 0, s.pid or 0))
-    graph = build_job_graph([p.nodes for p in ranked.values()], [(c.seq, c.kind, c.last_rank) for c in collectives])
-    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph))
+    rank_nodes = [p.nodes for p in ranked.values()]
+    graph = build_job_graph(rank_nodes, [(c.seq, c.kind, c.last_rank) for c in collectives])
+    hosts = len({p.summary["host"] for p in ranked.values()})
+    link = fit_job_link(transfer_samples(rank_nodes, collectives), hosts)
+    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph), link)
 
 
 def findings(r: JobRanks) -> tuple[Finding, ...]:

@@ -32,6 +32,14 @@ def ranks_text(r: JobRanks) -> str:
             for c in r.collectives[:MAX_ROWS]], "  ")
         if len(r.collectives) > MAX_ROWS:
             lines.append(f"  ... {len(r.collectives) - MAX_ROWS} more in --format json")
+    fit = r.link
+    if fit is not None and fit.link is not None:
+        link = fit.link
+        checked = (f"on {fit.held_out} held-out transfers within {fit.error_median:.0%} (median; "
+                   f"{fit.error_low:.0%}..{fit.error_high:.0%})" if fit.error_median is not None and
+                   fit.error_low is not None and fit.error_high is not None else "no held-out transfers to check it on")
+        lines += ["", f"transfer cost between processes: {fmt_ns(link.latency_ns)} + bytes at "
+                      f"{link.bytes_per_ns:.3g} GB/s, fitted on {fit.fitted_on} transfers (even seq); predicts {checked}"]
     path = r.critical_path
     if path is not None:
         lines += ["", f"critical path: {fmt_ns(path.length_ns)} from its first node to the job's end, "

@@ -26,7 +26,7 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps, unmodelled_ops
 from tc_analyses.perf.problem import (
-    Cost, CostSource, Device, Placement, PlacementProblem, Task,
+    Cost, CostSource, Device, Link, Placement, PlacementProblem, Task,
 )
 from tc_analyses.perf.simulate import heldout_replay, replay_actual
 
@@ -207,8 +207,10 @@ def schedule_rows(problem: PlacementProblem, plan: Placement, graph: nx.DiGraph 
     return rows
 
 
-def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Device]) -> PlacementProblem:
-    """The placement problem of a trace's activity (its paired intervals) and computation graph."""
+def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Device],
+                       links: dict[tuple[str, str], Link] | None = None) -> PlacementProblem:
+    """The placement problem of a trace's activity (its paired intervals) and computation graph;
+    `links` sets the transfer model of device pairs (else fitted from the trace's copies, or a spec)."""
     if graph.number_of_nodes() == 0:
         raise AnalysisUnavailable(f"{activity.path}: the trace has no dataflow nodes to place")
-    return build_problem(graph, devices, trace=activity)
+    return build_problem(graph, devices, links, trace=activity)
