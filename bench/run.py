@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|engine|seed|placement|startup|verify|kernels] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
 import engine_speed  # noqa: E402
+import job_overhead  # noqa: E402
 import kernel_model  # noqa: E402
 import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
@@ -60,6 +61,18 @@ def recorder_rows(r: dict[str, Any]) -> list[Row]:
          f"node; edge variant: {_ns(r['added_ns_per_event']['edge'])}"),
     ]
     return rows
+
+
+def job_rows(r: dict[str, Any]) -> list[Row]:
+    loop, wall = r["loop_slowdown"], r["wall_slowdown"]
+    return [
+        ("loop slowdown: recorded / profiler", _x(r["ratio_recorded_per_profiler"]),
+         f"{r['steps']} steps, slowest rank's loop, best of {r['rounds']}"),
+        ("loop: torch.profiler in each rank", _x(loop["profiler"]), "vs untraced"),
+        ("loop: dfcompass record (whole job)", _x(loop["recorded"]), "vs untraced"),
+        ("job wall time: profiler / recorded", f"{_x(wall['profiler'])} / {_x(wall['recorded'])}",
+         "vs untraced; start-up, import and the conversion at exit included"),
+    ]
 
 
 def read_rows(r: dict[str, Any]) -> list[Row]:
@@ -232,7 +245,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "engine", "seed", "placement", "startup", "verify", "kernels"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -246,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
     if args.only in (None, "torch"):
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
+    if args.only in (None, "job"):
+        ok &= _run_one("job_overhead", lambda: job_overhead.run(args.rounds or 3), results)
     if args.only in (None, "engine"):
         ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
     if args.only in (None, "seed"):
@@ -264,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
                                 ("read_speed", "Read speed (5M events)", read_rows),
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
+                                ("job_overhead", "Recording a 2-rank DDP job", job_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows),

@@ -600,7 +600,9 @@ class TorchRecorder:
             self._rank = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
 
     def _watch_destroy(self) -> None:
-        """Note the rank just before the program tears its process group down."""
+        """Just before the program tears its process group down, note the rank and (streaming, on
+        the owner thread) write the window so far: the job's collectives are then in the trace even
+        if the teardown kills the process."""
         dist = getattr(self._torch, "distributed", None)
         if dist is None or not dist.is_available() or self._destroy_original is not None:
             return
@@ -608,6 +610,8 @@ class TorchRecorder:
 
         def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
             self._note_rank()
+            if self._streaming and not self._user_steps and threading.get_ident() == self._owner_thread:
+                self._end_window()
             return original(*args, **kwargs)
 
         self._destroy_original = original
