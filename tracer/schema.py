@@ -200,13 +200,18 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("shapes", "sid", "input shapes, e.g. [[8, 3, 32, 32], [64, 3, 7, 7], []]"),
         _f("dtypes", "sid", "input dtypes, e.g. float32,float32,"),
     ), "Input shapes and dtypes of a node execution (recorded by sources that know them).", "dataflow"),
-    EventClass(20, "process_rank", (
+    EventClass(20, "launch", (
+        _TID,
+        _CORR,
+    ), "A runtime API call (the dfc:api_enter at the same time) put GPU work with this correlation id "
+       "on a queue: written only for calls whose GPU activity is in the trace.", "gpu_api"),
+    EventClass(21, "process_rank", (
         _f("rank", "u32", "global rank in the job"),
         _f("local_rank", "u32", "rank on this host, 4294967295 when unknown"),
         _f("world_size", "u32", "number of ranks in the job"),
         _f("backend", "sid", "collective backend, e.g. gloo, nccl; empty when unknown"),
     ), "The process's place in a distributed job, once it is known.", "descriptions"),
-    EventClass(21, "collective", (
+    EventClass(22, "collective", (
         _f("node_id", "u32", "execution id of the dfc:node_begin that issued it"),
         _f("rank", "u32", "rank of the issuing process in the job, 4294967295 when unknown"),
         _f("kind", "sid", "all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier, ..."),

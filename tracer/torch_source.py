@@ -659,11 +659,14 @@ class TorchRecorder:
     def _write_gpu(self, batch: "_Batch", events: Any, collector: _Collector) -> None:
         """Runtime API calls and GPU activity from Kineto's event list (CUDA only)."""
         cuda_type = self._torch.autograd.DeviceType.CUDA
+        launched: set[int] = set()
+        calls: list[tuple[int, int, int]] = []  # (tid, start, correlation id) of runtime calls
         for event in events:
             name = event.name()
             corr = event.correlation_id()
             start, end = event.start_ns(), event.end_ns()
             if event.device_type() == cuda_type:
+                launched.add(corr)
                 device = batch.device(f"cuda:{event.device_index()}")
                 queue = event.device_resource_id() & 0xFFFFFFFF
                 key = f"torch-gpu{event.device_index()}-q{queue}"
@@ -684,6 +687,10 @@ class TorchRecorder:
                 tid = collector.os_tids.get(event.start_thread_id(), event.start_thread_id())
                 batch.add("api_enter", f"torch-api-{tid}", start, tid, name, corr)
                 batch.add("api_exit", f"torch-api-{tid}", end, tid, name, corr)
+                calls.append((tid, start, corr))
+        for tid, start, corr in calls:  # the calls whose GPU work is in this window
+            if corr in launched:
+                batch.add("launch", f"torch-api-{tid}", start, tid, corr)
 
 
 class _Batch:

@@ -632,3 +632,38 @@ def test_two_imported_ranks_join_until_their_files_disagree(kineto_dir: Path, tm
     assert len(result.collectives) == agree
     assert (f"at seq {agree} " in result.mismatch) == (agree < min(map(len, issued)))
     assert [p.rank for p in result.ranks] == [0, 1]
+
+
+def _pending_from_json(doc: dict[str, Any]) -> tuple[int, int]:
+    """(maximum, final) count of launches whose GPU work has not started, read from the raw file:
+    a runtime call counts from its start when an activity with its correlation id exists."""
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    gpu = {e["args"]["correlation"]: Decimal(str(e["ts"])) for e in events
+           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {})}
+    changes = []
+    for e in events:
+        corr = e.get("args", {}).get("correlation")
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and corr in gpu:
+            changes += [(Decimal(str(e["ts"])), 1), (gpu[corr], -1)]
+    depth = peak = 0
+    for _, step in sorted(changes, key=lambda c: (c[0], -c[1])):  # a launch before a start at the same time
+        depth += step
+        peak = max(peak, depth)
+    return peak, depth
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("rel", ["hta-simple-add/benchmark_result_493459_1694039959_trace.json.gz",
+                                 "hta-nccl-rank0/nccl_data.json.gz"])
+def test_queue_depth_returns_to_zero_and_peaks_as_the_file_says(real: Callable[[str], Any], rel: str,
+                                                                  tmp_path: Path) -> None:
+    from tc_analyses.engine import build, layout
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.inputs import TraceInputs
+
+    doc, summary, _ = real(rel)
+    write_output(tmp_path / "out", TraceInputs(summary.output).facts)
+    system = build(summary.output, [tmp_path / "out" / "xml" / "gpu.xml"]).systems[layout.GPU_ID]
+    values = [i.value.value for i in dict(system.items())[(layout.LAUNCHES, layout.LAUNCHES_PENDING)]
+              if i.value is not None]
+    assert (max(values), values[-1]) == _pending_from_json(doc)

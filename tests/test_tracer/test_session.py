@@ -187,6 +187,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     def body(s: Session) -> None:
         gpu = s.device("cuda:1", model="H100 <&>")
         s.emit("api_enter", 11, s.intern("cudaLaunchKernel"), 2**64 - 1)
+        s.emit("launch", 11, 2**64 - 1)
         s.emit("api_exit", 11, s.intern("cudaLaunchKernel"), 2**64 - 1)
         s.emit("kernel_begin", gpu, 7, 2**64 - 1, s.intern("k<float>"), 1, 2, 3, 4, 5, 6)
         s.emit("kernel_end", gpu, 7, 2**64 - 1)
@@ -219,6 +220,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     assert trace.table("api_exit").text("name").tolist() == ["cudaLaunchKernel"]
     args = trace.table("node_args")
     assert args["node_id"].tolist() == [77] and args.text("shapes").tolist() == ["[[2, 3]]"]
+    assert ints("launch") == [(11, 2**64 - 1)]
     rank = trace.table("process_rank")
     assert [r[:3] for r in ints("process_rank")] == [(3, 1, 4)] and rank.text("backend").tolist() == ["nccl"]
     comm = trace.table("collective")

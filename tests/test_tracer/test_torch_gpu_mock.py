@@ -56,6 +56,7 @@ def test_gpu_events_map_to_queues_with_correlation(tmp_path: Path) -> None:
             FakeKinetoEvent("cudaMemcpyAsync", CPU, 12, base + 600, base + 900),
             FakeKinetoEvent("Memcpy HtoD (Pageable -> Device)", CUDA, 12, base + 3_500, base + 4_000, _stream=9),
             FakeKinetoEvent("Memset (Device)", CUDA, 13, base + 4_100, base + 4_200),
+            FakeKinetoEvent("cudaMemsetAsync", CPU, 14, base + 950, base + 990),  # launched nothing
             FakeKinetoEvent("aten::relu", CPU, 0, base, base + 100),  # CPU op: not an API call
         ]
         recorder = TorchRecorder(session, cuda=False)
@@ -74,6 +75,11 @@ def test_gpu_events_map_to_queues_with_correlation(tmp_path: Path) -> None:
     assert trace.table("memset_begin")["correlation_id"].tolist() == [13]
     api = trace.table("api_enter")
     assert sorted(zip(api.text("name").tolist(), api["correlation_id"].tolist())) == [
-        ("cudaLaunchKernel", 11), ("cudaMemcpyAsync", 12)]
+        ("cudaLaunchKernel", 11), ("cudaMemcpyAsync", 12), ("cudaMemsetAsync", 14)]
+    # dfc:launch only for the calls whose GPU work is here, at the call's start
+    launches = trace.table("launch")
+    assert launches["correlation_id"].tolist() == [11, 12]
+    assert launches["timestamp"].tolist() == [t for t, c in zip(api["timestamp"].tolist(), api["correlation_id"].tolist())
+                                              if c in (11, 12)]
     device_names = trace.table("device_info").text("name").tolist()
     assert "cuda:0" in device_names

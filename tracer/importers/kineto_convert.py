@@ -134,6 +134,7 @@ class Converter:
         self.gpu_streams: dict[str, set[int]] = {}
         self.api_ids: set[int] = set()
         self.gpu_ids: list[int | None] = []
+        self.api_calls: list[tuple[str, int, int, int]] = []  # (stream key, begin, tid, correlation id)
         self.joined = {"api": 0, "gpu": 0}
         self.ac2g = 0
         self.node_id = 0
@@ -269,6 +270,10 @@ class Converter:
         nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
         for begin, end, index in nodes:
             self.node(begin, end, index, self.events[index])
+        launched = set(self.gpu_ids)
+        for key, begin, tid, corr in self.api_calls:  # calls whose GPU work is in the file
+            if corr in launched:
+                self.add("launch", key, begin, tid, corr)
 
     def cpu_ids(self, event: dict[str, Any], ts: int) -> tuple[int, int]:
         pid, tid = self.pids[event.get("pid")], self.tids[event.get("tid")]
@@ -355,6 +360,8 @@ class Converter:
         name, key = str(event.get("name", "")), str(tid)
         self.add("api_enter", key, begin, tid, name, corr or 0)
         self.add("api_exit", key, end, tid, name, corr or 0)
+        if corr is not None:
+            self.api_calls.append((key, begin, tid, corr))
 
     def gpu(self, kind: str, index: int, event: dict[str, Any]) -> None:
         begin, end = self.time(index, event)

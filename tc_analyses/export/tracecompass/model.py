@@ -85,8 +85,7 @@ class Analysis:
     classes: frozenset[str]  # event classes (short names) that make it worth emitting
     devices: tuple[DeviceVM, ...] = ALL_DEVICES
     activities: tuple[Activity, ...] = ()
-    launch_events: tuple[dict[str, Any], ...] = ()  # API events that launch GPU work
-    launch_apis: tuple[str, ...] = ()
+    launch_events: tuple[dict[str, Any], ...] = ()  # events of calls that put GPU work on a queue
     events: tuple[dict[str, Any], ...] = ()
     patterns: tuple["Pattern", ...] = ()
     trace_types: tuple[str, ...] = ()  # overrides Meta.trace_types (experiment analyses)
@@ -195,7 +194,7 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
                  devices=_device_vms(facts, gpu_only=False)),
         Analysis("gpu", "gpu.xml.j2", layout.GPU_ID, "dfcompass: GPU queues" + suffix,
                  "GPU queues" + suffix, gpu_classes, devices=_device_vms(facts, gpu_only=True),
-                 activities=activities, launch_events=(events()["api_enter"],), launch_apis=LAUNCH_APIS),
+                 activities=activities, launch_events=(events()["launch"],)),
         Analysis("api", "api.xml.j2", layout.API_ID, "dfcompass: runtime API calls" + suffix,
                  "Runtime API calls by thread" + suffix, frozenset({"api_enter"})),
         Analysis("memory", "memory.xml.j2", layout.MEMORY_ID, "dfcompass: memory" + suffix,
