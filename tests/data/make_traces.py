@@ -31,6 +31,7 @@ def all_classes(path: Path) -> None:
         t = 10_000
         for step in range(3):
             b.add("step_begin", "100", t, step, 100)
+            b.add("annotation_begin", "100", t + 10, cpu, 100, 2 * step, "forward <&>")
             # loader thread makes a batch on the CPU
             load = node
             b.add("node_begin", "101", t + 100, load, "read", "loader.read[0]", cpu, 101, step)
@@ -67,6 +68,9 @@ def all_classes(path: Path) -> None:
             b.add("node_end", "100", t + 1_170, kern, gpu, 100)
             b.add("mem_free", "101", t + 2_700, cpu, 0x1000, 4096, 4096 * step)
 
+            b.add("annotation_end", "100", t + 2_990, cpu, 100, 2 * step)
+            b.add("annotation_begin", "gpu0-q7", t + 1_600, gpu, 7, 2 * step + 1, "relu on the GPU")
+            b.add("annotation_end", "gpu0-q7", t + 2_600, gpu, 7, 2 * step + 1)
             b.add("step_end", "100", t + 3_000, step, 100)
             node, tensor, corr, t = node + 3, tensor + 2, corr + 3, t + 10_000
 

@@ -91,7 +91,7 @@ def test_ranks_command_json_and_plots(cli: Callable[..., Any], tmp_path: Path) -
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["analysis"] == "ranks"
-    assert len(document["result"]["collectives"]) == 9
+    assert len(document["result"]["collectives"]) == document["result"]["processes"][0]["collectives"] > 0
     assert (tmp_path / "ranks.png").stat().st_size > 0 and (tmp_path / "ranks.svg").stat().st_size > 0
 
 

@@ -290,9 +290,10 @@ def test_unmapped_categories_are_counted_as_skipped(kineto: Callable[..., Any]) 
         {"ph": "s", "id": 1, "pid": PID, "tid": TID, "ts": 1, "cat": "fwdbwd", "name": "fwdbwd"},
         {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 30},
     ])
-    assert summary.skipped == {"Trace": 1, "cuda_sync": 1, "fwdbwd": 1, "gpu_user_annotation": 1, "instant": 1,
-                               "python_function": 1, "user_annotation": 1}
-    assert summary.gpu_streams == {} and set(summary.devices) == {"cpu"}
+    assert summary.skipped == {"Trace": 1, "cuda_sync": 1, "fwdbwd": 1, "instant": 1, "python_function": 1}
+    # the two annotations are kept: one on the CPU thread, one on GPU 0's queue 7
+    assert summary.events_per_class["dfc:annotation_begin"] == 2
+    assert set(summary.devices) == {"cpu", "cuda:0"}
     assert summary.events_per_class["dfc:node_begin"] == 1 and summary.source_events == 8
 
 
@@ -324,14 +325,15 @@ def test_cli_text_and_json(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert "devices:     cpu, cuda:0 (GPU-X)" in out and "GPU streams: cuda:0: 7" in out
     assert "1 of 1 GPU activities matched a runtime call" in out
     assert any(line.split() == ["dfc:kernel_begin", "1"] for line in out.splitlines())
-    assert any(line.split() == ["user_annotation", "1"] for line in out.splitlines())
+    assert any(line.split() == ["dfc:annotation_begin", "1"] for line in out.splitlines())
     assert "no dfc:tensor_edge" in out
     again = cli("import-kineto", src, "-o", tmp_path / "out")
     assert again.exit_code == 2 and again.stderr.startswith("dfcompass: error: ") and "--overwrite" in again.stderr
     as_json = cli("import-kineto", src, "-o", tmp_path / "out", "--overwrite", "--format", "json")
     assert as_json.exit_code == 0, as_json.stderr
     data = json.loads(as_json.stdout)
-    assert data["events_per_class"]["dfc:kernel_begin"] == 1 and data["skipped"] == {"user_annotation": 1}
+    assert data["events_per_class"]["dfc:kernel_begin"] == 1 and data["skipped"] == {}
+    assert data["events_per_class"]["dfc:annotation_begin"] == 1
     assert data["gpu_streams"] == {"cuda:0": [7]} and data["events"] == sum(data["events_per_class"].values())
     info = cli("info", tmp_path / "out", "--format", "json")
     assert json.loads(info.stdout)["env"]["import_format"] == "kineto"
@@ -358,7 +360,7 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], str]] = [
      "'dur' is not a duration"),
     ("string-ts", lambda p: p.write_text(json.dumps({"traceEvents": [ev("cpu_op", "a", "soon", 1)]})),
      "'ts' is not a number"),
-    ("nothing-importable", lambda p: p.write_text(json.dumps({"traceEvents": [ev("user_annotation", "a", 1, 1)]})),
+    ("nothing-importable", lambda p: p.write_text(json.dumps({"traceEvents": [ev("python_function", "a", 1, 1)]})),
      "nothing to import"),
     ("not-utf8", lambda p: p.write_bytes(b'{"traceEvents": ["\xff"]}'), "not UTF-8"),
     ("missing-file", lambda p: None, "No such file or directory"),

@@ -92,7 +92,7 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     conv.convert()
     if not conv.rows:
         raise KinetoImportError(src, f"nothing to import: none of the {len(events)} events is a cpu_op, runtime "
-                                "call, GPU activity or [memory] event")
+                                "call, GPU activity, user annotation or [memory] event")
     conv.describe_threads()
     stamps = [row[2] for row in conv.rows]
     first, last = min(stamps), max(stamps)

@@ -32,7 +32,7 @@ _STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")
 _API_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _FLOW_PHASES = frozenset({"s", "t", "f"})
-_CPU_KINDS = frozenset({"node", "step", "api", "memory"})
+_CPU_KINDS = frozenset({"node", "step", "api", "memory", "annotation"})
 # c10::DeviceType values that [memory] events carry in "Device Type".
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
 DEVICE_FIELDS = {
@@ -64,8 +64,10 @@ def _kind(event: dict[str, Any]) -> str | None:
             return "node"
         if cat in _API_CATS:
             return "api"
-        if cat == "user_annotation" and _STEP.match(str(event.get("name", ""))):
-            return "step"
+        if cat == "user_annotation":
+            return "step" if _STEP.match(str(event.get("name", ""))) else "annotation"
+        if cat == "gpu_user_annotation":
+            return "gpu_annotation"
         return _GPU_KINDS.get(str(cat))
     if ph in ("i", "I") and event.get("name") == "[memory]":
         return "memory"
@@ -143,6 +145,7 @@ class Converter:
         rank = as_int(info.get("rank")) if isinstance(info, dict) else None
         self.rank = rank if rank is not None and 0 <= rank <= 0xFFFFFFFE else 0xFFFFFFFF
         self.collectives = 0  # c10d ops converted so far: the next one's seq
+        self.annotation_id = 0
         # (raw pid, raw tid) -> sorted (ts ns, event index) of record_param_comms: a collective's
         # size and process group, in newer Kineto files
         self.comms_params: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
@@ -263,6 +266,8 @@ class Converter:
                 self.api(index, event)
             elif kind == "memory":
                 self.memory(index, event)
+            elif kind in ("annotation", "gpu_annotation"):
+                self.annotation(index, event, on_gpu=kind == "gpu_annotation")
             else:
                 self.gpu(kind, index, event)
         for params in self.comms_params.values():
@@ -318,6 +323,21 @@ class Converter:
             self.collective(key, begin, end, node_id, kind, event)
         if _step_number(event) is not None:
             self.step(index, event)
+
+    def annotation(self, index: int, event: dict[str, Any], on_gpu: bool) -> None:
+        """A user annotation: on its thread (user_annotation) or its GPU queue (gpu_user_annotation)."""
+        begin, end = self.time(index, event)
+        if on_gpu:
+            device = self.gpu_device(index, event)
+            track = self.streams[self.stream_of(index, event)]
+            key = f"{device}.s{track}"
+        else:
+            device, (_, track) = "cpu", self.cpu_ids(event, begin)
+            key = str(track)
+        name = str(event.get("name", ""))
+        self.add("annotation_begin", key, begin, device, track, self.annotation_id, name)
+        self.add("annotation_end", key, end, device, track, self.annotation_id)
+        self.annotation_id = (self.annotation_id + 1) & 0xFFFFFFFF
 
     def collective(self, key: str, begin: int, end: int, node_id: int, kind: str, event: dict[str, Any]) -> None:
         """dfc:collective of a c10d op, sized from the record_param_comms inside it when the file has one."""
