@@ -285,12 +285,12 @@ def test_unmapped_categories_are_counted_as_skipped(kineto: Callable[..., Any]) 
         ev("user_annotation", "## forward ##", 1, 10),
         ev("gpu_user_annotation", "## forward ##", 2, 10, pid=0, tid=7),
         ev("python_function", "torch/nn/modules/module.py(1501): _call_impl", 1, 5),
-        ev("cuda_sync", "Stream Sync", 3, 1, pid=0, tid=7, stream=7, device=0),
+        ev("cuda_sync", "Stream Sync", 3, 1, pid=0, tid=7, stream=7, device=0),  # kept: dfc:sync_begin
         ev("Trace", "PyTorch Profiler (0)", 0, 20, pid="Spans", tid="PyTorch Profiler"),
         {"ph": "s", "id": 1, "pid": PID, "tid": TID, "ts": 1, "cat": "fwdbwd", "name": "fwdbwd"},
         {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 30},
     ])
-    assert summary.skipped == {"Trace": 1, "cuda_sync": 1, "fwdbwd": 1, "instant": 1, "python_function": 1}
+    assert summary.skipped == {"Trace": 1, "fwdbwd": 1, "instant": 1, "python_function": 1}
     # the two annotations are kept: one on the CPU thread, one on GPU 0's queue 7
     assert summary.events_per_class["dfc:annotation_begin"] == 2
     assert set(summary.devices) == {"cpu", "cuda:0"}
@@ -669,3 +669,18 @@ def test_queue_depth_returns_to_zero_and_peaks_as_the_file_says(real: Callable[[
     values = [i.value.value for i in dict(system.items())[(layout.LAUNCHES, layout.LAUNCHES_PENDING)]
               if i.value is not None]
     assert (max(values), values[-1]) == _pending_from_json(doc)
+
+
+@pytest.mark.shared
+def test_cuda_syncs_are_kept_with_their_kind_and_waited_queue(real: Callable[[str], Any]) -> None:
+    doc, _, trace = real("hta-simple-add/benchmark_result_493459_1694039959_trace.json.gz")
+    source = sorted((Decimal(str(e["ts"])), e["args"]["cuda_sync_kind"], e["args"].get("wait_on_stream", 0xFFFFFFFF))
+                    for e in doc["traceEvents"] if e.get("cat") == "cuda_sync")
+    syncs = trace.table("sync_begin")
+    offset = trace.metadata.clock_offset_ns
+    ours = sorted(zip([Decimal(t + offset) / 1000 for t in syncs["timestamp"].tolist()], syncs.text("kind").tolist(),
+                      syncs["wait_queue"].tolist()))
+    assert len(ours) == len(source) == 41
+    assert [(k, w) for _, k, w in ours] == [(k, w) for _, k, w in source]
+    assert [t for t, _, _ in ours] == [t for t, _, _ in source]  # the file's wall-clock microseconds, exactly
+    assert len(trace.table("sync_end")) == 41

@@ -68,6 +68,8 @@ def _kind(event: dict[str, Any]) -> str | None:
             return "step" if _STEP.match(str(event.get("name", ""))) else "annotation"
         if cat == "gpu_user_annotation":
             return "gpu_annotation"
+        if cat == "cuda_sync":
+            return "sync"
         return _GPU_KINDS.get(str(cat))
     if ph in ("i", "I") and event.get("name") == "[memory]":
         return "memory"
@@ -266,6 +268,8 @@ class Converter:
                 self.api(index, event)
             elif kind == "memory":
                 self.memory(index, event)
+            elif kind == "sync":
+                self.sync(index, event)
             elif kind in ("annotation", "gpu_annotation"):
                 self.annotation(index, event, on_gpu=kind == "gpu_annotation")
             else:
@@ -323,6 +327,20 @@ class Converter:
             self.collective(key, begin, end, node_id, kind, event)
         if _step_number(event) is not None:
             self.step(index, event)
+
+    def sync(self, index: int, event: dict[str, Any]) -> None:
+        """CUPTI's cuda_sync: a queue (or, for a context sync, the whole device) waits."""
+        begin, end = self.time(index, event)
+        device, args = self.gpu_device(index, event), self.args(event)
+        queue = self.streams[self.stream_of(index, event)]
+        corr = self.correlation(event, begin, "gpu") or 0
+        kind = str(args.get("cuda_sync_kind", event.get("name", "")))[:200]
+        waited = as_int(args.get("wait_on_stream"))
+        wait_queue = waited if waited is not None and 0 <= waited < U32_MAX else U32_MAX
+        recorded = unsigned(args.get("wait_on_cuda_event_record_corr_id"), U64_MAX)
+        key = f"{device}.sync"
+        self.add("sync_begin", key, begin, device, queue, corr, kind, wait_queue, recorded)
+        self.add("sync_end", key, end, device, queue, corr)
 
     def annotation(self, index: int, event: dict[str, Any], on_gpu: bool) -> None:
         """A user annotation: on its thread (user_annotation) or its GPU queue (gpu_user_annotation)."""
