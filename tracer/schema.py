@@ -205,7 +205,18 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _CORR,
     ), "A runtime API call (the dfc:api_enter at the same time) put GPU work with this correlation id "
        "on a queue: written only for calls whose GPU activity is in the trace.", "gpu_api"),
-    EventClass(21, "sync_begin", (
+    EventClass(21, "kernel_info", (
+        _DEVICE,
+        _QUEUE,
+        _CORR,
+        _f("registers", "u32", "registers per thread, 0 when unknown"),
+        _f("shared_memory", "u32", "shared memory per block in bytes (static + dynamic), 0 when unknown"),
+        _f("blocks_per_sm_milli", "u32", "blocks per SM x 1000 (fixed point: floats decode badly), 0 when unknown"),
+        _f("warps_per_sm_milli", "u32", "warps per SM x 1000, 0 when unknown"),
+        _f("occupancy_pct", "u32", "estimated achieved occupancy in percent, 4294967295 when unknown"),
+    ), "Launch configuration of a kernel (the dfc:kernel_begin with the same correlation id), where "
+       "the source has it.", "gpu_activity"),
+    EventClass(22, "sync_begin", (
         _DEVICE,
         _f("queue", "u32", "the queue that waits, 4294967295 for the whole device (a context sync)"),
         _CORR,
@@ -213,29 +224,29 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("wait_queue", "u32", "the queue waited on (Stream Wait Event), 4294967295 when none"),
         _f("event_correlation", "u64", "correlation id of the event record waited on, 0 when unknown"),
     ), "A GPU synchronisation starts (CUPTI's cuda_sync): a queue or the device waits.", "gpu_activity"),
-    EventClass(22, "sync_end", (
+    EventClass(23, "sync_end", (
         _DEVICE,
         _f("queue", "u32", "the queue of the matching dfc:sync_begin"),
         _CORR,
     ), "A GPU synchronisation ends.", "gpu_activity"),
-    EventClass(23, "annotation_begin", (
+    EventClass(24, "annotation_begin", (
         _DEVICE,
         _f("track", "u32", "where it is: the thread (tid) on a CPU device, the queue on a GPU"),
         _f("annotation_id", "u32", "execution id, unique in the trace"),
         _f("name", "sid", "the user's label, e.g. forward, data_loading"),
     ), "A user annotation (torch.profiler.record_function, NVTX range) starts.", "annotations"),
-    EventClass(24, "annotation_end", (
+    EventClass(25, "annotation_end", (
         _DEVICE,
         _f("track", "u32", "the track of the matching dfc:annotation_begin"),
         _f("annotation_id", "u32", "execution id of the matching dfc:annotation_begin"),
     ), "A user annotation ends.", "annotations"),
-    EventClass(25, "process_rank", (
+    EventClass(26, "process_rank", (
         _f("rank", "u32", "global rank in the job"),
         _f("local_rank", "u32", "rank on this host, 4294967295 when unknown"),
         _f("world_size", "u32", "number of ranks in the job"),
         _f("backend", "sid", "collective backend, e.g. gloo, nccl; empty when unknown"),
     ), "The process's place in a distributed job, once it is known.", "descriptions"),
-    EventClass(26, "collective", (
+    EventClass(27, "collective", (
         _f("node_id", "u32", "execution id of the dfc:node_begin that issued it"),
         _f("rank", "u32", "rank of the issuing process in the job, 4294967295 when unknown"),
         _f("kind", "sid", "all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier, ..."),

@@ -177,7 +177,10 @@ def analyse(job: Any) -> JobRanks:
 def findings(r: JobRanks) -> tuple[Finding, ...]:
     found: list[Finding] = []
     if r.collectives:
-        worst = max(r.ranks, key=lambda s: (s.last_at, s.rank or 0))
+        # The straggler is the rank that kept the others waiting longest, not the one last most
+        # often: a rank 20 ms late at every all-reduce outweighs one a few µs late at the set-up.
+        lateness = {s.rank: sum(c.late_by_ns for c in r.collectives if c.last_rank == s.rank) for s in r.ranks}
+        worst = max(r.ranks, key=lambda s: (lateness[s.rank], s.last_at, -(s.rank or 0)))
         skews = [c.skew_ns for c in r.collectives if c.last_rank == worst.rank]
         waited = sum(s.wait_ns for s in r.ranks if s.rank != worst.rank)
         found.append(Finding("straggler", waited,

@@ -64,6 +64,7 @@ def all_classes(path: Path) -> None:
             b.add("launch", "100", t + 1_130, 100, corr + 2)
             b.add("api_exit", "100", t + 1_160, 100, "cudaLaunchKernel", corr + 2)
             b.add("kernel_begin", "gpu0-q7", t + 1_600, gpu, 7, corr + 2, "relu_kernel<float>", 16, 1, 1, 256, 1, 1)
+            b.add("kernel_info", "gpu0-q7", t + 1_600, gpu, 7, corr + 2, 32, 4096, 148, 2963, 5)
             b.add("kernel_end", "gpu0-q7", t + 2_600, gpu, 7, corr + 2)
             b.add("sync_begin", "gpu0-sync", t + 2_600, gpu, 7, corr + 2, "Stream Sync", 0xFFFFFFFF, 0)
             b.add("sync_end", "gpu0-sync", t + 2_610, gpu, 7, corr + 2)

@@ -684,3 +684,19 @@ def test_cuda_syncs_are_kept_with_their_kind_and_waited_queue(real: Callable[[st
     assert [(k, w) for _, k, w in ours] == [(k, w) for _, k, w in source]
     assert [t for t, _, _ in ours] == [t for t, _, _ in source]  # the file's wall-clock microseconds, exactly
     assert len(trace.table("sync_end")) == 41
+
+
+@pytest.mark.shared
+def test_kernel_launch_configuration_is_kept(real: Callable[[str], Any]) -> None:
+    doc, _, trace = real("hta-nccl-rank0/nccl_data.json.gz")
+    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    info = trace.table("kernel_info")
+    assert len(info) == len(kernels)
+    by_corr = {e["args"]["correlation"]: e["args"] for e in kernels}
+    for corr, regs, smem, blocks, occupancy in zip(info["correlation_id"].tolist(), info["registers"].tolist(),
+                                                   info["shared_memory"].tolist(),
+                                                   info["blocks_per_sm_milli"].tolist(), info["occupancy_pct"].tolist()):
+        args = by_corr[corr]
+        assert (regs, smem, occupancy) == (args["registers per thread"], args["shared memory"],
+                                           args["est. achieved occupancy %"])
+        assert blocks == round(float(args["blocks per SM"]) * 1000)

@@ -82,6 +82,27 @@ def _step_number(event: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _milli(value: Any) -> int:
+    """A non-negative number as thousandths, in 32 bits (0 when absent or out of range)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return int(round(number * 1000)) if 0 <= number * 1000 < U32_MAX else 0
+
+
+def _kernel_config(args: dict[str, Any]) -> tuple[int, int, int, int, int] | None:
+    """(registers, shared memory, blocks/SM x1000, warps/SM x1000, occupancy %) from a kernel's args;
+    None when the file gives none of them."""
+    keys = ("registers per thread", "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %")
+    if not any(k in args for k in keys):
+        return None
+    occupancy = as_int(args.get("est. achieved occupancy %"))
+    return (unsigned(args.get("registers per thread"), U32_MAX), unsigned(args.get("shared memory"), U32_MAX),
+            _milli(args.get("blocks per SM")), _milli(args.get("warps per SM")),
+            occupancy if occupancy is not None and 0 <= occupancy <= 100 else U32_MAX)
+
+
 def _dims(value: Any) -> list[int]:
     """A kernel's [x, y, z] grid or block size; zeros when the file does not give it."""
     if isinstance(value, list) and len(value) == 3:
@@ -412,6 +433,9 @@ class Converter:
         if kind == "kernel":
             dims = _dims(args.get("grid")) + _dims(args.get("block"))
             self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)
+            config = _kernel_config(args)
+            if config is not None:
+                self.add("kernel_info", key, begin, device, stream, cid, *config)
         elif kind == "memcpy":
             direction = copy_kind(name)
             src, dst = self.copy_ends(direction, device, args)
