@@ -205,7 +205,12 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _CORR,
     ), "A runtime API call (the dfc:api_enter at the same time) put GPU work with this correlation id "
        "on a queue: written only for calls whose GPU activity is in the trace.", "gpu_api"),
-    EventClass(21, "kernel_info", (
+    EventClass(21, "node_link", (
+        _f("source", "u32", "node_id of the earlier node execution"),
+        _f("target", "u32", "node_id of the later one"),
+        _f("kind", "sid", "what joins them: fwdbwd (a forward op and its backward op)"),
+    ), "A link between two node executions that is not a tensor edge, at the target's start.", "dataflow"),
+    EventClass(22, "kernel_info", (
         _DEVICE,
         _QUEUE,
         _CORR,
@@ -216,7 +221,7 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("occupancy_pct", "u32", "estimated achieved occupancy in percent, 4294967295 when unknown"),
     ), "Launch configuration of a kernel (the dfc:kernel_begin with the same correlation id), where "
        "the source has it.", "gpu_activity"),
-    EventClass(22, "sync_begin", (
+    EventClass(23, "sync_begin", (
         _DEVICE,
         _f("queue", "u32", "the queue that waits, 4294967295 for the whole device (a context sync)"),
         _CORR,
@@ -224,29 +229,29 @@ CATALOGUE: Final[tuple[EventClass, ...]] = (
         _f("wait_queue", "u32", "the queue waited on (Stream Wait Event), 4294967295 when none"),
         _f("event_correlation", "u64", "correlation id of the event record waited on, 0 when unknown"),
     ), "A GPU synchronisation starts (CUPTI's cuda_sync): a queue or the device waits.", "gpu_activity"),
-    EventClass(23, "sync_end", (
+    EventClass(24, "sync_end", (
         _DEVICE,
         _f("queue", "u32", "the queue of the matching dfc:sync_begin"),
         _CORR,
     ), "A GPU synchronisation ends.", "gpu_activity"),
-    EventClass(24, "annotation_begin", (
+    EventClass(25, "annotation_begin", (
         _DEVICE,
         _f("track", "u32", "where it is: the thread (tid) on a CPU device, the queue on a GPU"),
         _f("annotation_id", "u32", "execution id, unique in the trace"),
         _f("name", "sid", "the user's label, e.g. forward, data_loading"),
     ), "A user annotation (torch.profiler.record_function, NVTX range) starts.", "annotations"),
-    EventClass(25, "annotation_end", (
+    EventClass(26, "annotation_end", (
         _DEVICE,
         _f("track", "u32", "the track of the matching dfc:annotation_begin"),
         _f("annotation_id", "u32", "execution id of the matching dfc:annotation_begin"),
     ), "A user annotation ends.", "annotations"),
-    EventClass(26, "process_rank", (
+    EventClass(27, "process_rank", (
         _f("rank", "u32", "global rank in the job"),
         _f("local_rank", "u32", "rank on this host, 4294967295 when unknown"),
         _f("world_size", "u32", "number of ranks in the job"),
         _f("backend", "sid", "collective backend, e.g. gloo, nccl; empty when unknown"),
     ), "The process's place in a distributed job, once it is known.", "descriptions"),
-    EventClass(27, "collective", (
+    EventClass(28, "collective", (
         _f("node_id", "u32", "execution id of the dfc:node_begin that issued it"),
         _f("rank", "u32", "rank of the issuing process in the job, 4294967295 when unknown"),
         _f("kind", "sid", "all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier, ..."),

@@ -55,6 +55,7 @@ def all_classes(path: Path) -> None:
             b.add("node_begin", "100", t + 1_100, kern, "aten::relu", "model.relu (x.*+?)", gpu, 100, step)
             b.add("node_args", "100", t + 1_100, kern, "[[1024]]", "int32")
             b.add("tensor_edge", "100", t + 1_100, copy, kern, tensor + 1, 4096, gpu, gpu)
+            b.add("node_link", "100", t + 1_100, copy, kern, "fwdbwd")
             b.add("api_enter", "100", t + 1_110, 100, "cudaMemsetAsync", corr + 1)
             b.add("launch", "100", t + 1_110, 100, corr + 1)
             b.add("api_exit", "100", t + 1_120, 100, "cudaMemsetAsync", corr + 1)

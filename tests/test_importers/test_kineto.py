@@ -290,7 +290,7 @@ def test_unmapped_categories_are_counted_as_skipped(kineto: Callable[..., Any]) 
         {"ph": "s", "id": 1, "pid": PID, "tid": TID, "ts": 1, "cat": "fwdbwd", "name": "fwdbwd"},
         {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 30},
     ])
-    assert summary.skipped == {"Trace": 1, "fwdbwd": 1, "instant": 1, "python_function": 1}
+    assert summary.skipped == {"Trace": 1, "fwdbwd": 1, "instant": 1, "python_function": 1}  # a flow with one end
     # the two annotations are kept: one on the CPU thread, one on GPU 0's queue 7
     assert summary.events_per_class["dfc:annotation_begin"] == 2
     assert set(summary.devices) == {"cpu", "cuda:0"}
@@ -700,3 +700,17 @@ def test_kernel_launch_configuration_is_kept(real: Callable[[str], Any]) -> None
         assert (regs, smem, occupancy) == (args["registers per thread"], args["shared memory"],
                                            args["est. achieved occupancy %"])
         assert blocks == round(float(args["blocks per SM"]) * 1000)
+
+
+@pytest.mark.shared
+def test_fwdbwd_flows_link_each_forward_op_to_its_backward_op(real: Callable[[str], Any]) -> None:
+    doc, _, trace = real("hta-nccl-rank0/nccl_data.json.gz")
+    flows = [e for e in doc["traceEvents"] if e.get("cat") == "fwdbwd"]
+    links = trace.table("node_link")
+    assert len(links) == len(flows) // 2 > 0 and set(links.text("kind").tolist()) == {"fwdbwd"}
+    begins = trace.table("node_begin")
+    op = dict(zip(begins["node_id"].tolist(), begins.text("op").tolist()))
+    start = dict(zip(begins["node_id"].tolist(), begins["timestamp"].tolist()))
+    for source, target in zip(links["source"].tolist(), links["target"].tolist()):
+        assert start[source] < start[target]
+        assert "Backward" in op[target] and "Backward" not in op[source]

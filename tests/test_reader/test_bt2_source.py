@@ -46,6 +46,7 @@ def _record_everything(session: Session) -> None:
         kname = s.intern(HOSTILE[i % len(HOSTILE)] + " kernel")
         s.emit("api_enter", 1, s.intern("cudaLaunchKernel"), i)
         s.emit("launch", 1, i)
+        s.emit("node_link", i, i + 1, s.intern("fwdbwd"))
         s.emit("kernel_info", gpu, 7, i, 96, 41744, 148, 2963, 0xFFFFFFFF)
         s.emit("sync_begin", gpu, 7, i, s.intern("Stream Wait Event"), 9, 2**63 + i)
         s.emit("sync_end", gpu, 7, i)

@@ -188,6 +188,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
         gpu = s.device("cuda:1", model="H100 <&>")
         s.emit("api_enter", 11, s.intern("cudaLaunchKernel"), 2**64 - 1)
         s.emit("launch", 11, 2**64 - 1)
+        s.emit("node_link", 3, 4, s.intern("fwdbwd"))
         s.emit("kernel_info", gpu, 7, 2**64 - 1, 255, 2**31, 1, 2, 100)
         s.emit("sync_begin", gpu, 0xFFFFFFFF, 6, s.intern("Context Sync"), 0xFFFFFFFF, 0)
         s.emit("sync_end", gpu, 0xFFFFFFFF, 6)
@@ -226,6 +227,7 @@ def test_emit_records_every_class_with_its_values(make_trace: Any) -> None:
     args = trace.table("node_args")
     assert args["node_id"].tolist() == [77] and args.text("shapes").tolist() == ["[[2, 3]]"]
     assert ints("launch") == [(11, 2**64 - 1)]
+    assert [r[:2] for r in ints("node_link")] == [(3, 4)] and trace.table("node_link").text("kind").tolist() == ["fwdbwd"]
     assert ints("kernel_info") == [(gpu, 7, 2**64 - 1, 255, 2**31, 1, 2, 100)]
     assert [r[:3] + r[4:] for r in ints("sync_begin")] == [(gpu, 0xFFFFFFFF, 6, 0xFFFFFFFF, 0)]
     assert trace.table("sync_begin").text("kind").tolist() == ["Context Sync"]

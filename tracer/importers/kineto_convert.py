@@ -169,6 +169,8 @@ class Converter:
         self.rank = rank if rank is not None and 0 <= rank <= 0xFFFFFFFE else 0xFFFFFFFF
         self.collectives = 0  # c10d ops converted so far: the next one's seq
         self.annotation_id = 0
+        self.node_at: dict[tuple[Any, Any, int], tuple[int, int, str]] = {}  # (pid, tid, begin) -> deepest (end, id, key)
+        self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}  # flow id -> {"s"|"f": (pid, tid, ts)}
         # (raw pid, raw tid) -> sorted (ts ns, event index) of record_param_comms: a collective's
         # size and process group, in newer Kineto files
         self.comms_params: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
@@ -276,6 +278,8 @@ class Converter:
                 if isinstance(event.get("ph"), str) and event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
                     self.ac2g += 1
                     continue
+                if event.get("ph") in ("s", "f") and event.get("cat") == "fwdbwd" and self.fwdbwd_point(index, event):
+                    continue
                 key = _skip_key(event)
                 self.skipped[key] = self.skipped.get(key, 0) + 1
             elif kind == "node":
@@ -300,6 +304,7 @@ class Converter:
         nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
         for begin, end, index in nodes:
             self.node(begin, end, index, self.events[index])
+        self.fwdbwd_links()
         launched = set(self.gpu_ids)
         for key, begin, tid, corr in self.api_calls:  # calls whose GPU work is in the file
             if corr in launched:
@@ -338,6 +343,10 @@ class Converter:
         node_id = self.node_id & 0xFFFFFFFF
         self.node_id += 1
         key = str(tid)
+        at = (event.get("pid"), event.get("tid"), begin)
+        known = self.node_at.get(at)
+        if known is None or end < known[0]:  # a flow binds to the deepest slice starting there
+            self.node_at[at] = (end, node_id, key)
         self.add("node_begin", key, begin, node_id, op, name, "cpu", tid, self.step_of(event.get("pid"), begin))
         self.add("node_end", key, end, node_id, "cpu", tid)
         shapes = input_args(self.args(event))
@@ -348,6 +357,25 @@ class Converter:
             self.collective(key, begin, end, node_id, kind, event)
         if _step_number(event) is not None:
             self.step(index, event)
+
+    def fwdbwd_point(self, index: int, event: dict[str, Any]) -> bool:
+        """Keep one end of a fwdbwd flow (Kineto links a forward op to its backward op); False if unusable."""
+        ts = us_to_ns(event.get("ts"))
+        if ts is None or not _is_id(event.get("pid")) or not _is_id(event.get("tid")):
+            return False
+        self.fwdbwd.setdefault(event.get("id"), {})[str(event.get("ph"))] = (event.get("pid"), event.get("tid"), ts)
+        return True
+
+    def fwdbwd_links(self) -> None:
+        """dfc:node_link for each fwdbwd flow whose two ends sit at the start of a node."""
+        for ends in self.fwdbwd.values():
+            start, finish = ends.get("s"), ends.get("f")
+            source = self.node_at.get(start) if start is not None else None
+            target = self.node_at.get(finish) if finish is not None else None
+            if source is None or target is None or finish is None:
+                self.skipped["fwdbwd"] = self.skipped.get("fwdbwd", 0) + len(ends)
+                continue
+            self.add("node_link", target[2], finish[2], source[1], target[1], "fwdbwd")
 
     def sync(self, index: int, event: dict[str, Any]) -> None:
         """CUPTI's cuda_sync: a queue (or, for a context sync, the whole device) waits."""
