@@ -454,13 +454,6 @@ class Recorded:
     job: Path
     traces: list[Any]  # tc_analyses.reader.job.ProcessTrace, one per recorded process
 
-    @property
-    def trace(self) -> Path:
-        """The one process trace of a single-process run (commands that take one trace use it)."""
-        from tc_analyses.reader.job import single_trace
-
-        return single_trace(self.job)
-
     def warning(self) -> str | None:
         """Why the user should doubt this job: nothing recorded at all, or no node anywhere."""
         if any(t.has_nodes() for t in self.traces):

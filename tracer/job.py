@@ -25,14 +25,13 @@ from types import ModuleType
 from tracer.session import Session
 
 JOB_ENV = "DFCOMPASS_RECORD_DIR"
-OVERWRITE_ENV = "DFCOMPASS_RECORD_OVERWRITE"
 TORCH_ENV = "DFCOMPASS_TORCH"
 FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
 
 
-def process_trace_path(job: Path, pid: int | None = None) -> Path:
-    """An unused ``JOB/<host>-<pid>`` folder (a reused pid gets ``.1``, ``.2``...)."""
-    base = f"{_safe(socket.gethostname())}-{os.getpid() if pid is None else pid}"
+def process_trace_path(job: Path) -> Path:
+    """An unused ``JOB/<host>-<pid>`` folder for this process (a reused pid gets ``.1``, ``.2``...)."""
+    base = f"{_safe(socket.gethostname())}-{os.getpid()}"
     path, n = job / base, 0
     while (path / "metadata").exists():
         n += 1
@@ -47,10 +46,9 @@ def _safe(name: str) -> str:
 class _JobProcess:
     """This process's part of the job: its session, its PyTorch recorder, and forks to follow."""
 
-    def __init__(self, job: Path, torch: bool, follow: bool) -> None:
+    def __init__(self, job: Path, torch: bool) -> None:
         self.job = job
         self.torch = torch
-        self.follow = follow
         self.session: Session | None = None
 
     def start(self) -> None:
@@ -83,7 +81,6 @@ class _JobProcess:
         except Exception as exc:
             print(f"dfcompass: error: cannot record forked process {os.getpid()}: {exc}", file=sys.stderr)
 
-
     def _finalize_session(self) -> None:
         _stop_at_multiprocessing_exit(self.session)
 
@@ -100,7 +97,7 @@ def _stop_at_multiprocessing_exit(session: Session | None) -> None:
 def start_from_environment() -> _JobProcess | None:
     """Called at interpreter start (tracer/_autostart): join the job named in :data:`JOB_ENV`.
 
-    With :data:`FOLLOW_ENV` = "0" the variables are removed, so only this process records.
+    With :data:`FOLLOW_ENV` = "0" the job variable is removed, so only this process records.
     """
     job = os.environ.get(JOB_ENV)
     if not job:
@@ -108,9 +105,8 @@ def start_from_environment() -> _JobProcess | None:
     follow = os.environ.get(FOLLOW_ENV, "1") != "0"
     torch = os.environ.get(TORCH_ENV, "1") != "0"
     if not follow:
-        for name in (JOB_ENV, OVERWRITE_ENV):
-            os.environ.pop(name, None)
-    process = _JobProcess(Path(job), torch, follow)
+        os.environ.pop(JOB_ENV, None)
+    process = _JobProcess(Path(job), torch)
     process.start()
     _stop_at_multiprocessing_exit(process.session)
     if follow:

@@ -80,7 +80,7 @@ def _outermost(nodes: RankNodes) -> list[int]:
     reach: dict[int, int] = {}
     for i in order:
         tid = nodes.tids[i]
-        if nodes.ends[i] <= reach.get(tid, -1) and nodes.starts[i] >= 0:
+        if nodes.ends[i] <= reach.get(tid, -1):
             continue
         kept.append(i)
         reach[tid] = max(reach.get(tid, -1), nodes.ends[i])
@@ -157,25 +157,23 @@ def critical_path(graph: nx.DiGraph) -> CriticalPath | None:
     nodes = graph.nodes
     current = max(graph, key=lambda n: (nodes[n]["end"], n))
     job_end = nodes[current]["end"]
-    steps: list[PathStep] = []
-    via = ""
-    seen = set()
+    chain = [current]  # backward from the job's end
+    seen = {current}
+    into: dict[Any, str] = {}  # node -> kind of the path's edge into it
     while True:
-        seen.add(current)
         data = nodes[current]
-        steps.append(PathStep(current[0], current[1], data["op"], data["name"], data["start"], data["end"], via))
         bound = data["end"] if data["op"].startswith(COMM_SPAN_PREFIXES) else data["start"]
         ready = [(nodes[p]["end"], p) for p in graph.predecessors(current)
                  if nodes[p]["end"] <= bound + JITTER_NS and p not in seen]
         if not ready:
             break
         _, previous = max(ready)
-        via = graph.edges[previous, current]["kind"]
+        into[current] = graph.edges[previous, current]["kind"]
+        chain.append(previous)
+        seen.add(previous)
         current = previous
-    steps.reverse()
-    # each step's `via` names the edge into the step after it: shift so it names the edge into itself
-    vias = [""] + [s.via for s in steps[:-1]]
-    steps = [PathStep(s.rank, s.node_id, s.op, s.name, s.start_ns, s.end_ns, v) for s, v in zip(steps, vias)]
+    steps = [PathStep(n[0], n[1], nodes[n]["op"], nodes[n]["name"], nodes[n]["start"], nodes[n]["end"], into.get(n, ""))
+             for n in reversed(chain)]
     by_rank: dict[int, int] = defaultdict(int)
     previous_end = steps[0].start_ns
     for s in steps:  # a step's own time starts when the step before it ended (a span's wait is not work)
