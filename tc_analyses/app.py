@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tc_analyses.analyses.placement.recommend import Recommendation
     from tc_analyses.export.html_report import Section
     from tc_analyses.export.sections import SeedSection
+    from tc_analyses.model.window import Window
 
 DEMO_DEVICES = "cpu,cuda:0=H100"  # the demo's placement question: this CPU plus one H100
 DEMO_BATCHES = (2, 8, 32)  # the demo's roofline trajectory
@@ -202,9 +203,10 @@ class Ran:
 
 
 def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], output: Path | None,
-                 labels: str | None = None, axis: str = "batch", progress: Progress = no_progress) -> Ran:
-    """``dfcompass <key> TRACE...``: one registered analysis on each trace, with the trajectory
-    across them when there are several; its plots and other files go to `output`."""
+                 labels: str | None = None, axis: str = "batch", progress: Progress = no_progress,
+                 window: Window | None = None) -> Ran:
+    """``dfcompass <key> TRACE...``: one registered analysis on each trace (restricted to `window`),
+    with the trajectory across them when there are several; its plots and other files go to `output`."""
     from tc_analyses.analyses.labels import default_labels
     from tc_analyses.registry import entry
 
@@ -213,7 +215,7 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
     results = []
     with progress(key, len(traces) if len(traces) > 1 else None) as advance:
         for trace in traces:
-            inputs = JobInputs(trace, progress) if analysis.job else TraceInputs(trace, progress)
+            inputs = JobInputs(trace, progress) if analysis.job else TraceInputs(trace, progress, window)
             results.append(analysis.run(inputs, options))
             advance(1)
     if len(results) == 1:

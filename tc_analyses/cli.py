@@ -23,6 +23,25 @@ from tc_analyses.registry import KEYS, TRACE_KEYS, Param
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
+def _window_options(command: F) -> F:
+    """--window, --annotation and --include-last-step (tc_analyses.model.window), in that order."""
+    command = click.option("--include-last-step", is_flag=True,
+                           help="Keep the last step (left out by default when there are two or more, as HTA does: "
+                                "a profiler's last step is usually cut short).")(command)
+    command = click.option("--annotation", metavar="NAME",
+                           help="Only the time inside the user annotations called NAME (record_function, NVTX; "
+                                "a glob such as 'forward*' when no name matches exactly).")(command)
+    return click.option("--window", metavar="STEPS|START:END",
+                        help="Only these steps (ProfilerStep#2, 2, 2-4) or this time range from the trace's start "
+                             "(12ms:30ms, 1.5s:2s).")(command)
+
+
+def _window(window: str | None, annotation: str | None, include_last_step: bool) -> Any:
+    from tc_analyses.model.window import Window
+
+    return Window(window, annotation, include_last_step)
+
+
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dfcompass")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
@@ -129,9 +148,11 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
+@_window_options
 @_handle_errors
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
-            no_sections: bool, device: str, plots: Path | None) -> None:
+            no_sections: bool, device: str, plots: Path | None, window: str | None, annotation: str | None,
+            include_last_step: bool) -> None:
     """Summarise TRACE: busy %, top nodes, memory peaks and lost events from the Trace Compass analyses
     run headless, then the seed analyses: roofline, runtime overhead, HTA-compatible breakdown,
     memory and inter-operator parallelism."""
@@ -140,7 +161,8 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 
     app.check_user_xml(xml, xsd)
     keys = () if no_sections else section_keys or TRACE_KEYS
-    result = app.analyze(TraceInputs(trace, _progress), xml, top, keys, device, plots, _progress)
+    inputs = TraceInputs(trace, _progress, _window(window, annotation, include_last_step))
+    result = app.analyze(inputs, xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(), nl=False)
 
 
@@ -213,12 +235,14 @@ def _analysis_command(key: str) -> None:
     analysis = entry(key)
 
     def command(traces: tuple[Path, ...] | Path, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
+                window: str | None = None, annotation: str | None = None, include_last_step: bool = False,
                 **options: Any) -> None:
         from tc_analyses import app
         from tc_analyses.export.reports import to_json_document
 
         paths = traces if isinstance(traces, tuple) else (traces,)
-        ran = app.run_analysis(key, paths, options, output, labels, axis, _progress)
+        ran = app.run_analysis(key, paths, options, output, labels, axis, _progress,
+                               _window(window, annotation, include_last_step))
         click.echo(to_json_document(ran.json) if fmt == "json" else ran.text, nl=False)
 
     for param in reversed(analysis.params):
@@ -233,6 +257,8 @@ def _analysis_command(key: str) -> None:
     else:
         command = click.argument("traces", metavar="JOB" if analysis.job else "TRACE",
                                  type=click.Path(path_type=Path))(command)
+    if not analysis.job:
+        command = _window_options(command)
     command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                            help="Folder for the plots (PNG and SVG) and other files.")(command)
     command = _FORMAT(command)

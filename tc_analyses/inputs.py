@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not at import
     import networkx as nx
 
+    from tc_analyses.model.window import Window
+
     from tc_analyses.analyses.summary import Summary
     from tc_analyses.analyses.trace_info import TraceInfo
     from tc_analyses.engine import BuiltAnalyses
     from tc_analyses.export.tracecompass.model import TraceFacts
     from tc_analyses.model.activity import Activity
+    from tc_analyses.model.window import Scope
     from tc_analyses.reader.fast import DfcTrace
 
 Advance = Callable[[int], None]
@@ -55,13 +58,18 @@ class TraceInputs:
         :attr:`info`), or a recorded job folder that holds one process trace.
     progress : Progress, optional
         Shows the reading of the trace and the headless run of the Trace Compass analyses.
+    window : Window, optional
+        The part of the trace the analyses look at (:mod:`tc_analyses.model.window`); by default
+        the whole trace without its last step when it has two or more.
     """
 
-    def __init__(self, path: str | Path, progress: Progress = no_progress) -> None:
+    def __init__(self, path: str | Path, progress: Progress = no_progress, window: Window | None = None) -> None:
+        from tc_analyses.model.window import Window
         from tc_analyses.reader.job import single_trace
 
         self.path = single_trace(path)  # a job folder of one process is that process's trace
         self.progress = progress
+        self.window = window if window is not None else Window()
         self.reads = 0  # how many times the trace was read from disk (1 at most for a dfcompass trace)
         self._built: dict[tuple[Path, ...], BuiltAnalyses] = {}
 
@@ -87,18 +95,35 @@ class TraceInputs:
         return trace
 
     @cached_property
-    def activity(self) -> Activity:
-        """Begin/end events paired into node, step, API-call and GPU-operation intervals."""
+    def whole_activity(self) -> Activity:
+        """Begin/end events paired into node, step, API-call and GPU-operation intervals: the whole trace."""
         from tc_analyses.model.activity import read_activity
 
         return read_activity(self.trace)
 
     @cached_property
+    def _restricted(self) -> tuple[Activity, Scope]:
+        from tc_analyses.model.window import restrict
+
+        return restrict(self.whole_activity, self.window)
+
+    @property
+    def activity(self) -> Activity:
+        """The activity inside the window: what every analysis reads."""
+        return self._restricted[0]
+
+    @property
+    def scope(self) -> Scope:
+        """What the window kept (said at the top of each analysis's report)."""
+        return self._restricted[1]
+
+    @cached_property
     def graph(self) -> nx.DiGraph:
-        """The computation graph (nodes folded across steps, tensor edges)."""
+        """The computation graph of the window (nodes folded across steps, tensor edges)."""
         from tc_analyses.model.graph import build_graph
 
-        return build_graph(self.trace, self.activity)
+        kept = None if self.scope.dropped == 0 else {n.node_id for n in self.activity.nodes}
+        return build_graph(self.trace, self.activity, executions=kept)
 
     @cached_property
     def facts(self) -> TraceFacts:

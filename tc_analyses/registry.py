@@ -146,10 +146,8 @@ ANALYSES: tuple[Entry, ...] = (
           {"step_begin": USED, "step_end": USED, "api_enter": USED, "api_exit": USED, "kernel_begin": NEEDED,
            "kernel_end": NEEDED, "memcpy_begin": NEEDED, "memcpy_end": NEEDED, "memset_begin": NEEDED,
            "memset_end": NEEDED, "device_info": NEEDED},
-          (Param("include_last_step", False, "Keep the GPU work launched in the last step (HTA drops it by default).",
-                 "flag"),
-           Param("kernel_delay_us", 30.0, "Gaps shorter than this between back-to-back GPU ops are kernel wait "
-                 "(HTA's consecutive_kernel_delay).", "float", 0)),
+          (Param("kernel_delay_us", 30.0, "Gaps shorter than this between back-to-back GPU ops are kernel wait "
+                 "(HTA's consecutive_kernel_delay).", "float", 0),),
           "tc_analyses.export.breakdown_report"),
     Entry("memory", "Memory (paper a)",
           "Memory (paper 1.a): peaks per device, allocation churn, redundant host-to-device transfers, pageable "
@@ -171,6 +169,17 @@ ANALYSES: tuple[Entry, ...] = (
                  "cores, this machine's cores over the intra-op threads per op, which also cap it).", "int", 1),
            Param("sync_ns", None, "Cost of one cross-stream synchronisation (default: 2000 GPU, 5000 CPU).", "int", 0)),
           "tc_analyses.export.parallelism_report"),
+    Entry("kernels", "Kernel breakdown and communication/computation overlap (HTA-compatible)",
+          "GPU time per kernel type, with the time types overlap (compute overlapping communication...), the top "
+          "kernels of each type by name, and how much of the communication time overlaps compute.",
+          "tc_analyses.analyses.kernels",
+          {"kernel_begin": NEEDED, "kernel_end": NEEDED, "memcpy_begin": USED, "memcpy_end": USED,
+           "memset_begin": USED, "memset_end": USED, "sync_begin": USED, "sync_end": USED, "api_enter": USED,
+           "api_exit": USED, "step_begin": USED, "step_end": USED, "device_info": NEEDED},
+          (Param("top", 10, "Kernel names shown per type; the rest is one 'others' row (HTA's num_kernels).", "int", 1),
+           Param("duration_ratio", 0.8, "Also fold names past this quantile of the cumulative time (HTA's "
+                 "duration_ratio).", "float", 0)),
+          "tc_analyses.export.kernels_report"),
     Entry("ranks", "Ranks of a job: stragglers, collective wait, overlap",
           "Ranks of a multi-process job side by side: per-rank compute and communication, which rank arrives last "
           "at each collective and by how much, the time the others wait, and communication/compute overlap.",

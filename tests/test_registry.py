@@ -63,4 +63,4 @@ def test_unknown_keys_and_options_are_refused() -> None:
         entry("nope")
     with pytest.raises(ConfigurationError, match="no option colour"):
         entry("memory").options({"colour": 1})
-    assert entry("breakdown").options({"kernel_delay_us": None}) == {"include_last_step": False, "kernel_delay_us": 30.0}
+    assert entry("breakdown").options({"kernel_delay_us": None}) == {"kernel_delay_us": 30.0}

@@ -40,20 +40,23 @@ import numpy as np
 
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun
+from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun, SyncRun
 from tc_analyses.model.intervals import union_ns
+from tc_analyses.model.window import Window, restrict
 from tc_analyses.reader.fast import DfcTrace
 
 
 ALL_DEVICES = "all"
 # HTA's default is "30": its docstring says ns but it compares it with µs gaps, so 30 µs.
 DEFAULT_KERNEL_DELAY_NS = 30_000
-_COMM = re.compile(r"nccl.*Kernel")  # matched at the start, case-sensitive, as HTA does
-_MEMORY = re.compile(r"Memcpy|Memset|dma")  # name prefixes of memory kernels
-_OTHER = re.compile(r".*(Memcpy|Sync)")  # HTA's "neither compute nor communication nor memory"
+# HolisticTraceAnalysis 0.6.1's kernel types (hta/common/types.py), matched at the start of the name.
+_COMM = re.compile(r"(nccl.*)|(hip)|(hccl)|(.*ncclKernel.*)")
+_MEMORY = re.compile(r"((hip)?Memcpy)|((hip)?Memset)|(dma)")
+_NOT_COMPUTE = re.compile(r"(nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(.*Sync)|(Stream Wait Event)|(cuda.*LaunchKernel)"
+                          r"|(runFunction)|(hip)|(job_exe)|(packet)|(pe_exe)|(cpum_exe_subgraph)|(hccl)"
+                          r"|(collective_subgraph_execution)")
 KINDS = ("compute", "communication", "memory", "other")
 CATEGORIES = ("host_wait", "kernel_wait", "other")
-
 
 
 @dataclass(frozen=True)
@@ -125,16 +128,26 @@ class IdleBreakdown:
 
 
 def kernel_type(op: GpuOp) -> str:
-    """``compute``, ``communication``, ``memory`` or ``other``, by HTA's name rules."""
-    if op.kind != "kernel":
+    """``compute``, ``communication``, ``memory`` or ``other``, by HTA 0.6.1's name rules; copies
+    and memsets are memory, GPU synchronisations (:func:`gpu_events`) other."""
+    if op.kind in ("memcpy", "memset"):
         return "memory"
+    if op.kind == "sync":
+        return "other"
     if _COMM.match(op.name):
         return "communication"
     if _MEMORY.match(op.name):
         return "memory"
-    if _OTHER.match(op.name):
+    if _NOT_COMPUTE.match(op.name):
         return "other"
     return "compute"
+
+
+def gpu_events(activity: Activity) -> list[GpuOp]:
+    """Every interval on a GPU queue as HTA counts them: the operations and the synchronisations
+    (CUPTI's cuda_sync, kind ``sync``, named by their kind; a context sync has queue -1)."""
+    syncs = [GpuOp("sync", s.device, s.queue, s.correlation_id, s.start, s.end, s.kind) for s in activity.syncs]
+    return sorted(activity.gpu + syncs, key=lambda o: (o.start, o.device, o.queue))
 
 
 def _path(activity: Activity, trace: DfcTrace | str | os.PathLike[str] | None) -> str:
@@ -143,22 +156,22 @@ def _path(activity: Activity, trace: DfcTrace | str | os.PathLike[str] | None) -
     return str(trace) if trace is not None else activity.path
 
 
-def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[list[GpuOp], bool]:
-    """The GPU operations analysed, and whether the last-step filter applied; raises if none."""
+def kept_activity(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[Activity, bool]:
+    """`activity` without its last step when `exclude_last_step` (the analysis window's rule,
+    :mod:`tc_analyses.model.window`), and whether that cut anything; raises without GPU operations."""
     if not activity.gpu:
         raise AnalysisUnavailable(f"{trace}: no GPU operations (dfc:kernel/memcpy/memset events) to break down")
-    if not exclude_last_step or len({s.step for s in activity.steps}) < 2:
-        return list(activity.gpu), False
-    last_start = max(s.start for s in activity.steps)
-    ops = []
-    for op in activity.gpu:
-        launch = activity.launch_of(op)
-        if launch is not None and launch.start < last_start:
-            ops.append(op)
-    if not ops:
+    kept, scope = restrict(activity, Window(include_last_step=not exclude_last_step))
+    if not kept.gpu:
         raise AnalysisUnavailable(f"{trace}: none of the {len(activity.gpu)} GPU operations was launched before the "
-                             "last profiler step (try without excluding the last step)")
-    return ops, True
+                                  "last profiler step (try --include-last-step)")
+    return kept, scope.cut_last_step
+
+
+def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[list[GpuOp], bool]:
+    """The GPU operations analysed, and whether the last-step filter applied; raises if none."""
+    kept, cut = kept_activity(activity, trace, exclude_last_step)
+    return list(kept.gpu), cut
 
 
 def _union(ops: Sequence[GpuOp]) -> int:
@@ -190,13 +203,14 @@ def temporal_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[s
                        exclude_last_step: bool = True) -> TemporalBreakdown:
     """Idle, compute and non-compute time of each GPU device and of all of them together."""
     path = _path(activity, trace)
-    ops, filtered = kept_ops(activity, path, exclude_last_step)
+    kept, filtered = kept_activity(activity, path, exclude_last_step)
+    ops = gpu_events(kept)  # HTA counts GPU synchronisations as GPU time (type other)
     per_device: dict[str, list[GpuOp]] = {}
     for op in ops:
         per_device.setdefault(op.device, []).append(op)
     devices = tuple(_device_time(d, per_device[d]) for d in sorted(per_device))
-    return TemporalBreakdown(path, filtered, len({s.step for s in activity.steps}), len(ops),
-                             len(activity.gpu) - len(ops), devices, _device_time(ALL_DEVICES, ops))
+    return TemporalBreakdown(path, filtered, len({s.step for s in activity.steps}), len(kept.gpu),
+                             len(activity.gpu) - len(kept.gpu), devices, _device_time(ALL_DEVICES, ops))
 
 
 def _gap_stats(gaps: list[int]) -> GapStats:
@@ -271,8 +285,11 @@ def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
     def steps(items: Iterable[StepRun]) -> list[StepRun]:
         return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
 
-    return Activity(activity.path, activity.nodes, steps(activity.steps), calls(activity.api),
-                    ops(activity.gpu), activity.devices, activity.unpaired, activity.span)
+    def syncs(items: Iterable[SyncRun]) -> list[SyncRun]:
+        return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
+
+    return replace(activity, steps=steps(activity.steps), api=calls(activity.api), gpu=ops(activity.gpu),
+                   syncs=syncs(activity.syncs), _launch={})
 
 
 
@@ -287,12 +304,13 @@ class Breakdown:
 
 
 def run(inputs: Inputs, options: Options) -> Result:
-    """The temporal and idle-time breakdowns, HTA's way: the last step's GPU work left out unless
-    ``options["include_last_step"]``, gaps under ``options["kernel_delay_us"]`` counted as kernel wait."""
-    exclude = not options["include_last_step"]
-    temporal = temporal_breakdown(inputs.activity, inputs.trace, exclude_last_step=exclude)
-    idle = idle_breakdown(inputs.activity, inputs.trace, exclude_last_step=exclude,
+    """The temporal and idle-time breakdowns, HTA's way, on the analysis window (which leaves the
+    last step out, as HTA does); gaps under ``options["kernel_delay_us"]`` count as kernel wait."""
+    temporal = temporal_breakdown(inputs.activity, inputs.trace, exclude_last_step=False)
+    idle = idle_breakdown(inputs.activity, inputs.trace, exclude_last_step=False,
                           consecutive_kernel_delay_ns=int(options["kernel_delay_us"] * 1000))
+    cut = inputs.scope.cut_last_step
+    temporal, idle = replace(temporal, filtered=cut), replace(idle, filtered=cut)
     data = Breakdown(temporal, idle, tuple(breakdown_findings(temporal, idle)))
     return Result("breakdown", temporal.trace, data, data.findings)
 

@@ -191,12 +191,14 @@ _Row = tuple[int, int, int, int, int]
 
 def _memory_events(trace: DfcTrace, activity: Activity) -> dict[str, list[_Row]]:
     per_device: dict[str, list[_Row]] = defaultdict(list)
+    first, last = activity.span  # the analysis window (the whole trace by default)
     for is_alloc, name in ((1, "mem_alloc"), (0, "mem_free")):
         table = trace.table(name)
         for ts, dev, addr, nbytes, in_use in zip(table["timestamp"].tolist(), table["device"].tolist(),
                                                  table["addr"].tolist(), table["bytes"].tolist(),
                                                  table["bytes_in_use"].tolist()):
-            per_device[activity.device(dev).name].append((ts, is_alloc, addr, nbytes, in_use))
+            if first <= ts <= last:
+                per_device[activity.device(dev).name].append((ts, is_alloc, addr, nbytes, in_use))
     for rows in per_device.values():
         rows.sort()  # by time; at the same time frees first, so an address can be reused at once
     return dict(per_device)
@@ -205,10 +207,11 @@ def _memory_events(trace: DfcTrace, activity: Activity) -> dict[str, list[_Row]]
 def _cross_device_edges(trace: DfcTrace, activity: Activity) -> list[tuple[int, int, str, str, int]]:
     """(timestamp, tensor_id, src device, dst device, bytes) of edges between two devices."""
     table = trace.table("tensor_edge")
+    first, last = activity.span
     return [(ts, tensor, activity.device(s).name, activity.device(d).name, nbytes)
             for ts, tensor, s, d, nbytes in zip(table["timestamp"].tolist(), table["tensor_id"].tolist(),
                                                 table["src_device"].tolist(), table["dst_device"].tolist(),
-                                                table["bytes"].tolist()) if s != d]
+                                                table["bytes"].tolist()) if s != d and first <= ts <= last]
 
 
 def host_memory_of(copy_kind: str) -> str:

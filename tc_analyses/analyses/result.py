@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from tc_analyses.model.activity import Activity
+    from tc_analyses.model.window import Scope
     from tc_analyses.reader.fast import DfcTrace
 
 Options = Mapping[str, Any]  # an analysis's options by name, every one present (Entry.options)
@@ -40,6 +41,9 @@ class Inputs(Protocol):
 
     @property
     def graph(self) -> nx.DiGraph[int]: ...
+
+    @property
+    def scope(self) -> Scope: ...  # what the analysis window kept (tc_analyses.model.window)
 
 
 class Job(Protocol):

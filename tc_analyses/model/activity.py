@@ -143,6 +143,32 @@ class StepRun:
     end: int
 
 
+@dataclass(frozen=True, slots=True)
+class AnnotationRun:
+    """A user annotation (record_function, NVTX range): on a CPU thread (`track` = tid) or a GPU queue."""
+
+    name: str
+    device: str
+    track: int
+    start: int
+    end: int
+    on_gpu: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRun:
+    """A GPU synchronisation (CUPTI's cuda_sync): `queue` -1 is the whole device (a context sync);
+    `wait_queue` the queue waited on (Stream Wait Event), -1 when none."""
+
+    device: str
+    queue: int
+    correlation_id: int
+    kind: str
+    wait_queue: int
+    start: int
+    end: int
+
+
 @dataclass
 class Activity:
     path: str
@@ -153,6 +179,9 @@ class Activity:
     devices: dict[int, Device]  # the devices the trace describes, by index
     unpaired: int = 0
     span: tuple[int, int] = (0, 0)  # first and last event time of the trace
+    annotations: list[AnnotationRun] = field(default_factory=list)  # by start time
+    syncs: list[SyncRun] = field(default_factory=list)  # by start time
+    windowed: bool = False  # already restricted to an analysis window (tc_analyses.model.window)
     _launch: dict[int, int] = field(default_factory=dict, repr=False)
 
     def device(self, index: int) -> Device:
@@ -167,15 +196,25 @@ class Activity:
                 return device
         return Device.named(name)
 
-    def launch_index(self, op: GpuOp) -> int:
-        """Index in :attr:`api` of the call that launched `op` (same correlation id), -1 if not recorded."""
+    def _call_index(self, correlation_id: int) -> int:
+        if not correlation_id:
+            return -1
         if not self._launch:
             self._launch = {c.correlation_id: i for i, c in enumerate(self.api) if c.correlation_id}
-        return self._launch.get(op.correlation_id, -1) if op.correlation_id else -1
+        return self._launch.get(correlation_id, -1)
+
+    def launch_index(self, op: GpuOp) -> int:
+        """Index in :attr:`api` of the call that launched `op` (same correlation id), -1 if not recorded."""
+        return self._call_index(op.correlation_id)
 
     def launch_of(self, op: GpuOp) -> ApiCall | None:
         """The API call that launched `op` (same correlation id), if it was recorded."""
         at = self.launch_index(op)
+        return None if at < 0 else self.api[at]
+
+    def call_with_correlation(self, correlation_id: int) -> ApiCall | None:
+        """The API call with this correlation id (a launch, or the call a GPU sync answers), if recorded."""
+        at = self._call_index(correlation_id)
         return None if at < 0 else self.api[at]
 
 
@@ -194,7 +233,52 @@ def read_activity(trace: DfcTrace) -> Activity:
     firsts = [int(t["timestamp"][0]) for t in trace.tables.values() if len(t)]
     lasts = [int(t["timestamp"][-1]) for t in trace.tables.values() if len(t)]
     span = (min(firsts), max(lasts)) if firsts else (0, 0)
-    return Activity(str(trace.path), nodes, steps, api, gpu, devices, unpaired, span)
+    annotations, lost = _annotations(trace, devices)
+    unpaired += lost
+    syncs, lost = _syncs(trace, devices)
+    unpaired += lost
+    return Activity(str(trace.path), nodes, steps, api, gpu, devices, unpaired, span, annotations, syncs)
+
+
+_NONE_U32 = 4294967295  # "none" in a u32 field of the catalogue
+
+
+def _annotations(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[AnnotationRun], int]:
+    names = _names(devices)
+    begins, ends = trace.table("annotation_begin"), trace.table("annotation_end")
+    end_of = {(d, t, a): ts for d, t, a, ts in zip(ends["device"].tolist(), ends["track"].tolist(),
+                                                     ends["annotation_id"].tolist(), ends["timestamp"].tolist())}
+    runs = []
+    for dev, track, aid, ts, name in zip(begins["device"].tolist(), begins["track"].tolist(),
+                                         begins["annotation_id"].tolist(), begins["timestamp"].tolist(),
+                                         begins.text("name").tolist()):
+        end = end_of.pop((dev, track, aid), None)
+        if end is not None:
+            device = devices.get(dev, Device.undescribed(dev))
+            runs.append(AnnotationRun(name or "", _name(names, dev), track, ts, end, device.is_gpu))
+    runs.sort(key=lambda a: (a.start, -a.end))
+    return runs, len(begins) - len(runs) + len(end_of)
+
+
+def _syncs(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[SyncRun], int]:
+    names = _names(devices)
+    begins, ends = trace.table("sync_begin"), trace.table("sync_end")
+    end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
+    for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(), ends["queue"].tolist(),
+                                    ends["correlation_id"].tolist()):
+        end_times[(dev, queue, corr)].append(ts)
+    runs, unpaired = [], 0
+    for ts, dev, queue, corr, kind, wait in zip(begins["timestamp"].tolist(), begins["device"].tolist(),
+                                                begins["queue"].tolist(), begins["correlation_id"].tolist(),
+                                                begins.text("kind").tolist(), begins["wait_queue"].tolist()):
+        pending = end_times.get((dev, queue, corr))
+        if not pending:
+            unpaired += 1
+            continue
+        runs.append(SyncRun(_name(names, dev), -1 if queue == _NONE_U32 else queue, corr, kind or "",
+                            -1 if wait == _NONE_U32 else wait, ts, pending.popleft()))
+    runs.sort(key=lambda r: (r.start, r.device, r.queue))
+    return runs, unpaired + sum(len(q) for q in end_times.values())
 
 
 def _names(devices: dict[int, Device]) -> dict[int, str]:

@@ -73,7 +73,8 @@ def _node_args(trace: DfcTrace) -> dict[int, tuple[str, str]]:
     return {nid: (s or "", d or "") for nid, s, d in zip(table["node_id"].tolist(), shapes, dtypes)}
 
 
-def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collection[int] | None = None) -> nx.DiGraph:
+def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collection[int] | None = None,
+                executions: Collection[int] | None = None) -> nx.DiGraph:
     """Build the computation graph of `trace`.
 
     Parameters
@@ -86,6 +87,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     steps : collection of int, optional
         Only the executions of these steps (one step kind, warm-up left out:
         :mod:`tc_analyses.model.step_kinds`).
+    executions : collection of int, optional
+        Only these executions (node ids): an analysis window (:mod:`tc_analyses.model.window`).
 
     Returns
     -------
@@ -116,6 +119,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     for nid, op, name, dev, step in zip(begins["node_id"].tolist(), begins.text("op").tolist(),
                                         begins.text("name").tolist(), begins["device"].tolist(),
                                         begins["step"].tolist()):
+        if executions is not None and nid not in executions:
+            continue
         op, name = op or "", name or ""
         device = activity.device(dev).name
         run = runs.get(nid)

@@ -39,7 +39,7 @@ def _two_kinds(path: Path) -> Path:
 
 
 def test_steps_that_ran_different_ops_are_different_kinds(tmp_path: Path) -> None:
-    kinds = step_kinds(TraceInputs(_two_kinds(tmp_path / "t")).activity)
+    kinds = step_kinds(TraceInputs(_two_kinds(tmp_path / "t")).whole_activity)
     assert [k.steps for k in kinds] == [(0, 1, 2, 3), (4, 5, 6)]  # most time first
     assert kinds[0].warmup == (0,) and kinds[0].kept == (1, 2, 3)
     assert kinds[1].warmup == (4,)
@@ -58,7 +58,7 @@ def test_a_kind_s_graph_has_its_ops_only_and_median_costs(tmp_path: Path) -> Non
 
 
 def test_choose_names_the_kinds_it_has(tmp_path: Path) -> None:
-    kinds = step_kinds(TraceInputs(_two_kinds(tmp_path / "t")).activity)
+    kinds = step_kinds(TraceInputs(_two_kinds(tmp_path / "t")).whole_activity)
     assert choose(kinds, 1).steps == (4, 5, 6)
     with pytest.raises(ValueError, match="no step kind 2: the trace has 2"):
         choose(kinds, 2)

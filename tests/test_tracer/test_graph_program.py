@@ -10,6 +10,7 @@ import pytest
 
 import tracer
 from tc_analyses.inputs import TraceInputs
+from tc_analyses.model.window import Window
 from tc_analyses.model import graph_keys as K
 
 pytestmark = pytest.mark.torch
@@ -71,11 +72,13 @@ def test_recorded_nodes_and_edges_are_the_graph_s(tmp_path: Path) -> None:
             for i in range(3):
                 with tracer.step(i):
                     runner.step(inputs, record_args=i == 0)
-    run = TraceInputs(tmp_path / "t")
+    run = TraceInputs(tmp_path / "t", window=Window(include_last_step=True))
     g = run.graph
     names = {g.nodes[n][K.NAME]: n for n in g.nodes}
     assert set(names) == set(program.by_name)
     assert all(g.nodes[n][K.EXECUTIONS] == 3 for n in g.nodes)
+    # By default the analyses leave the last step out, the graph included.
+    assert all(a[K.EXECUTIONS] == 2 for _, a in TraceInputs(tmp_path / "t").graph.nodes(data=True))
     recorded = {(g.nodes[u][K.NAME], g.nodes[v][K.NAME]) for u, v in g.edges}
     assert recorded == _fx_edges(program)
     for name, node in names.items():

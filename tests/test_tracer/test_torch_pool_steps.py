@@ -49,7 +49,7 @@ def test_pool_thread_ops_keep_their_step(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "t")], capture_output=True, text=True,
                           env=subprocess_env(), timeout=300)
     assert done.returncode == 0, done.stderr
-    activity = TraceInputs(tmp_path / "t").activity
+    activity = TraceInputs(tmp_path / "t").whole_activity
     main = Counter(r.tid for r in activity.nodes).most_common(1)[0][0]
     pool = [r for r in activity.nodes if r.tid != main]
     assert pool, "the forked chain ran on another thread"

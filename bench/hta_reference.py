@@ -1,0 +1,91 @@
+"""HTA's numbers for every analysis dfcompass cross-checks, as JSON (run it with a Python that has HTA).
+
+HolisticTraceAnalysis is published as ``traceinsight`` (0.6.1); it is never a dependency of
+dfcompass. Install it in a scratch venv and run this file with that venv's Python::
+
+    python3 -m venv /tmp/tivenv && /tmp/tivenv/bin/pip install traceinsight==0.6.1
+    /tmp/tivenv/bin/python bench/hta_reference.py ../shared/traces/kineto/hta-* > /tmp/hta.json
+
+For each Kineto trace directory and rank it prints what the dfcompass tests compare with
+(``tests/test_analyses/test_hta_analyses.py`` keeps the numbers, with this command to regenerate
+them): the kernel breakdown by type and by name, communication/computation overlap, launch
+statistics, queue length, time blocked on a full queue, memory bandwidth, frequent kernel
+sequences and the temporal and idle-time breakdowns. Times are HTA's µs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+from typing import Any
+
+
+def _describe(frame: Any, column: str) -> dict[str, float]:
+    d = frame[column].describe()
+    return {k: float(d[k]) for k in ("count", "mean", "std", "min", "25%", "50%", "75%", "max")}
+
+
+def rank_numbers(analysis: Any, rank: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": str(analysis.t.trace_files[rank])}
+    launches = analysis.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
+    out["launches"] = {
+        "count": int(len(launches)),
+        "short_gpu": int((launches["gpu_duration"] < launches["cpu_duration"]).sum()),
+        "runtime_outliers": int((launches["cpu_duration"] > 50).sum()),
+        "delay_outliers": int((launches["launch_delay"] > 100).sum()),
+        "delay": _describe(launches, "launch_delay"),
+        "delay_sum": float(launches["launch_delay"].sum()),
+    }
+    series = analysis.get_queue_length_time_series(ranks=[rank])
+    queues: dict[str, Any] = {}
+    frame = series.get(rank)
+    if frame is not None:
+        for stream, part in frame.groupby("stream"):
+            queues[str(int(stream))] = _describe(part, "queue_length")
+    out["queue_length"] = queues
+    blocked = analysis.get_time_spent_blocked_on_full_queue(series, max_queue_length=2)
+    out["blocked_at_2"] = ([] if blocked is None else
+                           [[int(r["stream"]), float(r["duration_at_max_queue_length"])] for _, r in blocked.iterrows()])
+    bw = analysis.get_memory_bw_time_series(ranks=[rank]).get(rank)
+    out["memory_bw"] = {} if bw is None else {str(n): _describe(p, "memory_bw_gbps") for n, p in bw.groupby("name")}
+    return out
+
+
+def trace_numbers(trace_dir: str) -> dict[str, Any]:
+    from hta.trace_analysis import TraceAnalysis
+
+    analysis = TraceAnalysis(trace_dir=trace_dir)
+    types, kernels = analysis.get_gpu_kernel_breakdown(visualize=False, num_kernels=10, duration_ratio=0.8,
+                                                       include_memory_kernels=True)
+    result: dict[str, Any] = {
+        "kernel_types": {str(r["kernel_type"]): float(r["sum"]) for _, r in types.iterrows()},
+        "kernels": [[int(r["rank"]), str(r["kernel_type"]), str(r["name"]), float(r["sum (us)"]),
+                     float(r["max (us)"]), float(r["min (us)"]), float(r["mean (us)"])]
+                    for _, r in kernels.iterrows()],
+        "comm_comp_overlap": {str(int(r["rank"])): float(r["comp_comm_overlap_pctg"])
+                              for _, r in analysis.get_comm_comp_overlap(visualize=False).iterrows()},
+        "ranks": {str(rank): rank_numbers(analysis, rank) for rank in sorted(analysis.t.traces)},
+    }
+    with tempfile.TemporaryDirectory() as out:
+        for rank in sorted(analysis.t.traces):
+            try:  # HTA's call graph rejects some traces (zero-duration events it cannot order)
+                found = analysis.get_frequent_cuda_kernel_sequences("aten::", out, min_pattern_len=3, rank=rank,
+                                                                    top_k=5, visualize=False)
+            except ValueError as error:
+                result["ranks"][str(rank)]["sequences"] = f"HTA failed: {error}"
+                continue
+            result["ranks"][str(rank)]["sequences"] = [
+                [str(r["pattern"]), int(r["count"]), float(r["GPU kernel duration (us)"]),
+                 float(r["CPU op duration (us)"])] for _, r in found.head(5).iterrows()]
+    return result
+
+
+def main() -> None:
+    logging.disable(logging.CRITICAL)
+    print(json.dumps({d: trace_numbers(d) for d in sys.argv[1:]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
