@@ -4,11 +4,11 @@ HolisticTraceAnalysis is published as ``traceinsight`` (0.6.1); it is never a de
 dfcompass. Install it in a scratch venv and run this file with that venv's Python::
 
     python3 -m venv /tmp/tivenv && /tmp/tivenv/bin/pip install traceinsight==0.6.1
-    /tmp/tivenv/bin/python bench/hta_reference.py ../shared/traces/kineto/hta-* > /tmp/hta.json
+    /tmp/tivenv/bin/python bench/hta_reference.py ../shared/traces/kineto/hta-* \
+        > tests/data/hta/traceinsight-0.6.1.json
 
 For each Kineto trace directory and rank it prints what the dfcompass tests compare with
-(``tests/test_analyses/test_hta_analyses.py`` keeps the numbers, with this command to regenerate
-them): the kernel breakdown by type and by name, communication/computation overlap, launch
+(``tests/test_analyses/test_hta_analyses.py`` reads that file): the kernel breakdown by type and by name, communication/computation overlap, launch
 statistics, queue length, time blocked on a full queue, memory bandwidth, frequent kernel
 sequences and the temporal and idle-time breakdowns. Times are HTA's µs.
 """
@@ -19,6 +19,7 @@ import json
 import logging
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -28,7 +29,7 @@ def _describe(frame: Any, column: str) -> dict[str, float]:
 
 
 def rank_numbers(analysis: Any, rank: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"file": str(analysis.t.trace_files[rank])}
+    out: dict[str, Any] = {"file": Path(str(analysis.t.trace_files[rank])).name}
     launches = analysis.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
     out["launches"] = {
         "count": int(len(launches)),
@@ -53,6 +54,11 @@ def rank_numbers(analysis: Any, rank: int) -> dict[str, Any]:
     return out
 
 
+# The sequence roots: an op name with patterns in the shared traces (simple-add: aten::conv2d;
+# sampled: autograd::engine); HTA's call graph rejects hta-nccl-rank0.
+SEQUENCE_ROOT = "aten::conv2d"
+
+
 def trace_numbers(trace_dir: str) -> dict[str, Any]:
     from hta.trace_analysis import TraceAnalysis
 
@@ -71,20 +77,25 @@ def trace_numbers(trace_dir: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         for rank in sorted(analysis.t.traces):
             try:  # HTA's call graph rejects some traces (zero-duration events it cannot order)
-                found = analysis.get_frequent_cuda_kernel_sequences("aten::", out, min_pattern_len=3, rank=rank,
-                                                                    top_k=5, visualize=False)
+                found = analysis.get_frequent_cuda_kernel_sequences(SEQUENCE_ROOT, out, min_pattern_len=3,
+                                                                    rank=rank, top_k=5, visualize=False)
             except ValueError as error:
                 result["ranks"][str(rank)]["sequences"] = f"HTA failed: {error}"
                 continue
             result["ranks"][str(rank)]["sequences"] = [
                 [str(r["pattern"]), int(r["count"]), float(r["GPU kernel duration (us)"]),
-                 float(r["CPU op duration (us)"])] for _, r in found.head(5).iterrows()]
+                 float(r["CPU op duration (us)"])] for _, r in found.iterrows()]
     return result
 
 
 def main() -> None:
+    global SEQUENCE_ROOT
     logging.disable(logging.CRITICAL)
-    print(json.dumps({d: trace_numbers(d) for d in sys.argv[1:]}, indent=1))
+    out = {}
+    for trace_dir in sys.argv[1:]:
+        SEQUENCE_ROOT = "autograd::engine" if "sampled" in trace_dir else "aten::conv2d"
+        out[Path(trace_dir).name] = trace_numbers(trace_dir)
+    print(json.dumps(out, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

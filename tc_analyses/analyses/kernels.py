@@ -172,7 +172,7 @@ def run(inputs: Inputs, options: Options) -> Result:
     types = type_times(ops)
     kernels = per_name(ops, int(options["top"]), float(options["duration_ratio"]))
     overlap = comm_comp_overlap(ops)
-    findings = tuple(_findings(types, kernels, overlap))
+    findings = tuple(sorted(_findings(types, kernels, overlap), key=lambda f: -f.impact_ns))
     data = KernelBreakdown(str(inputs.path), inputs.scope.text(), tuple(types), tuple(kernels), overlap, findings)
     return Result("kernels", data.trace, data, findings)
 

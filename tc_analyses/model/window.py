@@ -7,8 +7,9 @@ Every analysis of one trace reads the same restricted :class:`~tc_analyses.model
   first event (``12ms:30ms``, ``1.5s:2s``; a bare number is ns).
 * ``--annotation NAME`` keeps the time inside the user annotations called NAME (every occurrence;
   an exact name first, else a glob such as ``'forward*'``).
-* **The last step** (HTA's ``exclude_last_step``, its default): with two or more steps and no step
-  window, the last step is left out, because a profiler's last step is usually cut short.
+* **The last step** (HTA's ``exclude_last_step``, its default): with two or more steps and no
+  ``--window``, the last step is left out, because a profiler's last step is usually cut short
+  (a window names what to analyse, the last step included).
   ``--include-last-step`` keeps it. The rule is this module's alone, so every analysis applies it.
 
 Membership: CPU-side intervals (nodes, API calls, steps, annotations) are in when they start inside
@@ -160,11 +161,9 @@ def restrict(activity: Activity, window: Window) -> tuple[Activity, Scope]:
         return activity, Scope(str(window), (activity.span,), tuple(sorted({s.step for s in activity.steps})), False, 0)
     everything = (activity.span[0], activity.span[1] + 1)
     ranges = [everything]
-    step_window = False
     if window.spec:
         parsed = parse_window(window.spec)
         if isinstance(parsed, StepWindow):
-            step_window = True
             what = str(parsed.first) if parsed.first == parsed.last else f"{parsed.first}-{parsed.last}"
             ranges = _step_ranges(activity, parsed.first, parsed.last, what)
         else:
@@ -176,10 +175,13 @@ def restrict(activity: Activity, window: Window) -> tuple[Activity, Scope]:
             raise ConfigurationError(f"{activity.path}: the annotation {window.annotation!r} does not overlap "
                                      f"--window {window.spec}")
     numbers = sorted({s.step for s in activity.steps})
-    cut = not step_window and not window.include_last_step and len(numbers) >= 2
+    cut = not window.spec and not window.include_last_step and len(numbers) >= 2
     if cut:
         last_start = min(s.start for s in activity.steps if s.step == numbers[-1])
         ranges = _intersect(ranges, [(everything[0], last_start)])
+        if not ranges:
+            raise ConfigurationError(f"{activity.path}: the annotation {window.annotation!r} lies in the last step, "
+                                     "which is left out by default: add --include-last-step")
     ranges = _merge(ranges)
     if ranges == [everything] and not cut:
         return replace(activity, windowed=True), Scope(str(window), tuple(ranges), tuple(numbers), False, 0)

@@ -1,0 +1,196 @@
+"""Windows and the HTA-style GPU analyses on small hand-made traces (each number computed by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tc_analyses.analyses import bandwidth, kernels, launches, queues, sequences
+from tc_analyses.errors import ConfigurationError
+from tc_analyses.inputs import TraceInputs
+from tc_analyses.model.window import Window, parse_window, StepWindow, TimeWindow
+from tc_analyses.registry import entry
+from tracer.builder import TraceBuilder
+
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _launch(b: TraceBuilder, corr: int, start: int, end: int, name: str = "cudaLaunchKernel") -> None:
+    b.add("api_enter", "1", start, 1, name, corr)
+    b.add("api_exit", "1", end, 1, name, corr)
+
+
+def _kernel(b: TraceBuilder, dev: int, queue: int, corr: int, name: str, start: int, end: int) -> None:
+    b.add("kernel_begin", f"g{queue}", start, dev, queue, corr, name, 1, 1, 1, 1, 1, 1)
+    b.add("kernel_end", f"g{queue}", end, dev, queue, corr)
+
+
+def _trace(tmp_path: Path) -> Path:
+    """Three steps of 10 µs on thread 1, each: op 'aten::mm' [s+0, s+5000) launching gemm, relu, add on
+    queue 7; step 2 also launches an NCCL kernel on queue 9 and a 1 MiB HtoD copy; a memset launch
+    that launched nothing (no memset event) in step 1; an annotation 'forward' over step 2's op.
+
+    Times (ns), step s at 10000*s (s = 0, 1, 2):
+      launches at s+100 (gemm), s+300 (relu), s+500 (add), each 100 ns long;
+      gemm [s+1000, s+3000), relu [s+3000, s+3500), add [s+3600, s+3700) on queue 7.
+      step 1: nccl launched at 10700-10800 runs [12000, 16000) on queue 9 (overlaps gemm 1000 ns, relu 500, add 100);
+              copy launched at 10900-11000 runs [17000, 18000) on queue 7, 1 MiB (1.048576 GB/s... 1048576 B / 1000 ns).
+    """
+    out = tmp_path / "gpu"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", ts=0)
+        g = b.device("cuda:0", ts=0)
+        corr = 0
+        for step in range(3):
+            s = 10_000 * step
+            b.add("step_begin", "1", s, step, 1)
+            b.add("node_begin", "1", s + 50, 100 + step, "aten::mm", "mm", cpu, 1, step)
+            for name, launch, (start, end) in (("gemm", 100, (1000, 3000)), ("relu", 300, (3000, 3500)),
+                                               ("add", 500, (3600, 3700))):
+                corr += 1
+                _launch(b, corr, s + launch, s + launch + 100)
+                _kernel(b, g, 7, corr, name, s + start, s + end)
+            if step == 0:
+                _launch(b, 999, s + 4000, s + 4100, "cudaMemsetAsync")  # launched nothing
+            if step == 1:
+                b.add("annotation_begin", "1", s + 40, cpu, 1, 1, "forward")
+                _launch(b, 500, s + 700, s + 800, "ncclKernelLaunch")
+                _kernel(b, g, 9, 500, NCCL, s + 2000, s + 6000)
+                _launch(b, 501, s + 900, s + 1000, "cudaMemcpyAsync")
+                b.add("memcpy_begin", "g7", s + 7000, g, 7, 501, 1 << 20, "HtoD pinned", cpu, g)
+                b.add("memcpy_end", "g7", s + 8000, g, 7, 501)
+            b.add("node_end", "1", s + 5000, 100 + step, cpu, 1)
+            if step == 1:
+                b.add("annotation_end", "1", s + 5100, cpu, 1, 1)
+            b.add("step_end", "1", s + 9999, step, 1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _trace(tmp_path_factory.mktemp("gpu"))
+
+
+def _run(key: str, path: Path, window: Window | None = None, **options: Any) -> Any:
+    return entry(key).run(TraceInputs(path, window=window), options).data
+
+
+def test_window_specs_parse() -> None:
+    assert parse_window("ProfilerStep#12") == StepWindow(12, 12)
+    assert parse_window("step 2-4") == StepWindow(2, 4)
+    assert parse_window("1.5ms:2s") == TimeWindow(1_500_000, 2_000_000_000)
+    for bad in ("4-2", "5ms:1ms", "forward", "1x:2y"):
+        with pytest.raises(ConfigurationError):
+            parse_window(bad)
+
+
+def test_the_last_step_is_left_out_everywhere_unless_asked(trace: Path) -> None:
+    default = TraceInputs(trace)
+    assert default.scope.cut_last_step and default.scope.steps == (0, 1)
+    assert {n.step for n in default.activity.nodes} == {0, 1}
+    assert len(default.activity.gpu) == 6 + 2  # steps 0 and 1: 3 kernels each, the NCCL kernel and the copy
+    whole = TraceInputs(trace, window=Window(include_last_step=True))
+    assert not whole.scope.cut_last_step and len(whole.activity.gpu) == 11
+    # Both GPU analyses and the graph read the same window.
+    assert max(x.call_start_ns for x in _run("launches", trace).launches) == 10_900  # step 1's copy
+    assert all(a["executions"] == 2 for _, a in default.graph.nodes(data=True))
+
+
+def test_step_time_and_annotation_windows(trace: Path) -> None:
+    step1 = TraceInputs(trace, window=Window("1"))
+    assert {n.step for n in step1.activity.nodes} == {1} and not step1.scope.cut_last_step
+    assert len(step1.activity.gpu) == 5
+    # 2 (the last step) is allowed when named.
+    assert {n.step for n in TraceInputs(trace, window=Window("ProfilerStep#2")).activity.nodes} == {2}
+    # A time range from the trace's first event (0): 20 µs on is step 2 only.
+    assert {n.step for n in TraceInputs(trace, window=Window("20us:30us")).activity.nodes} == {2}
+    forward = TraceInputs(trace, window=Window(annotation="forw*"))
+    assert [n.step for n in forward.activity.nodes] == [1]
+    with pytest.raises(ConfigurationError, match="no user annotation 'backward'.*forward"):
+        _ = TraceInputs(trace, window=Window(annotation="backward")).activity
+    with pytest.raises(ConfigurationError, match="no step 7"):
+        _ = TraceInputs(trace, window=Window("7")).activity
+
+
+def test_kernel_breakdown_by_type_name_and_overlap(trace: Path) -> None:
+    data = _run("kernels", trace, Window("1"), top=10, duration_ratio=0.8)
+    rows = {t.label: t.time_ns for t in data.types}
+    # compute [11000,13000)+[13000,13500)+[13600,13700) = 2600; nccl [12000,16000) overlaps 1600 of it.
+    assert rows == {"compute": 1000, "communication": 2400, "compute overlapping communication": 1600, "memory": 1000}
+    assert data.comm_comp_overlap_pct == pytest.approx(100 * 1600 / 4000)
+    names = {(k.type, k.name): k for k in data.kernels}
+    assert names[("compute", "gemm")].total_ns == 2000 and names[("memory", "Memcpy HtoD pinned")].count == 1
+    folded = kernels.per_name(TraceInputs(trace, window=Window(include_last_step=True)).activity.gpu, 1, 0.8)
+    compute = [k for k in folded if k.type == "compute"]
+    assert [(k.name, k.count, k.total_ns) for k in compute] == [("gemm", 3, 6000), ("others", 6, 1800)]
+
+
+def test_launch_delays_and_short_kernels(trace: Path) -> None:
+    data = _run("launches", trace, Window(include_last_step=True), runtime_cutoff_us=50.0,
+                launch_delay_cutoff_us=1.0, kernels_only=False)
+    # Per step: gemm launched 100-200 starts 1000 (delay 800), relu 300-400 -> 3000 (2600), add 500-600 -> 3600 (3000).
+    gemm = [x for x in data.launches if x.kernel == "gemm"]
+    assert [x.delay_ns for x in gemm] == [800, 800, 800] and all(x.cpu_ns == 100 for x in gemm)
+    # The NCCL launch is not a launch call HTA counts; the copy is (cudaMemcpyAsync), delay 6000.
+    copy = next(x for x in data.launches if x.correlation_id == 501)
+    assert len(data.launches) == 10 and copy.delay_ns == 6000 and copy.kernel == "Memcpy HtoD pinned"
+    assert data.short == 0 and data.delay_outliers == 10 - 3  # delays 800 are under 1 µs
+    assert data.delay_percentiles_ns["max"] == 6000
+    only = _run("launches", trace, Window(include_last_step=True), runtime_cutoff_us=50.0,
+                launch_delay_cutoff_us=100.0, kernels_only=True)
+    assert len(only.launches) == 9
+
+
+def test_queue_length_ignores_launches_that_launched_nothing(trace: Path) -> None:
+    data = _run("queues", trace, Window(include_last_step=True), max_queue_length=2)
+    q7 = next(q for q in data.series if q.queue == 7)
+    # The memset launch of step 0 launched nothing: the queue still ends at 0.
+    assert q7.lengths[-1] == 0 and min(q7.lengths) == 0
+    summary = next(q for q in data.queues if q.queue == 7)
+    # Steps 0 and 2: 3 launches (100, 300, 500) queue up before the gemm starts (1000); 2 or more from
+    # the second launch (300) until relu starts (3000). Step 1 also launches the copy (10900) before the
+    # gemm starts: 4 deep, 2 or more from 10300 until add starts (13600).
+    assert summary.max == 4 and summary.launches == 10
+    assert summary.blocked_ns == 2 * (3000 - 300) + (13600 - 10300)
+
+
+def test_bandwidth_per_copy_kind(trace: Path) -> None:
+    data = _run("bandwidth", trace, Window(include_last_step=True))
+    [row] = data.kinds
+    assert (row.kind, row.host_memory, row.count, row.bytes, row.busy_ns) == ("HtoD", "pinned", 1, 1 << 20, 1000)
+    assert row.achieved_gbps == pytest.approx((1 << 20) / 1000) == row.peak_concurrent_gbps
+    assert bandwidth.concurrent_series(list(TraceInputs(trace).activity.gpu)[:0]) == []
+
+
+def test_frequent_sequences(trace: Path) -> None:
+    data = _run("sequences", trace, Window(include_last_step=True), operator="", min_length=3, top=5)
+    assert [(p.root, p.kernels, p.count) for p in data.patterns] == [
+        ("mm", ("gemm", "relu", "add"), 2), ("mm", ("gemm", NCCL, "relu", "add", "Memcpy HtoD pinned"), 1)]
+    assert data.patterns[0].gpu_ns == 2 * 2600 and data.patterns[0].cpu_ns == 2 * 4950
+    assert data.findings and data.findings[0].kind == "fusion_candidate"
+    roots, found = sequences.frequent_sequences(TraceInputs(trace).activity, "forward", 3)
+    assert roots == 1 and found[0].root == "forward"  # the annotation is the shallowest match
+
+
+def test_analyses_without_gpu_work_say_so(tmp_path: Path) -> None:
+    out = tmp_path / "cpu"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", ts=0)
+        b.add("node_begin", "1", 10, 1, "aten::mm", "mm", cpu, 1, 0)
+        b.add("node_end", "1", 20, 1, cpu, 1)
+    for key in ("kernels", "launches", "queues", "bandwidth", "sequences"):
+        with pytest.raises(Exception, match=str(out)):
+            entry(key).run(TraceInputs(out), entry(key).options())
+
+
+def test_reports_render(trace: Path, tmp_path: Path) -> None:
+    for key in ("kernels", "launches", "queues", "bandwidth", "sequences"):
+        analysis = entry(key)
+        result = analysis.run(TraceInputs(trace, window=Window(include_last_step=True)), analysis.options())
+        text = analysis.text(result)
+        assert "scope:" in text and "findings:" in text
+        written = analysis.artifacts(result, tmp_path / key)
+        assert {p.suffix for p in written} >= {".png", ".svg"}
+    assert queues.CUDA_MAX_LAUNCH_QUEUE == 1024 and launches.KERNEL_LAUNCHES
