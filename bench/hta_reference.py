@@ -88,6 +88,19 @@ def trace_numbers(trace_dir: str) -> dict[str, Any]:
     return result
 
 
+def diff_numbers(trace_dir: str) -> dict[str, Any]:
+    """HTA's TraceDiff of rank 0 (control) against rank 1 (test), first iteration, GPU and CPU apart."""
+    from hta.trace_diff import DeviceType, TraceDiff
+
+    out: dict[str, Any] = {}
+    for label, device in (("gpu", DeviceType.GPU), ("cpu", DeviceType.CPU)):
+        table = TraceDiff.compare_traces(trace_dir, trace_dir, control_rank=0, test_rank=1, device_type=device)
+        out[label] = {str(name): [float(r["Control_counts"]), float(r["Control_total_duration"]),
+                                  float(r["Test_counts"]), float(r["Test_total_duration"])]
+                      for name, r in table.iterrows() if r["Control_counts"] or r["Test_counts"]}
+    return out
+
+
 def main() -> None:
     global SEQUENCE_ROOT
     logging.disable(logging.CRITICAL)
@@ -95,6 +108,8 @@ def main() -> None:
     for trace_dir in sys.argv[1:]:
         SEQUENCE_ROOT = "autograd::engine" if "sampled" in trace_dir else "aten::conv2d"
         out[Path(trace_dir).name] = trace_numbers(trace_dir)
+        if "sampled" in trace_dir:
+            out[Path(trace_dir).name]["diff_rank0_rank1"] = diff_numbers(trace_dir)
     print(json.dumps(out, indent=1, sort_keys=True))
 
 

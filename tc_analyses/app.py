@@ -24,6 +24,7 @@ from tracer.job import JOB_ENV
 
 if TYPE_CHECKING:
     from tc_analyses.analyses.placement.recommend import Recommendation
+    from tc_analyses.analyses.result import Result
     from tc_analyses.export.html_report import Section
     from tc_analyses.export.sections import SeedSection
     from tc_analyses.model.window import Window
@@ -235,6 +236,19 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
     if output is not None and analysis.artifacts_note:
         ran.text += f"{analysis.artifacts_note}: {output.resolve()}\n"
     return ran
+
+
+def diff(control: Path, test: Path, window: Window | None, top: int, output: Path | None,
+         progress: Progress = no_progress) -> tuple[Result, str]:
+    """``dfcompass diff CONTROL TEST``: the diff and its text report; its plot goes to `output`."""
+    from tc_analyses.analyses import trace_diff
+    from tc_analyses.export import diff_report
+
+    result = trace_diff.run(TraceInputs(control, progress, window), TraceInputs(test, progress, window))
+    text = diff_report.text(result, top)
+    if output is not None:
+        text += "plots: " + ", ".join(str(p.resolve()) for p in diff_report.plots(result, output)) + "\n"
+    return result, text
 
 
 # ---------------------------------------------------------------------------------- placement

@@ -188,6 +188,26 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
         click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
 
 
+@main.command()
+@click.argument("control", type=click.Path(path_type=Path))
+@click.argument("test", type=click.Path(path_type=Path))
+@click.option("--top", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="Rows per side (GPU, CPU) in the text report.")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Folder for the plot (PNG and SVG).")
+@_FORMAT
+@_window_options
+@_handle_errors
+def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, window: str | None,
+         annotation: str | None, include_last_step: bool) -> None:
+    """Compare two traces op by op and kernel by kernel: counts and time in CONTROL and TEST (HTA's
+    TraceDiff). The window options apply to both traces."""
+    from tc_analyses import app
+    from tc_analyses.export.reports import to_json_document
+
+    result, text = app.diff(control, test, _window(window, annotation, include_last_step), top, output, _progress)
+    click.echo(to_json_document(result.to_json()) if fmt == "json" else text, nl=False)
+
+
 @main.command("recommend-placement")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option("--devices", type=DEVICE_LIST, required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")

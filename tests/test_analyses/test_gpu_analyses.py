@@ -194,3 +194,22 @@ def test_reports_render(trace: Path, tmp_path: Path) -> None:
         written = analysis.artifacts(result, tmp_path / key)
         assert {p.suffix for p in written} >= {".png", ".svg"}
     assert queues.CUDA_MAX_LAUNCH_QUEUE == 1024 and launches.KERNEL_LAUNCHES
+
+
+def test_trace_diff_counts_and_times(trace: Path, tmp_path: Path, cli: Any) -> None:
+    import json
+
+    from tc_analyses.analyses import trace_diff
+
+    whole = Window(include_last_step=True)
+    same = trace_diff.run(TraceInputs(trace, window=whole), TraceInputs(trace, window=whole))
+    assert all(r.count_change == 0 and r.time_change_ns == 0 for r in same.data.rows)
+    # Step 1 against step 0: the NCCL kernel and the copy appear, gemm is the same.
+    rows = {(r.side, r.name): r for r in trace_diff.compare(TraceInputs(trace, window=Window("0")).activity,
+                                                             TraceInputs(trace, window=Window("1")).activity)}
+    assert (rows[("gpu", NCCL)].control_count, rows[("gpu", NCCL)].test_ns) == (0, 4000)
+    assert rows[("gpu", "gemm")].time_change_ns == 0 and rows[("cpu", "cudaMemsetAsync")].test_count == 0
+    assert rows[("cpu", "ProfilerStep#0")].control_count == 1
+    done = cli("diff", str(trace), str(trace), "--window", "0", "--format", "json", "-o", str(tmp_path / "d"))
+    data = json.loads(done.stdout)
+    assert data["analysis"] == "diff" and data["result"]["rows"] and (tmp_path / "d" / "diff.svg").is_file()

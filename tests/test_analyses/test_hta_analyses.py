@@ -82,7 +82,10 @@ def test_kernel_breakdown_equals_hta(imported: dict[Any, Any]) -> None:
                     assert ours[key].mean_ns / 1000 == pytest.approx(mean)
             overlap = kernels.comm_comp_overlap(ops)
             expected = ref["comm_comp_overlap"][rank]
-            assert (overlap is None) if expected != expected else round(overlap, 2) == expected  # NaN: no comm
+            if expected != expected:  # NaN: HTA's answer without communication kernels
+                assert overlap is None
+            else:
+                assert overlap is not None and round(overlap, 2) == expected
         assert dict(type_sums) == ref["kernel_types"]
 
 
@@ -149,3 +152,22 @@ def test_frequent_sequences_equal_hta(imported: dict[Any, Any]) -> None:
         _, found = sequences.frequent_sequences(activity, SEQUENCE_ROOTS[name], 3)
         assert [(p.count, p.gpu_ns / 1000, p.cpu_ns / 1000) for p in found] == [(c, g, cpu) for _, c, g, cpu in ref]
         assert [p.text for p in found] == ["|".join(_hta_name(n) for n in text.split("|")) for text, *_ in ref]
+
+
+@pytest.mark.slow
+def test_trace_diff_equals_hta(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tc_analyses.analyses import trace_diff
+
+    activities = []
+    for rank in ("0", "1"):
+        path = tmp_path_factory.mktemp("diff") / "trace"
+        import_kineto(shared_dir / "traces" / "kineto" / "hta-sampled-2rank" / RANK_FILES[("hta-sampled-2rank", rank)],
+                      path)
+        activities.append(restrict(read_activity(read_trace(path)), Window("551"))[0])  # HTA: the first iteration
+    rows = {(r.side, r.name): r for r in trace_diff.compare(*activities)}
+    ref = REFERENCE["hta-sampled-2rank"]["diff_rank0_rank1"]
+    for side in ("gpu", "cpu"):
+        assert sum(1 for key in rows if key[0] == side) == len(ref[side])
+        for name, expected in ref[side].items():
+            row = rows[(side, _hta_name(name) if side == "gpu" else name)]
+            assert [row.control_count, row.control_ns / 1000, row.test_count, row.test_ns / 1000] == expected, name
