@@ -208,6 +208,23 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
     click.echo(to_json_document(result.to_json()) if fmt == "json" else text, nl=False)
 
 
+@main.command("export-perfetto")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The JSON file to write (gzip-compressed when it ends in .gz).")
+@_handle_errors
+def export_perfetto(trace: Path, output: Path) -> None:
+    """Export TRACE (a trace or a job folder) as Chrome/Perfetto JSON for ui.perfetto.dev: ops, API calls,
+    kernels and copies on their queues, memory and queue-length counters, tensor and launch arrows."""
+    from tc_analyses.export import perfetto
+
+    with _progress("exporting", None):
+        counts = perfetto.write(trace, output)
+    slices, flows, counters = counts.get("X", 0), counts.get("s", 0), counts.get("C", 0)
+    click.echo(f"wrote {output}: {slices} slices, {flows} arrows, {counters} counter values "
+               "(open it in ui.perfetto.dev)")
+
+
 @main.command("recommend-placement")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option("--devices", type=DEVICE_LIST, required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
