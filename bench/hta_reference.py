@@ -88,6 +88,24 @@ def trace_numbers(trace_dir: str) -> dict[str, Any]:
     return result
 
 
+# HTA's critical path per trace: (annotation, instance); HTA recommends a step, not the first.
+CRITICAL_PATH = {"hta-simple-add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 0),
+                 "hta-sampled-2rank": ("ProfilerStep", 0), "hta-nccl-rank0": ("ProfilerStep", 0)}
+
+
+def critical_path_numbers(trace_dir: str) -> dict[str, Any]:
+    """HTA's critical path of rank 0: µs per bound_by and per edge type, and the number of edges."""
+    from hta.trace_analysis import TraceAnalysis
+
+    annotation, instance = CRITICAL_PATH[Path(trace_dir).name]
+    graph, ok = TraceAnalysis(trace_dir=trace_dir).critical_path_analysis(rank=0, annotation=annotation,
+                                                                          instance_id=instance)
+    edges = graph.get_critical_path_breakdown()
+    return {"annotation": annotation, "instance": instance, "ok": bool(ok), "edges": int(len(edges)),
+            "bound_by": {str(k or "dependency"): float(v) for k, v in edges.groupby("bound_by").duration.sum().items()},
+            "length": float(edges.duration.sum())}
+
+
 def diff_numbers(trace_dir: str) -> dict[str, Any]:
     """HTA's TraceDiff of rank 0 (control) against rank 1 (test), first iteration, GPU and CPU apart."""
     from hta.trace_diff import DeviceType, TraceDiff
@@ -108,6 +126,7 @@ def main() -> None:
     for trace_dir in sys.argv[1:]:
         SEQUENCE_ROOT = "autograd::engine" if "sampled" in trace_dir else "aten::conv2d"
         out[Path(trace_dir).name] = trace_numbers(trace_dir)
+        out[Path(trace_dir).name]["critical_path"] = critical_path_numbers(trace_dir)
         if "sampled" in trace_dir:
             out[Path(trace_dir).name]["diff_rank0_rank1"] = diff_numbers(trace_dir)
     print(json.dumps(out, indent=1, sort_keys=True))

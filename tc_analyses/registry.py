@@ -222,6 +222,16 @@ ANALYSES: tuple[Entry, ...] = (
            Param("min_length", 3, "Roots must launch at least this many GPU operations (HTA's min_pattern_len).", "int", 1),
            Param("top", 10, "How many patterns to show (HTA's top_k).", "int", 1)),
           "tc_analyses.export.sequences_report"),
+    Entry("critical-path", "GPU-aware critical path (compared with HTA)",
+          "The chain of CPU work, launches, GPU operations and synchronisations that sets the window's end, and what "
+          "bounds it: CPU, GPU compute, communication, copies, launch delays, gaps between kernels, waits.",
+          "tc_analyses.analyses.critical_path",
+          {"node_begin": USED, "node_end": USED, "api_enter": NEEDED, "api_exit": NEEDED, "kernel_begin": NEEDED,
+           "kernel_end": NEEDED, "memcpy_begin": USED, "memcpy_end": USED, "memset_begin": USED, "memset_end": USED,
+           "sync_begin": USED, "sync_end": USED, "annotation_begin": USED, "annotation_end": USED,
+           "step_begin": USED, "step_end": USED, "device_info": NEEDED},
+          (Param("top", 10, "How many intervals with the most time on the path to list.", "int", 1),),
+          "tc_analyses.export.critical_path_report"),
     Entry("ranks", "Ranks of a job: stragglers, collective wait, overlap",
           "Ranks of a multi-process job side by side: per-rank compute and communication, which rank arrives last "
           "at each collective and by how much, the time the others wait, and communication/compute overlap.",

@@ -213,3 +213,39 @@ def test_trace_diff_counts_and_times(trace: Path, tmp_path: Path, cli: Any) -> N
     done = cli("diff", str(trace), str(trace), "--window", "0", "--format", "json", "-o", str(tmp_path / "d"))
     data = json.loads(done.stdout)
     assert data["analysis"] == "diff" and data["result"]["rows"] and (tmp_path / "d" / "diff.svg").is_file()
+
+
+def _sync_trace(tmp_path: Path) -> Path:
+    """Thread 1: op A [0,100) launches K (call [10,20)); K runs [50,1000) on queue 7; the host then waits in
+    cudaStreamSynchronize [100,1010) (its GPU sync event [110,1005) on queue 7); op B [1010,1100)."""
+    out = tmp_path / "sync"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, g = b.device("cpu", ts=0), b.device("cuda:0", ts=0)
+        b.add("node_begin", "1", 0, 1, "aten::mm", "A", cpu, 1, 0)
+        _launch(b, 5, 10, 20)
+        b.add("node_end", "1", 100, 1, cpu, 1)
+        _kernel(b, g, 7, 5, "gemm", 50, 1000)
+        _launch(b, 6, 100, 1010, "cudaStreamSynchronize")
+        b.add("sync_begin", "g7", 110, g, 7, 6, "Stream Sync", 4294967295, 0)
+        b.add("sync_end", "g7", 1005, g, 7, 6)
+        b.add("node_begin", "1", 1010, 2, "aten::relu", "B", cpu, 1, 0)
+        b.add("node_end", "1", 1100, 2, cpu, 1)
+    return out
+
+
+def test_critical_path_crosses_to_the_gpu_through_a_sync(tmp_path: Path) -> None:
+    data = _run("critical-path", _sync_trace(tmp_path), top=5)
+    path = [(s.bound, s.name, s.start, s.end) for s in data.segments]
+    assert path == [("cpu_bound", "aten::mm", 0, 10), ("cpu_bound", "cudaLaunchKernel", 10, 20),
+                    ("gpu_kernel_launch_overhead", "gap", 20, 50), ("gpu_compute_bound", "gemm", 50, 1000),
+                    ("cpu_bound", "cudaStreamSynchronize", 1000, 1010), ("cpu_bound", "aten::relu", 1010, 1100)]
+    assert sum(data.bound_ns.values()) == data.length_ns == 1100
+    assert data.findings[0].text.startswith("86% of the critical path")  # 950 of 1100 ns: the kernel
+
+
+def test_critical_path_stays_on_the_cpu_when_the_gpu_was_done(trace: Path) -> None:
+    # No synchronisation: the last op's end is set by the host alone.
+    data = _run("critical-path", trace, Window("1"), top=5)
+    assert {s.bound for s in data.segments} <= {"cpu_bound", "cpu_idle", "gpu_compute_bound", "gpu_memory_bound",
+                                                "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead"}
+    assert sum(data.bound_ns.values()) == data.length_ns

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from tc_analyses.registry import TRACE_KEYS
+
 from tests.helpers import fork_join_cpu_trace
 
 ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
-KEYS = ["breakdown", "memory", "overhead", "parallelism", "roofline"]
+KEYS = sorted(TRACE_KEYS)  # every analysis of one trace is a section
 
 
 def _cpu_only(path: Path) -> Path:
