@@ -74,6 +74,16 @@ def trace_numbers(trace_dir: str) -> dict[str, Any]:
                               for _, r in analysis.get_comm_comp_overlap(visualize=False).iterrows()},
         "ranks": {str(rank): rank_numbers(analysis, rank) for rank in sorted(analysis.t.traces)},
     }
+    annotations = analysis.get_gpu_user_annotation_breakdown(visualize=False)
+    if annotations is not None:  # only hta-nccl-rank0 has GPU user annotations
+        result["gpu_user_annotations"] = {str(r["name"]): [float(r["sum (us)"]), float(r["max (us)"]), float(r["min (us)"]),
+                                                           float(r["mean (us)"])] for _, r in annotations.iterrows()}
+        symbols = analysis.t.symbol_table.get_sym_table()
+        attributed = analysis.get_gpu_kernels_with_user_annotations(rank=0).groupby("user_annotation").dur.agg(
+            ["count", "sum"])
+        result["kernels_with_user_annotations"] = {
+            (symbols[int(a)] if int(a) >= 0 else "none"): [int(r["count"]), float(r["sum"])]
+            for a, r in attributed.iterrows()}
     with tempfile.TemporaryDirectory() as out:
         for rank in sorted(analysis.t.traces):
             try:  # HTA's call graph rejects some traces (zero-duration events it cannot order)

@@ -171,11 +171,13 @@ ANALYSES: tuple[Entry, ...] = (
           "tc_analyses.export.parallelism_report"),
     Entry("kernels", "Kernel breakdown and communication/computation overlap (HTA-compatible)",
           "GPU time per kernel type, with the time types overlap (compute overlapping communication...), the top "
-          "kernels of each type by name, and how much of the communication time overlaps compute.",
+          "kernels of each type by name, how much of the communication time overlaps compute, and the GPU time and "
+          "kernels of each GPU user annotation.",
           "tc_analyses.analyses.kernels",
           {"kernel_begin": NEEDED, "kernel_end": NEEDED, "memcpy_begin": USED, "memcpy_end": USED,
            "memset_begin": USED, "memset_end": USED, "sync_begin": USED, "sync_end": USED, "api_enter": USED,
-           "api_exit": USED, "step_begin": USED, "step_end": USED, "device_info": NEEDED},
+           "api_exit": USED, "step_begin": USED, "step_end": USED, "annotation_begin": USED, "annotation_end": USED,
+           "device_info": NEEDED},
           (Param("top", 10, "Kernel names shown per type; the rest is one 'others' row (HTA's num_kernels).", "int", 1),
            Param("duration_ratio", 0.8, "Also fold names past this quantile of the cumulative time (HTA's "
                  "duration_ratio).", "float", 0)),

@@ -40,7 +40,7 @@ import numpy as np
 
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, ApiCall, GpuOp, StepRun, SyncRun
+from tc_analyses.model.activity import Activity, AnnotationRun, ApiCall, GpuOp, StepRun, SyncRun
 from tc_analyses.model.intervals import union_ns
 from tc_analyses.model.window import Window, restrict
 from tc_analyses.reader.fast import DfcTrace
@@ -288,8 +288,11 @@ def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
     def syncs(items: Iterable[SyncRun]) -> list[SyncRun]:
         return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
 
+    def annotations(items: Iterable[AnnotationRun]) -> list[AnnotationRun]:
+        return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
+
     return replace(activity, steps=steps(activity.steps), api=calls(activity.api), gpu=ops(activity.gpu),
-                   syncs=syncs(activity.syncs), _launch={})
+                   syncs=syncs(activity.syncs), annotations=annotations(activity.annotations), _launch={})
 
 
 

@@ -11,11 +11,15 @@ on the analysis window (:mod:`tc_analyses.model.window`):
   rest of the type is one ``others`` row. HTA also folds names past the ``duration_ratio`` quantile
   of the cumulative time; so does this analysis.
 * **communication/computation overlap**: the share of the communication time during which compute
-  also runs (HTA's ``comp_comm_overlap_pctg``).
+  also runs (HTA's ``comp_comm_overlap_pctg``);
+* **GPU user annotations** (HTA's ``get_gpu_user_annotation_breakdown`` and
+  ``get_gpu_kernels_with_user_annotations``): per annotation name its GPU time, and the kernels
+  attributed to it (each to the shortest annotation of its queue that overlaps it).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from statistics import stdev
@@ -26,7 +30,7 @@ from tc_analyses.analyses.breakdown import gpu_events, kernel_type
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import GpuOp
+from tc_analyses.model.activity import Activity, GpuOp
 from tc_analyses.model.intervals import merge_intervals
 
 TYPES = ("compute", "communication", "memory")  # the types whose time is broken down (HTA's order)
@@ -56,12 +60,29 @@ class TypeTime:
 
 
 @dataclass(frozen=True)
+class AnnotationStats:
+    """A GPU user annotation's time on the GPU, and the kernels attributed to it (the leaf annotation
+    of their queue that overlaps them)."""
+
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    min_ns: int
+    max_ns: int
+    std_ns: float
+    kernels: int
+    kernel_ns: int
+
+
+@dataclass(frozen=True)
 class KernelBreakdown:
     trace: str
     scope: str
     types: tuple[TypeTime, ...]  # by time, longest first
     kernels: tuple[KernelStats, ...]  # by type, then total time (others last)
     comm_comp_overlap_pct: float | None  # None without communication kernels
+    annotations: tuple[AnnotationStats, ...]  # GPU user annotations, by name
     findings: tuple[Finding, ...]
 
 
@@ -145,6 +166,43 @@ def comm_comp_overlap(ops: list[GpuOp]) -> float | None:
     return 100.0 * overlap / sum(e - s for s, e in comm)
 
 
+def kernel_annotations(activity: Activity) -> dict[int, str]:
+    """id(operation) -> the GPU user annotation it is attributed to: of the annotations on its device and
+    queue that overlap it, the shortest (the leaf), as HTA's get_gpu_kernels_with_user_annotations."""
+    per_queue: dict[tuple[str, int], list[GpuOp]] = defaultdict(list)
+    for op in activity.gpu:
+        per_queue[(op.device, op.queue)].append(op)
+    for ops in per_queue.values():
+        ops.sort(key=lambda o: o.start)
+    found: dict[int, str] = {}
+    for annotation in sorted((a for a in activity.annotations if a.on_gpu), key=lambda a: -(a.end - a.start)):
+        ops = per_queue.get((annotation.device, annotation.track), [])
+        hi = bisect.bisect_left([o.start for o in ops], annotation.end)
+        for op in ops[:hi]:
+            if op.end > annotation.start and op.end > op.start:  # half-open: an empty interval overlaps nothing
+                found[id(op)] = annotation.name
+    return found
+
+
+def annotation_stats(activity: Activity) -> list[AnnotationStats]:
+    """Per GPU user annotation name: its durations and the kernels attributed to it."""
+    durations: dict[str, list[int]] = defaultdict(list)
+    for a in activity.annotations:
+        if a.on_gpu:
+            durations[a.name].append(a.end - a.start)
+    attributed = kernel_annotations(activity)
+    kernels: dict[str, list[int]] = defaultdict(list)
+    for op in activity.gpu:
+        if id(op) in attributed:
+            kernels[attributed[id(op)]].append(op.duration)
+    rows = []
+    for name in sorted(durations):
+        d = durations[name]
+        rows.append(AnnotationStats(name, len(d), sum(d), sum(d) / len(d), min(d), max(d), stdev(d) if len(d) > 1 else 0.0,
+                                    len(kernels[name]), sum(kernels[name])))
+    return rows
+
+
 def _findings(types: list[TypeTime], kernels: list[KernelStats], overlap: float | None) -> list[Finding]:
     out = []
     compute = [k for k in kernels if k.type == "compute" and k.name != OTHERS]
@@ -173,7 +231,8 @@ def run(inputs: Inputs, options: Options) -> Result:
     kernels = per_name(ops, int(options["top"]), float(options["duration_ratio"]))
     overlap = comm_comp_overlap(ops)
     findings = tuple(sorted(_findings(types, kernels, overlap), key=lambda f: -f.impact_ns))
-    data = KernelBreakdown(str(inputs.path), inputs.scope.text(), tuple(types), tuple(kernels), overlap, findings)
+    data = KernelBreakdown(str(inputs.path), inputs.scope.text(), tuple(types), tuple(kernels), overlap,
+                           tuple(annotation_stats(inputs.activity)), findings)
     return Result("kernels", data.trace, data, findings)
 
 

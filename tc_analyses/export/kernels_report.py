@@ -35,6 +35,11 @@ def text(result: Result) -> str:
     lines += table(("type", "kernel", "count", "total", "mean", "min", "max", "std", "%"),
                    [(k.type, _short(k.name), k.count, _us(k.total_ns), _us(k.mean_ns), _us(k.min_ns), _us(k.max_ns),
                      _us(k.std_ns), f"{k.share_pct:.1f}") for k in data.kernels], "  ")
+    if data.annotations:
+        lines += ["", "GPU user annotations (µs): their time on the GPU, and the kernels attributed to them"]
+        lines += table(("annotation", "count", "total", "mean", "min", "max", "kernels", "kernel time"),
+                       [(a.name[:60], a.count, _us(a.total_ns), _us(a.mean_ns), _us(a.min_ns), _us(a.max_ns), a.kernels,
+                         _us(a.kernel_ns)) for a in data.annotations], "  ")
     lines += ["", "findings:"] + ([f"  - {f.text}" for f in data.findings] or ["  none"])
     return "\n".join(lines) + "\n"
 

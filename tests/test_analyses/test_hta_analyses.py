@@ -192,3 +192,19 @@ def test_critical_path_agrees_with_hta_on_what_bounds_the_step(imported: dict[An
         # covers it from its first dependency to its last end.
         assert ref["bound_by"]["cpu_bound"] / ref["length"] > 0.99 and cpu / length > 0.99
         assert ref["length"] <= length / 1000
+
+
+@pytest.mark.slow
+def test_gpu_user_annotations_equal_hta(imported: dict[Any, Any]) -> None:
+    ref = REFERENCE["hta-nccl-rank0"]
+    activity, _ = imported[("hta-nccl-rank0", "0")]
+    rows = {a.name: a for a in kernels.annotation_stats(activity)}
+    assert {name: [r.total_ns / 1000, r.max_ns / 1000, r.min_ns / 1000, r.mean_ns / 1000] for name, r in rows.items()} \
+        == ref["gpu_user_annotations"]
+    attributed = {name: [r.kernels, r.kernel_ns / 1000] for name, r in rows.items()}
+    left = [o for o in activity.gpu if id(o) not in kernels.kernel_annotations(activity)]
+    attributed["none"] = [len(left), sum(o.duration for o in left) / 1000]
+    assert attributed == ref["kernels_with_user_annotations"]
+    for name in ("hta-simple-add", "hta-sampled-2rank"):  # no GPU user annotations there, in HTA or here
+        assert "gpu_user_annotations" not in REFERENCE[name]
+        assert not kernels.annotation_stats(imported[(name, "0")][0])

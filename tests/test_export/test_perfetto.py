@@ -45,7 +45,8 @@ def _gpu_trace(tmp_path: Path) -> Path:
 
 def _read(path: Path) -> dict[str, Any]:
     raw = path.read_bytes()
-    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)  # type: ignore[no-any-return]
+    data: dict[str, Any] = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return data
 
 
 def _flows(events: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
