@@ -80,12 +80,16 @@ def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
     gpu = built.systems.get(layout.GPU_ID)
     if gpu is not None:
         names = _names(gpu, layout.GPU)
+        lanes: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)  # a queue and its sub-lanes
         for path, intervals in gpu.items():
             if len(path) == 3 and path[0] == layout.GPU and path[2] == layout.BUSY:
                 busy.append(Busy(names.get(path[1], path[1]), "", _time(intervals, lambda v: v == 1), span))
-            if len(path) == 4 and path[0] == layout.GPU and path[2] == layout.QUEUES:
-                running = _time(intervals, lambda v: v != layout.IDLE)
-                busy.append(Busy(names.get(path[1], path[1]), path[3], running, span))
+            if len(path) in (4, 5) and path[0] == layout.GPU and path[2] == layout.QUEUES:
+                lanes[(path[1], path[3])] += [(i.start, i.end + 1) for i in intervals
+                                              if i.value is not None and i.value.value != layout.IDLE]
+        for (device, queue), spans in lanes.items():
+            running = union_ns([a for a, _ in spans], [b for _, b in spans])
+            busy.append(Busy(names.get(device, device), queue, running, span))
     dataflow = built.systems.get(layout.DATAFLOW_ID)
     if dataflow is not None:
         names = _names(dataflow, layout.DEVICES)

@@ -35,8 +35,14 @@ NODE = "Node"
 STEPS = "Steps"
 # gpu: GPU/<device>/Queues/<queue> the activity running (or IDLE), GPU/<device>/busy 1 or 0,
 # GPU/<device>/active how many run; Pending/<correlation id> and Launches/pending the queue depth.
+# Work that overlaps on one queue (programmatic dependent launch) runs in sub-lanes
+# GPU/<device>/Queues/<queue>/lane <n> (n = 1..EXTRA_LANES), GPU/<device>/Lanes/<queue>/<correlation id>
+# holding the lane each running activity took (0 is the queue itself).
 GPU = "GPU"
 QUEUES = "Queues"
+LANES = "Lanes"
+LANE = "lane"  # a prefix: "lane 1"
+EXTRA_LANES = 3  # a count, not a name: names() leaves it out
 BUSY = "busy"
 ACTIVE = "active"
 PENDING = "Pending"

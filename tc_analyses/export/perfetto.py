@@ -5,7 +5,10 @@ ui.perfetto.dev (and chrome://tracing) open the file. Layout, per process trace:
 * a process ``<label>: host`` with one track per thread: framework ops (``cat`` ``op``), user
   annotations (``user_annotation``), runtime API calls (``runtime``) and steps (``step``);
 * a process ``<label>: <device>`` per GPU with one track per queue (stream): kernels, copies,
-  memsets and synchronisations (``kernel``, ``memcpy``, ``memset``, ``sync``);
+  memsets and synchronisations (``kernel``, ``memcpy``, ``memset``, ``sync``); work that overlaps
+  on one queue (programmatic dependent launch) goes to a sub-track ``stream <q> (overlap lane <n>)``
+  (:mod:`tc_analyses.model.lanes`), since trace viewers drop or misplace slices that overlap
+  without nesting;
 * counters: memory in use per device (bytes) and the queue length of each GPU queue
   (:mod:`tc_analyses.analyses.queues`);
 * flow arrows (flow events v1, as Kineto writes them): ``tensor`` from a producer op to each
@@ -30,9 +33,11 @@ from tc_analyses.analyses.kernels import display_name
 from tc_analyses.analyses.queues import queue_series
 from tc_analyses.inputs import TraceInputs
 from tc_analyses.model.activity import Activity
+from tc_analyses.model.lanes import lanes
 
 Event = dict[str, Any]
 PIDS_PER_PROCESS = 100  # pid = base + 0 for the host, base + 1 + i for the i-th GPU
+LANE_TRACK = 1_000_000  # tid of lane n of queue q: q + n * LANE_TRACK
 
 
 def _us(ns: int) -> float:
@@ -68,19 +73,26 @@ class _Builder:
         self.events.append({"ph": "C", "name": name, "pid": pid, "ts": _us(ns), "args": values})
 
 
+def _track(queue: int, lane: int) -> int:
+    """The tid of a queue's lane: the queue itself, or a sub-track for work that overlaps on it."""
+    return queue if not lane else queue + LANE_TRACK * lane
+
+
 def _process(out: _Builder, inputs: TraceInputs, label: str, base: int) -> None:
     activity: Activity = inputs.whole_activity
     trace = inputs.trace
     out.meta(base, f"{label}: host", sort=base)
-    gpus = sorted({o.device for o in gpu_events(activity)})
+    events = gpu_events(activity)
+    gpus = sorted({o.device for o in events})
     gpu_pid = {device: base + 1 + i for i, device in enumerate(gpus)}
     for device, pid in gpu_pid.items():
         out.meta(pid, f"{label}: {device}", sort=pid)
     for tid in sorted({n.tid for n in activity.nodes} | {c.tid for c in activity.api}):
         out.meta(base, f"thread {tid}", tid)
-    for device in gpus:
-        for queue in sorted({o.queue for o in gpu_events(activity) if o.device == device}):
-            out.meta(gpu_pid[device], "device-wide" if queue < 0 else f"stream {queue}", queue)
+    lane = lanes(events)  # work overlapping on one queue (PDL) goes to a sub-track, never dropped
+    for device, queue, number in sorted({(o.device, o.queue, lane[id(o)]) for o in events}):
+        name = "device-wide" if queue < 0 else f"stream {queue}"
+        out.meta(gpu_pid[device], name if not number else f"{name} (overlap lane {number})", _track(queue, number))
     for s in activity.steps:
         out.slice("step", f"ProfilerStep#{s.step}", base, s.tid, s.start, s.end)
     for n in activity.nodes:
@@ -91,13 +103,13 @@ def _process(out: _Builder, inputs: TraceInputs, label: str, base: int) -> None:
         out.slice("gpu_user_annotation" if a.on_gpu else "user_annotation", a.name, pid, a.track, a.start, a.end)
     for c in activity.api:
         out.slice("runtime", c.name, base, c.tid, c.start, c.end, correlation=c.correlation_id)
-    for op in gpu_events(activity):
-        pid = gpu_pid[op.device]
-        out.slice(op.kind, display_name(op), pid, op.queue, op.start, op.end, correlation=op.correlation_id,
+    for op in events:
+        pid, track = gpu_pid[op.device], _track(op.queue, lane[id(op)])
+        out.slice(op.kind, display_name(op), pid, track, op.start, op.end, correlation=op.correlation_id,
                   **({"bytes": op.bytes} if op.kind in ("memcpy", "memset") else {}))
         call = activity.call_with_correlation(op.correlation_id)
         if call is not None:
-            out.flow("launch", (base, call.tid, call.start), (pid, op.queue, op.start))
+            out.flow("launch", (base, call.tid, call.start), (pid, track, op.start))
     runs = {n.node_id: n for n in activity.nodes}
     edges = trace.table("tensor_edge")
     for producer, consumer, nbytes in zip(edges["producer"].tolist(), edges["consumer"].tolist(),

@@ -34,10 +34,11 @@ def events() -> dict[str, dict[str, Any]]:
     return {c.short: {"name": c.name, "f": {f.name: f.name for f in c.fields}} for c in schema.CATALOGUE}
 
 
-def paths() -> dict[str, str]:
+def paths() -> dict[str, str | int]:
     """The attribute path segments and state values the templates write (``paths.DEVICES``...), from
-    :mod:`tc_analyses.engine.layout`, which the summary reads them back with."""
-    return layout.names()
+    :mod:`tc_analyses.engine.layout`, which the summary reads them back with; and how many sub-lanes
+    a GPU queue has for overlapping work (``paths.EXTRA_LANES``)."""
+    return {**layout.names(), "EXTRA_LANES": layout.EXTRA_LANES}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""Lanes for work that overlaps on one GPU queue (programmatic dependent launch, PDL).
+
+A queue normally runs one operation at a time; with PDL a kernel may start before the previous one
+on the same stream ends. Views that draw one row per queue would merge or drop one of them, so each
+operation gets a *lane*: the first lane (0 is the queue's own row) free when it starts, the way the
+generated Trace Compass analysis assigns ``GPU/<device>/Queues/<queue>/lane <n>``
+(``xml_templates/gpu.xml.j2``). A lane whose operation ends at the time the next one starts is free.
+
+>>> from tc_analyses.model.activity import GpuOp
+>>> a, b, c = (GpuOp("kernel", "cuda:0", 7, i, s, e, "k") for i, (s, e) in enumerate([(0, 10), (5, 20), (10, 15)]))
+>>> [lanes([a, b, c])[id(o)] for o in (a, b, c)]
+[0, 1, 0]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from tc_analyses.model.activity import GpuOp
+
+
+def lanes(ops: Iterable[GpuOp]) -> dict[int, int]:
+    """id(operation) -> its lane on its (device, queue), first free lane at its start."""
+    per_queue: dict[tuple[str, int], list[GpuOp]] = defaultdict(list)
+    for op in ops:
+        per_queue[(op.device, op.queue)].append(op)
+    found: dict[int, int] = {}
+    for queue_ops in per_queue.values():
+        busy_until: list[int] = []  # per lane, the end of its operation
+        for op in sorted(queue_ops, key=lambda o: (o.start, o.end)):
+            lane = next((i for i, end in enumerate(busy_until) if end <= op.start), len(busy_until))
+            if lane == len(busy_until):
+                busy_until.append(op.end)
+            else:
+                busy_until[lane] = op.end
+            found[id(op)] = lane
+    return found
