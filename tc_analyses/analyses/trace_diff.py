@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 from tc_analyses.analyses.breakdown import gpu_events
 from tc_analyses.analyses.kernels import display_name
-from tc_analyses.analyses.result import Finding, Result
+from tc_analyses.analyses.result import Finding, Inputs, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.inputs import TraceInputs
 from tc_analyses.model.activity import Activity
 
 CPU, GPU = "cpu", "gpu"
@@ -105,7 +104,7 @@ def _findings(rows: list[DiffRow], control_gpu: int, test_gpu: int) -> list[Find
     return out
 
 
-def run(control: TraceInputs, test: TraceInputs) -> Result:
+def run(control: Inputs, test: Inputs) -> Result:
     """The diff of `test` against `control`, both read through their (same) window."""
     rows = compare(control.activity, test.activity)
     if not rows:

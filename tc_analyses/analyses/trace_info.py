@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from tracer import schema
+from tc_analyses.errors import DfcompassError
 from tc_analyses.reader import bt2_source, fast
 from tc_analyses.reader.metadata import find_traces, read_metadata
 
@@ -37,6 +39,7 @@ class TraceInfo:
     last_ns: int | None
     discarded: int
     env: dict[str, str | int] = field(default_factory=dict)
+    steps: tuple[int, ...] = ()  # the step numbers (dfc:step_begin), for --window; HTA's get_profiler_steps
 
     @property
     def duration_ns(self) -> int:
@@ -77,6 +80,7 @@ def _from_fast(trace: fast.DfcTrace, producer: str) -> TraceInfo:
         str(trace.path), producer, "fast", sum(per_class.values()), per_class, streams,
         min(firsts) + offset if firsts else None, max(lasts) + offset if lasts else None,
         trace.discarded, dict(trace.metadata.env),
+        tuple(sorted({int(s) for s in trace.table("step_begin")["step"].tolist()})),
     )
 
 
@@ -100,7 +104,17 @@ def _from_bt2(path: Path, producer: str, env: dict[str, str | int],
     streams = [StreamSummary(_relative(name, path), per_stream[name], lost[name]) for name in names]
     streams.sort(key=lambda s: s.name)
     return TraceInfo(str(path), producer, "bt2", sum(per_class.values()), dict(sorted(per_class.items())),
-                     streams, first, last, sum(lost.values()), dict(env))
+                     streams, first, last, sum(lost.values()), dict(env),
+                     _steps_of(path) if per_class.get(schema.BY_SHORT["step_begin"].name) else ())
+
+
+def _steps_of(path: Path) -> tuple[int, ...]:
+    """The step numbers of a dfcompass trace read through bt2 (the events were counted without
+    their fields): from the numpy reader, or none when it cannot read the trace."""
+    try:
+        return tuple(sorted({int(s) for s in fast.read_trace(path).table("step_begin")["step"].tolist()}))
+    except DfcompassError:
+        return ()
 
 
 def _relative(stream_name: str, trace_dir: Path) -> str:

@@ -9,8 +9,9 @@ ui.perfetto.dev (and chrome://tracing) open the file. Layout, per process trace:
   on one queue (programmatic dependent launch) goes to a sub-track ``stream <q> (overlap lane <n>)``
   (:mod:`tc_analyses.model.lanes`), since trace viewers drop or misplace slices that overlap
   without nesting;
-* counters: memory in use per device (bytes) and the queue length of each GPU queue
-  (:mod:`tc_analyses.analyses.queues`);
+* counters: memory in use per device (bytes), the queue length of each GPU queue
+  (:mod:`tc_analyses.analyses.queues`) and the copy bandwidth per kind (GB/s,
+  :mod:`tc_analyses.analyses.bandwidth`), the counters HTA's ``generate_trace_with_counters`` adds;
 * flow arrows (flow events v1, as Kineto writes them): ``tensor`` from a producer op to each
   consumer op, ``launch`` from a launch call to the GPU operation it launched (same correlation id),
   and the other node links (``fwdbwd``: a forward op to its backward op).
@@ -24,16 +25,18 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from tc_analyses.analyses.bandwidth import concurrent_series, kind_of
 from tc_analyses.analyses.breakdown import gpu_events
 from tc_analyses.analyses.kernels import display_name
 from tc_analyses.analyses.queues import queue_series
-from tc_analyses.inputs import TraceInputs
-from tc_analyses.model.activity import Activity
+from tc_analyses.model.activity import Activity, GpuOp, read_activity
 from tc_analyses.model.lanes import lanes
+from tc_analyses.reader.fast import DfcTrace, read_trace
 
 Event = dict[str, Any]
 PIDS_PER_PROCESS = 100  # pid = base + 0 for the host, base + 1 + i for the i-th GPU
@@ -78,9 +81,8 @@ def _track(queue: int, lane: int) -> int:
     return queue if not lane else queue + LANE_TRACK * lane
 
 
-def _process(out: _Builder, inputs: TraceInputs, label: str, base: int) -> None:
-    activity: Activity = inputs.whole_activity
-    trace = inputs.trace
+def _process(out: _Builder, trace: DfcTrace, label: str, base: int) -> None:
+    activity: Activity = read_activity(trace)
     out.meta(base, f"{label}: host", sort=base)
     events = gpu_events(activity)
     gpus = sorted({o.device for o in events})
@@ -131,6 +133,13 @@ def _process(out: _Builder, inputs: TraceInputs, label: str, base: int) -> None:
     for series in queue_series(activity):
         for ts, length in zip(series.times, series.lengths):
             out.counter(f"queue length: stream {series.queue}", gpu_pid[series.device], ts, {"length": length})
+    copies: dict[tuple[str, str], list[GpuOp]] = defaultdict(list)
+    for op in activity.gpu:
+        if op.kind in ("memcpy", "memset"):
+            copies[(op.device, kind_of(op))].append(op)
+    for (device, kind), ops in sorted(copies.items()):  # HTA's generate_trace_with_counters draws these too
+        for ts, gbps in concurrent_series(ops):
+            out.counter(f"copy bandwidth: {kind}", gpu_pid[device], ts, {"GB/s": round(gbps, 6)})
 
 
 def _sources(path: Path) -> Iterator[tuple[str, Path]]:
@@ -151,9 +160,9 @@ def to_trace_events(path: str | Path) -> dict[str, Any]:
     out = _Builder([])
     offsets = {}
     for index, (label, trace_path) in enumerate(_sources(Path(path))):
-        inputs = TraceInputs(trace_path)
-        _process(out, inputs, label, index * PIDS_PER_PROCESS)
-        offsets[label] = inputs.trace.metadata.clock_offset_ns
+        trace = read_trace(trace_path)
+        _process(out, trace, label, index * PIDS_PER_PROCESS)
+        offsets[label] = trace.metadata.clock_offset_ns
     return {"traceEvents": out.events, "displayTimeUnit": "ns",
             "otherData": {"producer": "dfcompass export-perfetto", "source": str(path), "clock_offset_ns": offsets}}
 

@@ -62,7 +62,7 @@ def _flows(events: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any],
 def test_gpu_trace_slices_counters_and_arrows(tmp_path: Path, cli: Any) -> None:
     trace = _gpu_trace(tmp_path)
     done = cli("export-perfetto", trace, "-o", tmp_path / "out.json.gz")
-    assert done.exit_code == 0 and "6 slices, 3 arrows" in done.stdout
+    assert done.exit_code == 0 and "6 slices, 3 arrows, 8 counter values" in done.stdout
     events = _read(tmp_path / "out.json.gz")["traceEvents"]
     slices = Counter(e["cat"] for e in events if e["ph"] == "X")
     assert slices == {"op": 2, "runtime": 2, "kernel": 1, "memcpy": 1}
@@ -80,6 +80,8 @@ def test_gpu_trace_slices_counters_and_arrows(tmp_path: Path, cli: Any) -> None:
     assert [e["args"]["bytes"] for e in memory] == [4096, 0]
     queue = [e["args"]["length"] for e in events if e["ph"] == "C" and e["name"].startswith("queue")]
     assert queue == [1, 2, 1, 0]  # two launches, then the kernel and the copy start
+    bandwidth = [(e["ts"], e["args"]["GB/s"]) for e in events if e["ph"] == "C" and e["name"] == "copy bandwidth: DtoH"]
+    assert bandwidth == [(0.95, pytest.approx(4096 / 40)), (0.99, 0.0)]  # 4 KiB in 40 ns
 
 
 def test_a_job_folder_is_one_file_with_a_process_per_rank(tmp_path: Path) -> None:
