@@ -36,7 +36,7 @@ def run() -> dict[str, Any]:
             out = Path(tmp) / f"rank{rank}"
             import_kineto(TRACES / f"sampled_rank-{rank}.json.gz", out)
             inputs = TraceInputs(out)
-            ops[rank] = kc.join_kernels(inputs.trace, inputs.activity)
+            ops[rank] = kc.join_kernels(inputs.trace, inputs.whole_activity)  # both steps
             log(f"  rank {rank}: {len(ops[rank])} ops joined to {sum(j.kernels for j in ops[rank])} kernels")
     fitted = kc.calibrate(ops[0])
     return {

@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
 import engine_speed  # noqa: E402
+import hta_speed  # noqa: E402
 import job_overhead  # noqa: E402
 import kernel_model  # noqa: E402
 import placement_bench  # noqa: E402
@@ -208,6 +209,17 @@ def kernel_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def hta_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("skipped", "-", r["skipped"])]
+    rows: list[Row] = []
+    for name, t in r["traces"].items():
+        rows.append((f"{name}: time dfcompass / HTA", _x(t["time_ratio_dfcompass_per_hta"]),
+                     f"fresh processes, JSON to numbers, best of {r['rounds']}; peak RSS ratio "
+                     f"{_x(t['rss_ratio_dfcompass_per_hta'])}"))
+    return rows
+
+
 def verify_rows(r: dict[str, Any]) -> list[Row]:
     tg = r["targets"]
     rows: list[Row] = []
@@ -245,7 +257,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -271,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("startup", lambda: startup.run(args.rounds or 7), results)
     if args.only in (None, "kernels"):
         ok &= _run_one("kernels", kernel_model.run, results)
+    if args.only in (None, "hta"):
+        ok &= _run_one("hta", lambda: hta_speed.run(args.rounds or 3), results)
     if args.only in (None, "verify"):
         ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
     write_json(OUT_DIR / "results.json", results)
@@ -285,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("placement", "Placement quality and speed", placement_rows),
                                 ("startup", "Command-line start-up", startup_rows),
                                 ("kernels", "GPU kernel model against real A100 kernels", kernel_rows),
+                                ("hta", "Against HTA (traceinsight 0.6.1) on the shared Kineto traces", hta_rows),
                                 ("verify", "Verified plans: predicted against measured", verify_rows)):
         if key in results:
             r = results[key]
