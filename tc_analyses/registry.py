@@ -15,6 +15,7 @@ module is optional: without one, the text report lists the findings.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +84,10 @@ class Entry:
         return importlib.import_module(self.module)
 
     def run(self, inputs: Inputs | Job, options: Mapping[str, Any] | None = None) -> Result:
+        """The analysis of `inputs`; a trace's result says what part of it was analysed (its scope)."""
         result: Result = self.analysis().run(inputs, self.options(options))
-        return result
+        scope = getattr(inputs, "scope", None)
+        return dataclasses.replace(result, scope=scope.text()) if scope is not None else result
 
     def run_trajectory(self, runs: Sequence[tuple[str, Result]], axis: str,
                        options: Mapping[str, Any] | None = None) -> Result:
@@ -100,8 +103,10 @@ class Entry:
         report = self._report()
         if report is None:
             lines = [f"trace: {result.trace}", "", "findings:"]
-            return "\n".join(lines + ([f"  - {f.text}" for f in result.findings] or ["  none"])) + "\n"
-        return str(report.text(result))
+            text = "\n".join(lines + ([f"  - {f.text}" for f in result.findings] or ["  none"])) + "\n"
+        else:
+            text = str(report.text(result))
+        return f"{result.scope}\n{text}" if result.scope else text
 
     def plots(self, result: Result, folder: Path) -> list[Path]:
         """Write the plots of `result` (PNG and SVG) into `folder`; their paths."""

@@ -85,6 +85,7 @@ class Result:
     trace: str
     data: Any
     findings: tuple[Finding, ...]
+    scope: str = ""  # what part of the trace it covers (tc_analyses.model.window), set by the registry
 
     def headline(self) -> str:
         """The first finding, on one line."""
@@ -92,8 +93,8 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data, the same keys in every command that shows this result."""
-        return {"analysis": self.analysis, "trace": self.trace,
-                "findings": [dataclasses.asdict(f) for f in self.findings], "result": plain(self.data)}
+        head = {"analysis": self.analysis, "trace": self.trace} | ({"scope": self.scope} if self.scope else {})
+        return head | {"findings": [dataclasses.asdict(f) for f in self.findings], "result": plain(self.data)}
 
 
 def plain(data: Any) -> Any:

@@ -13,7 +13,7 @@ from tc_analyses.export.tables import table
 
 def text(result: Result) -> str:
     data: Bandwidth = result.data
-    lines = [f"Copy and memset bandwidth of {data.trace}", f"  {data.scope}", ""]
+    lines = [f"Copy and memset bandwidth of {data.trace}", ""]
     lines += table(("kind", "host memory", "count", "bytes", "busy µs", "achieved GB/s", "median GB/s", "max GB/s",
                     "peak concurrent GB/s"),
                    [(k.kind, k.host_memory or "-", k.count, fmt_bytes(k.bytes), f"{k.busy_ns / 1e3:,.1f}",

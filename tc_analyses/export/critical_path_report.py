@@ -19,7 +19,7 @@ COLORS = {"cpu_bound": "tab:blue", "cpu_idle": "#bbbbbb", "gpu_compute_bound": "
 def text(result: Result) -> str:
     data: CriticalPath = result.data
     length = data.length_ns or 1
-    lines = [f"GPU-aware critical path of {data.trace}", f"  {data.scope}",
+    lines = [f"GPU-aware critical path of {data.trace}",
              f"  {len(data.segments)} segments over {data.length_ns / 1e3:,.1f} µs", ""]
     lines += table(("bound by", "µs", "%"), [(b, f"{data.bound_ns[b] / 1e3:,.1f}", f"{100 * data.bound_ns[b] / length:.2f}")
                                             for b in BOUNDS if data.bound_ns[b]], "  ")

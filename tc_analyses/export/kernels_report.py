@@ -26,7 +26,7 @@ def _short(name: str) -> str:
 
 def text(result: Result) -> str:
     data: KernelBreakdown = result.data
-    lines = [f"Kernel breakdown of {data.trace}", f"  {data.scope}", "", "Time per kernel type (µs)"]
+    lines = [f"Kernel breakdown of {data.trace}", "", "Time per kernel type (µs)"]
     lines += table(("type", "time", "%"), [(t.label, _us(t.time_ns), f"{t.share_pct:.1f}") for t in data.types], "  ")
     if data.comm_comp_overlap_pct is not None:
         lines += ["", f"Communication/computation overlap: {data.comm_comp_overlap_pct:.2f}% of the communication "

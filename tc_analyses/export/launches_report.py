@@ -22,7 +22,7 @@ def _us(ns: float) -> str:
 def text(result: Result) -> str:
     data: LaunchStats = result.data
     n = len(data.launches)
-    lines = [f"Launch statistics of {data.trace}", f"  {data.scope}", f"  {n} launches with their GPU operation", ""]
+    lines = [f"Launch statistics of {data.trace}", f"  {n} launches with their GPU operation", ""]
     rows = [("launch delay", *(_us(data.delay_percentiles_ns[k]) for k in ("p50", "p90", "p99", "mean", "max"))),
             ("launch call (CPU)", *(_us(data.cpu_percentiles_ns[k]) for k in ("p50", "p90", "p99", "mean", "max")))]
     lines += table(("µs", "p50", "p90", "p99", "mean", "max"), rows, "  ")

@@ -15,7 +15,7 @@ ARTIFACTS = "the time series (queues.csv)"
 
 def text(result: Result) -> str:
     data: Queues = result.data
-    lines = [f"Queue length per GPU queue of {data.trace}", f"  {data.scope}", "",
+    lines = [f"Queue length per GPU queue of {data.trace}", "",
              "  summary over the change points (HTA's), the time-weighted mean, and the time at or above "
              f"{data.max_queue_length} (blocked)"]
     lines += table(("device", "queue", "launches", "mean", "p50", "p75", "max", "mean over time", "blocked µs", "%"),

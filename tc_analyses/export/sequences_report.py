@@ -12,7 +12,7 @@ from tc_analyses.export.plotting import figure, save
 def text(result: Result) -> str:
     data: Sequences = result.data
     roots = f"ops named like {data.operator!r}" if data.operator else "ops"
-    lines = [f"Frequent kernel sequences of {data.trace}", f"  {data.scope}",
+    lines = [f"Frequent kernel sequences of {data.trace}",
              f"  {data.roots} {roots} launched {data.min_length}+ GPU operations; the most frequent patterns:", ""]
     for i, p in enumerate(data.patterns, 1):
         lines.append(f"  {i}. {p.count}x  GPU {p.gpu_ns / 1e3:,.1f} µs  CPU {p.cpu_ns / 1e3:,.1f} µs  {p.root}")
