@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from tc_analyses.analyses.critical_path import BOUNDS, CriticalPath
 from tc_analyses.analyses.result import Result
 from tc_analyses.export.plotting import figure, save
-from tc_analyses.export.tables import table
+from tc_analyses.export.tables import table, write_csv
 
 ARTIFACTS = "the path's segments (critical_path.csv)"
 COLORS = {"cpu_bound": "tab:blue", "cpu_idle": "#bbbbbb", "gpu_compute_bound": "tab:green",
@@ -51,9 +50,6 @@ def plots(result: Result, folder: Path) -> list[Path]:
 def artifacts(result: Result, folder: Path) -> list[Path]:
     """The plots, and ``critical_path.csv``: every segment in time order."""
     data: CriticalPath = result.data
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "critical_path.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("start_ns", "end_ns", "bound", "where", "name"))
-        writer.writerows((s.start, s.end, s.bound, s.where, s.name) for s in data.segments)
+    write_csv(folder, "critical_path.csv", ("start_ns", "end_ns", "bound", "where", "name"),
+              ((s.start, s.end, s.bound, s.where, s.name) for s in data.segments))
     return plots(result, folder)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,7 @@ import numpy as np
 from tc_analyses.analyses.launches import LaunchStats
 from tc_analyses.analyses.result import Result
 from tc_analyses.export.plotting import figure, save
-from tc_analyses.export.tables import table
+from tc_analyses.export.tables import table, write_csv
 
 ARTIFACTS = "every launch (launches.csv)"
 
@@ -62,10 +61,6 @@ def plots(result: Result, folder: Path) -> list[Path]:
 def artifacts(result: Result, folder: Path) -> list[Path]:
     """The plots, and ``launches.csv`` with every launch."""
     data: LaunchStats = result.data
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "launches.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("correlation_id", "call", "kernel", "call_start_ns", "cpu_ns", "gpu_ns", "delay_ns"))
-        writer.writerows((x.correlation_id, x.call, x.kernel, x.call_start_ns, x.cpu_ns, x.gpu_ns, x.delay_ns)
-                         for x in data.launches)
+    write_csv(folder, "launches.csv", ("correlation_id", "call", "kernel", "call_start_ns", "cpu_ns", "gpu_ns", "delay_ns"),
+              ((x.correlation_id, x.call, x.kernel, x.call_start_ns, x.cpu_ns, x.gpu_ns, x.delay_ns) for x in data.launches))
     return plots(result, folder)

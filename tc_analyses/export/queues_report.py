@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from tc_analyses.analyses.queues import Queues
 from tc_analyses.analyses.result import Result
 from tc_analyses.export.plotting import figure, save
-from tc_analyses.export.tables import table
+from tc_analyses.export.tables import table, write_csv
 
 ARTIFACTS = "the time series (queues.csv)"
 
@@ -44,10 +43,6 @@ def plots(result: Result, folder: Path) -> list[Path]:
 def artifacts(result: Result, folder: Path) -> list[Path]:
     """The plots, and ``queues.csv``: device, queue, time, length at every change."""
     data: Queues = result.data
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "queues.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("device", "queue", "time_ns", "length"))
-        for s in data.series:
-            writer.writerows((s.device, s.queue, t, n) for t, n in zip(s.times, s.lengths))
+    write_csv(folder, "queues.csv", ("device", "queue", "time_ns", "length"),
+              ((s.device, s.queue, t, n) for s in data.series for t, n in zip(s.times, s.lengths)))
     return plots(result, folder)

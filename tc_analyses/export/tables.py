@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import csv
+from pathlib import Path
+from typing import Any, Iterable, Sequence
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
@@ -19,3 +21,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
         return indent + "  ".join(cells).rstrip()
 
     return [line(headers), line(tuple("-" * w for w in widths))] + [line(r) for r in rows]
+
+
+def write_csv(folder: Path, name: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """Write `rows` under `headers` to ``folder/name`` (the folder made if needed); its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(headers)
+        writer.writerows(rows)
+    return path
