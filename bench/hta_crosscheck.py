@@ -1,12 +1,12 @@
 """Cross-check dfcompass's temporal and idle-time breakdowns against HolisticTraceAnalysis (HTA).
 
 Not part of ``make bench`` or the tests: this is how the reference numbers in
-``tests/test_analyses/test_breakdown.py`` were obtained (HTA 0.5.0). For each rank file of a
-Kineto trace directory it prints, side by side (µs):
+``tests/test_analyses/test_breakdown.py`` were obtained (HTA 0.6.1, published as traceinsight;
+first with 0.5.0). For each rank file of a Kineto trace directory it prints, side by side (µs):
 
 * HTA's ``get_temporal_breakdown`` and ``get_idle_time_breakdown`` (``consecutive_kernel_delay=30``,
-  its default), as is and with the ``cuda_sync`` slices removed (our importer does not import
-  them; HTA counts them as GPU time),
+  its default), as is and with the ``cuda_sync`` slices removed (HTA counts them as GPU time, and
+  so does dfcompass since it imports them as dfc:sync_begin/_end),
 * dfcompass's :func:`temporal_breakdown` / :func:`idle_breakdown` on the imported file, in ns as
   recorded and with HTA's whole-µs reading (:func:`round_like_hta`).
 
@@ -110,7 +110,7 @@ def main() -> None:
             mine = ours(ref["file"])
             print(f"{trace_dir} rank {rank} ({Path(ref['file']).name}), µs")
             print(f"  {'':34}{'idle':>14}{'compute':>14}{'non_compute':>14}{'kernel_time':>14}")
-            for label, row in (("HTA 0.5.0", ref["temporal"]), ("HTA without cuda_sync", ref["temporal_without_cuda_sync"]),
+            for label, row in (("HTA (traceinsight)", ref["temporal"]), ("HTA without cuda_sync", ref["temporal_without_cuda_sync"]),
                                ("dfcompass (ns)", mine["ns"]["temporal"]),
                                ("dfcompass (HTA µs reading)", mine["hta_us"]["temporal"])):
                 print(f"  {label:34}" + "".join(f"{v:14.3f}" for v in row))
