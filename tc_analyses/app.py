@@ -94,7 +94,8 @@ def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate:
 def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None, csv_out: Path | None,
            progress: Progress = no_progress) -> list[Any]:
     """The intervals of the XML analyses' state systems whose path matches `path_glob` (at time
-    `at`), written to `csv_out` as path,start,end,value when given."""
+    `at`), written to `csv_out` as analysis,path,start,end,value when given (the analysis id tells
+    apart the state systems of several analyses, such as latency.xml's patterns)."""
     import csv
 
     from tc_analyses.analyses.states import rows
@@ -103,9 +104,9 @@ def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None, csv
     if csv_out is not None:
         with open(csv_out, "w", newline="", encoding="utf-8") as out:
             writer = csv.writer(out)
-            writer.writerow(["path", "start", "end", "value"])
+            writer.writerow(["analysis", "path", "start", "end", "value"])
             for row in found:
-                writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value])
+                writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
     return found
 
 

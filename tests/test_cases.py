@@ -157,6 +157,11 @@ def test_the_csv_is_the_one_dfcompass_states_writes(cli: Any, tmp_path: Path) ->
     out = tmp_path / "states.csv"
     result = cli("states", trace, "--xml", xml, "--csv", out)
     assert result.exit_code == 0, result.stderr
-    written = out.read_text(encoding="utf-8").replace("\r\n", "\n")
+    lines = out.read_text(encoding="utf-8").replace("\r\n", "\n").splitlines(keepends=True)
+    # The CLI's first column names the analysis: one analysis here, the same id on every row.
+    assert lines[0] == "analysis,path,start,end,value\n"
+    analysis_id = lines[1].split(",", 1)[0]
+    assert all(line.startswith(analysis_id + ",") for line in lines[1:])
+    written = "path,start,end,value\n" + "".join(line.split(",", 1)[1] for line in lines[1:])
     assert written == states_csv(build(trace, [xml]).systems)
     assert written.count("\n") > 10
