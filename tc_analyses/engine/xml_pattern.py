@@ -317,8 +317,20 @@ class Pattern(Compiler):
             raise DfcompassError(f"pattern {self.id}: the trace has no events")
         for _, _, apply in future:  # leftovers apply after the last event
             apply(ss)
+        self._abandon_open_scenarios(ss, last)
         ss.close(last)
         return self.segments, ss
+
+    def _abandon_open_scenarios(self, ss: PatternStateSystem, end: int) -> None:
+        """Trace Compass disposes the pattern at the end of the trace: every scenario still in
+        progress is abandoned (DataDrivenFsm.dispose, scenario.cancel), and completing it without an
+        event recycles its node at the state system's end time: its subtree becomes null there.
+        The pending scenario of each FSM is not in progress and keeps its values."""
+        for fsm in self._fsms:
+            for scenario in fsm.active:
+                if scenario.status == IN_PROGRESS:
+                    scenario.status = ABANDONED
+                    null_subtree(ss, scenario.path, end)
 
     def _new_scenario(self, fsm: _Fsm, ss: PatternStateSystem, ts: int) -> None:
         if fsm.free:  # TmfAttributePool (FIFO): a recycled slot first, else a new one
