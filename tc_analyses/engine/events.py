@@ -6,24 +6,28 @@ import heapq
 from pathlib import Path
 from typing import Any, Iterator
 
-from tc_analyses.reader.fast import DfcTrace
+from tc_analyses.reader.fast import DfcTrace, EventTable
 
 
 def iter_events(trace: DfcTrace) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """(name, timestamp, raw payload fields) of every event, by timestamp then catalogue order.
+    """(name, timestamp, raw payload fields) of every event, in Trace Compass's order and time base.
 
-    Fields are as a CTF reader gives them: sid fields are integers and dfc:string_def values are
-    the escaped ASCII text stored in the trace, exactly what Trace Compass sees.
+    Times are the CTF clock's with its offset applied (ns from the clock's origin, as Trace Compass
+    and babeltrace2 show them). Events of equal timestamps come in stream-file-name order, as
+    Trace Compass reads them (babeltrace2 agrees). Fields are as a CTF reader gives them: sid
+    fields are integers and dfc:string_def values are the escaped ASCII text stored in the trace.
     """
-    streams = [_rows(name, table.cls.id, table.cls.field_names, table.records.tolist())
-               for name, table in trace.tables.items()]
+    offset = trace.metadata.clock_offset_ns
+    streams = [_rows(name, table, offset) for name, table in trace.tables.items()]
     for ts, _, name, payload in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
         yield name, ts, payload
 
 
-def _rows(name: str, class_id: int, fields: tuple[str, ...], rows: list[Any]) -> Iterator[tuple[int, int, str, dict[str, Any]]]:
-    for row in rows:
-        yield row[1], class_id, name, dict(zip(fields, row[2:]))
+def _rows(name: str, table: EventTable, offset: int) -> Iterator[tuple[int, int, str, dict[str, Any]]]:
+    fields = table.cls.field_names
+    ranks = table.streams.tolist() if table.streams is not None else [table.cls.id] * len(table)
+    for row, rank in zip(table.records.tolist(), ranks):
+        yield row[1] + offset, rank, name, dict(zip(fields, row[2:]))
 
 
 def iter_ctf_events(path: str | Path, from_origin: bool = False) -> Iterator[tuple[str, int, dict[str, Any]]]:

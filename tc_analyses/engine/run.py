@@ -20,13 +20,13 @@ from tc_analyses.engine.xml_pattern import Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
-from tc_analyses.reader.metadata import find_traces, is_dfcompass_trace
+from tc_analyses.reader.metadata import is_dfcompass_trace
 
 
 @dataclass
 class BuiltAnalyses:
     path: str
-    first_ts: int | None = None  # first and last event timestamps, trace clock
+    first_ts: int | None = None  # first and last event timestamps, ns from the clock's origin (Trace Compass's)
     last_ts: int | None = None
     events: int = 0
     lost: int = 0  # events the tracer reported lost
@@ -45,10 +45,9 @@ def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callabl
         return _dfc_source(trace, built)
     if is_dfcompass_trace(trace):
         return _dfc_source(read_trace(trace), built)
-    # A folder of several traces (a job, an LTTng session) shares one time line only with each
-    # trace's clock offset applied, as Trace Compass shows an experiment.
-    several = len(find_traces(trace)) > 1
-    events = list(iter_ctf_events(trace, from_origin=several))  # babeltrace2 is slow: read once, replay per analysis
+    # Times from the clock's origin (its offset applied), as Trace Compass shows them; a folder of
+    # several traces (a job, an LTTng session) shares one time line that way, as an experiment.
+    events = list(iter_ctf_events(trace, from_origin=True))  # babeltrace2 is slow: read once, replay per analysis
     built.events = sum(1 for e in events if e[0] != "Lost event")
     built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
     built.classes = tuple(sorted({e[0] for e in events}))
@@ -63,7 +62,8 @@ def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[
     built.events = sum(len(t) for t in trace.tables.values())
     firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
     lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
-    built.first_ts, built.last_ts = (min(firsts), max(lasts)) if firsts else (None, None)
+    offset = trace.metadata.clock_offset_ns  # Trace Compass's time base, as iter_events gives
+    built.first_ts, built.last_ts = (min(firsts) + offset, max(lasts) + offset) if firsts else (None, None)
     return lambda: iter_events(trace)
 
 

@@ -49,11 +49,16 @@ class StreamInfo:
 
 @dataclass
 class EventTable:
-    """All events of one class, sorted by timestamp; columns are numpy arrays."""
+    """All events of one class, sorted by timestamp; columns are numpy arrays.
+
+    `streams`, when known, is each record's stream file rank (its place among the trace's stream
+    files by name): Trace Compass and babeltrace2 deliver events of equal timestamps in that order.
+    """
 
     cls: schema.EventClass
     records: np.ndarray[Any, Any]
     strings: np.ndarray[Any, Any]  # sid -> str (object array), shared by all tables of a trace
+    streams: np.ndarray[Any, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.records)
@@ -241,9 +246,11 @@ def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | N
     trace_dir = single_trace(Path(path))
     meta, uuid_bytes = read_dfcompass_metadata(trace_dir)
     per_class: dict[int, list[Any]] = {}
+    per_class_ranks: dict[int, list[Any]] = {}  # the stream file rank of each chunk's records
     streams: list[StreamInfo] = []
     string_rows: list[tuple[int, int, int, str]] = []
-    for file in stream_files(trace_dir):
+    string_ranks: list[int] = []
+    for rank, file in enumerate(stream_files(trace_dir)):
         if file.stat().st_size == 0:
             continue
         info, cls, chunks = read_stream(file, uuid_bytes)
@@ -252,36 +259,47 @@ def read_trace(path: str | os.PathLike[str], progress: Callable[[int], None] | N
             continue
         if cls.is_variable:
             string_rows.extend(chunks)
+            string_ranks.extend([rank] * len(chunks))
         else:
             per_class.setdefault(cls.id, []).extend(chunks)
+            per_class_ranks.setdefault(cls.id, []).extend(np.full(len(c), rank, dtype=np.uint32) for c in chunks)
         if progress is not None:
             progress(file.stat().st_size)
+    last = max((info.last_ts for info in streams if info.last_ts is not None), default=0)
+    if last + meta.clock_offset_ns > MAX_TIMESTAMP:  # Trace Compass's time base would not fit in 64 bits
+        raise TraceError(trace_dir, f"a timestamp ({last}) plus the clock offset ({meta.clock_offset_ns} ns) passes "
+                                    "2^63 ns: damaged data (run `dfcompass repair`, or re-record)")
     strings = _string_table(string_rows, trace_dir)
     tables: dict[str, EventTable] = {}
     if string_rows:
-        tables[schema.STRING_DEF.name] = _string_def_table(string_rows, strings)
+        tables[schema.STRING_DEF.name] = _string_def_table(string_rows, string_ranks, strings)
     # Classes merge independently, and numpy releases the GIL while it copies and sorts.
     class_ids = sorted(per_class)
     with ThreadPoolExecutor(max_workers=min(len(class_ids), os.cpu_count() or 1) or 1) as pool:
-        merged = list(pool.map(lambda cid: _merge_sorted(per_class[cid], DTYPES[cid]), class_ids))
-    for class_id, records in zip(class_ids, merged):
+        merged = list(pool.map(lambda cid: _merge_sorted(per_class[cid], DTYPES[cid], per_class_ranks[cid]), class_ids))
+    for class_id, (records, ranks) in zip(class_ids, merged):
         cls = schema.BY_ID[class_id]
-        tables[cls.name] = EventTable(cls, records, strings)
+        tables[cls.name] = EventTable(cls, records, strings, ranks)
     return DfcTrace(trace_dir, meta, tables, strings, streams)
 
 
-def _merge_sorted(chunks: list[np.ndarray[Any, Any]], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    """Concatenate record chunks and order them by timestamp.
+def _merge_sorted(chunks: list[np.ndarray[Any, Any]], dtype: np.dtype[Any], ranks: list[np.ndarray[Any, Any]]
+                  ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Concatenate record chunks and order them by timestamp, then stream file rank (the chunks
+    come in file order, so a stable sort keeps equal timestamps in it); the records and their ranks.
 
     numpy copies packed structured records field by field; as opaque void records of the same
     size it copies them as plain bytes, several times faster (see bench/read_speed.py).
     """
     opaque = np.dtype((np.void, dtype.itemsize))
     records = np.concatenate([c.view(opaque) for c in chunks]).view(dtype)
+    stream_ranks = np.concatenate(ranks) if ranks else np.empty(0, dtype=np.uint32)
     ts = np.ascontiguousarray(records["timestamp"])  # sorting a strided column is ~1.5x slower
     if len(ts) > 1 and (ts[1:] < ts[:-1]).any():  # several streams: merge their sorted runs
-        records = records.view(opaque).take(np.argsort(ts, kind="stable")).view(dtype)
-    return records
+        order = np.argsort(ts, kind="stable")
+        records = records.view(opaque).take(order).view(dtype)
+        stream_ranks = stream_ranks[order]
+    return records, stream_ranks
 
 
 MAX_TIMESTAMP = 2**63 - 1  # clock values past this are no time: damaged data
@@ -301,9 +319,10 @@ def _string_table(rows: list[tuple[int, int, int, str]], trace_dir: Path) -> np.
     return table
 
 
-def _string_def_table(rows: list[tuple[int, int, int, str]], strings: np.ndarray[Any, Any]) -> EventTable:
+def _string_def_table(rows: list[tuple[int, int, int, str]], ranks: list[int], strings: np.ndarray[Any, Any]
+                      ) -> EventTable:
     """string_def as a table: sid column plus the raw (escaped) value as an object column."""
-    rows = sorted(rows, key=lambda r: r[1])
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][1], ranks[i]))
     dtype = np.dtype([("id", "<u2"), ("timestamp", "<u8"), ("sid", "<u4"), ("value", object)])
-    records = np.array([tuple(r) for r in rows], dtype=dtype)
-    return EventTable(schema.STRING_DEF, records, strings)
+    records = np.array([tuple(rows[i]) for i in order], dtype=dtype)
+    return EventTable(schema.STRING_DEF, records, strings, np.array([ranks[i] for i in order], dtype=np.uint32))

@@ -46,11 +46,13 @@ def test_states_csv_and_point_query(cli: Any, tmp_path: Path) -> None:
     with open(out, newline="") as f:
         table = [row[1:] for row in csv.reader(f)]  # the first column names the analysis
     assert table[0] == ["path", "start", "end", "value"]
-    first_calls = [r for r in table[1:] if r[3]][:2]
-    assert first_calls == [["Threads/100/API/1", "11010", "11049", "cudaMemcpyAsync"],
-                           ["Threads/100/API/1", "11110", "11119", "cudaMemsetAsync"]]
+    # Times in Trace Compass's time base: the clock values plus the CTF clock offset.
+    offset = read_trace(TRACE).metadata.clock_offset_ns
+    first_calls = [(r[0], int(r[1]) - offset, int(r[2]) - offset, r[3]) for r in table[1:] if r[3]][:2]
+    assert first_calls == [("Threads/100/API/1", 11010, 11049, "cudaMemcpyAsync"),
+                           ("Threads/100/API/1", 11110, 11119, "cudaMemsetAsync")]
     assert any(r[3] == "" for r in table[1:])  # null intervals are empty cells
-    at = cli("states", str(TRACE), "--xml", str(xml), "--path", "Threads/100/API/1", "--at", "11130")
+    at = cli("states", str(TRACE), "--xml", str(xml), "--path", "Threads/100/API/1", "--at", str(11130 + offset))
     assert at.exit_code == 0 and "cudaLaunchKernel" in at.stdout and len(at.stdout.splitlines()) == 1
 
 

@@ -15,6 +15,9 @@ from tc_analyses.reader import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
 STEP = 10_000  # make_traces.all_classes: step k starts at 10_000 * (k + 1)
+# The engine works in Trace Compass's time base: the trace clock plus its offset. The expected
+# times below are the clock values the trace was built with; OFFSET turns them into that base.
+OFFSET = read_trace(TRACE).metadata.clock_offset_ns
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,16 @@ def systems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StateSystem]:
 
 
 def states(ss: StateSystem, path: str) -> list[tuple[int, int, object]]:
-    return [(i.start, i.end, i.value.value) for i in ss.intervals(tuple(path.split("/"))) if i.value is not None]
+    """The non-null intervals of `path`, times as clock values (OFFSET taken off)."""
+    return [(i.start - OFFSET, i.end - OFFSET, i.value.value) for i in ss.intervals(tuple(path.split("/")))
+            if i.value is not None]
+
+
+def test_times_are_in_trace_compass_time_base(systems: dict[str, StateSystem]) -> None:
+    # Trace Compass (and babeltrace2) add the CTF clock offset: the state system starts at the
+    # first event's clock value plus the offset, 998 ns + offset_s * 10^9 + offset for this trace.
+    first = min(s.first_ts for s in read_trace(TRACE).streams if s.first_ts is not None)
+    assert OFFSET > 10**18 and all(ss.start == first + OFFSET for ss in systems.values())
 
 
 def test_dataflow_nodes_by_device_and_thread(systems: dict[str, StateSystem]) -> None:
@@ -88,7 +100,7 @@ def segments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
 
 
 def summary(segs: list) -> list[tuple[int, int, str, dict]]:
-    return [(s.start, s.duration, s.name, s.content) for s in segs]
+    return [(s.start - OFFSET, s.duration, s.name, s.content) for s in segs]
 
 
 def test_node_duration_pattern(segments: dict[str, list]) -> None:
@@ -123,7 +135,7 @@ def test_experiment_analysis_puts_nodes_beside_os_scheduling(tmp_path: Path) -> 
               ("sched_switch", 15, {"prev_tid": 42, "next_tid": 7, "cpu": 3}),  # the kernel trace's events
               ("sched_switch", 20, {"prev_tid": 7, "next_tid": 42, "cpu": 1}),
               ("dfc:node_end", 30, {"node_id": 0, "device": 0, "tid": 42})]
-    ss = provider.run(iter(events))
+    ss = provider.run(iter((name, ts + OFFSET, fields) for name, ts, fields in events))  # in Trace Compass's time base
     assert states(ss, "Threads/42/node") == [(10, 29, "matmul")]
     assert states(ss, "Threads/42/cpu") == [(15, 19, "off CPU"), (20, 30, "1")]
     assert states(ss, "Threads/42/name") == [(10, 30, "worker")]
