@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tc_analyses.engine.events import iter_ctf_events, iter_events
+from tc_analyses.engine.events import LOST_EVENT, iter_ctf_events, iter_events
 from tc_analyses.engine.state_system import StateSystem
 from tc_analyses.engine.xml_pattern import Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, load_providers
@@ -48,8 +48,8 @@ def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callabl
     # Times from the clock's origin (its offset applied), as Trace Compass shows them; a folder of
     # several traces (a job, an LTTng session) shares one time line that way, as an experiment.
     events = list(iter_ctf_events(trace, from_origin=True))  # babeltrace2 is slow: read once, replay per analysis
-    built.events = sum(1 for e in events if e[0] != "Lost event")
-    built.lost = sum(int(e[2].get("count") or 0) for e in events if e[0] == "Lost event")
+    built.events = sum(1 for e in events if e[0] != LOST_EVENT)
+    built.lost = sum(int(e[2].get("Lost events") or 0) for e in events if e[0] == LOST_EVENT)
     built.classes = tuple(sorted({e[0] for e in events}))
     if events:
         built.first_ts, built.last_ts = events[0][1], events[-1][1]

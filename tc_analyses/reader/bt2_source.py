@@ -56,7 +56,8 @@ class Discarded:
 
     stream: str
     count: int | None
-    ns_from_origin: int | None
+    ns_from_origin: int | None  # the start of the lost range, when the stream has clock snapshots
+    end_ns_from_origin: int | None = None  # its end
 
 
 def _value(field: Any) -> Any:
@@ -127,8 +128,11 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
                     context, fields = {}, {}
                 yield Event(event.name, clock.value, clock.ns_from_origin, event.stream.name or "", fields, context, cpu)
             elif kind is discarded_type:
-                begin = msg.beginning_default_clock_snapshot if msg.stream.cls.discarded_events_have_default_clock_snapshots else None
-                yield Discarded(msg.stream.name or "", msg.count, begin.ns_from_origin if begin is not None else None)
+                timed = msg.stream.cls.discarded_events_have_default_clock_snapshots
+                begin = msg.beginning_default_clock_snapshot if timed else None
+                end = msg.end_default_clock_snapshot if timed else None
+                yield Discarded(msg.stream.name or "", msg.count, begin.ns_from_origin if begin is not None else None,
+                                end.ns_from_origin if end is not None else None)
     except bt2._Error as exc:
         raise TraceError(path, _first_cause(exc)) from None
     except RuntimeError as exc:  # bt2 raises plain RuntimeError/ValueError when no source finds a trace

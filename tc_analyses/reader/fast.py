@@ -45,6 +45,9 @@ class StreamInfo:
     discarded: int = 0  # cumulative events_discarded of the last packet
     first_ts: int | None = None
     last_ts: int | None = None
+    # (packet begin, events lost before it, packet end - begin) for each packet whose
+    # events_discarded grew: where Trace Compass puts its synthetic "Lost event"
+    lost: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -218,6 +221,8 @@ def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schem
             info.first_ts = first if info.first_ts is None else info.first_ts
             info.last_ts = last
         info.packets += 1
+        if packet.discarded > info.discarded:
+            info.lost.append((packet.ts_begin, packet.discarded - info.discarded, packet.ts_end - packet.ts_begin))
         info.discarded = packet.discarded
     return info, cls, chunks
 
