@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tc_analyses.export.tracecompass import render_xml
+from tc_analyses.reader import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
 SPAN = 32_003  # first event at 998 ns, last at 33_000 ns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 from tc_analyses.engine import layout
@@ -28,7 +29,7 @@ def _pdl_trace(tmp_path: Path) -> Path:
     return out
 
 
-def _runs(intervals: list) -> list[tuple[int, int, str]]:  # type: ignore[type-arg]
+def _runs(intervals: list[Any]) -> list[tuple[int, int, str]]:
     return [(i.start, i.end, i.value.value) for i in intervals if i.value is not None and i.value.value != layout.IDLE]
 
 

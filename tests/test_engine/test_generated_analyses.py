@@ -4,6 +4,7 @@ trace, give the intervals the trace was built to produce (tests/data/make_traces
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,7 +130,7 @@ def test_experiment_analysis_puts_nodes_beside_os_scheduling(tmp_path: Path) -> 
     out = tmp_path / "experiment.xml"
     out.write_bytes(render_xml()["experiment.xml"])
     provider = load_providers(out)[0]
-    events = [("dfc:string_def", 1, {"sid": 0, "value": "worker"}), ("dfc:string_def", 1, {"sid": 1, "value": "matmul"}),
+    events: list[tuple[str, int, dict[str, Any]]] = [("dfc:string_def", 1, {"sid": 0, "value": "worker"}), ("dfc:string_def", 1, {"sid": 1, "value": "matmul"}),
               ("dfc:thread_info", 2, {"pid": 1, "tid": 42, "name": 0}),
               ("dfc:node_begin", 10, {"node_id": 0, "op": 1, "name": 1, "device": 0, "tid": 42, "step": 0}),
               ("sched_switch", 15, {"prev_tid": 42, "next_tid": 7, "cpu": 3}),  # the kernel trace's events
