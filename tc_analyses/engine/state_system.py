@@ -6,10 +6,18 @@ nothing; several changes at the same t keep the last; a new attribute is null fr
 of the state system; the first non-null value locks the attribute's type and a value of
 another type fails the analysis; at the end every ongoing interval closes at the last event, or
 later when a change queued for the future (futureTime) ended an interval beyond it.
+
+Storage is columnar: each attribute keeps its ended intervals as two 64-bit arrays (starts, ends)
+and a list of values, and equal values are one object per state system, so an interval costs
+about 24 bytes instead of two Python objects. :meth:`StateSystem.query_at` and
+:meth:`StateSystem.query_range` answer from the arrays; :meth:`StateSystem.intervals` makes
+:class:`Interval` objects for the callers that want them, one attribute at a time.
 """
 
 from __future__ import annotations
 
+import bisect
+from array import array
 from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple
 
@@ -45,7 +53,14 @@ class Attribute:
     start: int  # start of the ongoing interval
     value: Value | None = None
     kind: str | None = None  # locked type
-    intervals: list[Interval] = field(default_factory=list)
+    starts: array[int] = field(default_factory=lambda: array("q"))  # the ended intervals, columnar
+    ends: array[int] = field(default_factory=lambda: array("q"))
+    values: list[Value | None] = field(default_factory=list)
+
+    def end_interval(self, end: int) -> None:
+        self.starts.append(self.start)
+        self.ends.append(end)
+        self.values.append(self.value)
 
 
 class StateSystem:
@@ -54,6 +69,7 @@ class StateSystem:
         self.end = start  # the end of the latest interval ended so far (Trace Compass's backend end time)
         self._attributes: dict[tuple[str, ...], Attribute] = {}
         self._children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        self._values: dict[Value, Value] = {}  # one object per distinct value
 
     def attribute(self, path: tuple[str, ...]) -> Attribute:
         """The attribute at `path`, created (with its parents) when missing, as Trace Compass does."""
@@ -90,10 +106,10 @@ class StateSystem:
         if value == attr.value:
             return
         if t > attr.start:
-            attr.intervals.append(Interval(attr.start, t - 1, attr.value))
+            attr.end_interval(t - 1)
             attr.start = t
             self.end = max(self.end, t - 1)
-        attr.value = value  # same timestamp: the last change wins
+        attr.value = value if value is None else self._values.setdefault(value, value)  # same t: the last wins
 
     def update_ongoing(self, path: tuple[str, ...], value: Value | None) -> None:
         """Overwrite the ongoing interval's value from its start (``update="true"``)."""
@@ -114,15 +130,36 @@ class StateSystem:
         self.end = max(self.end, t)
         for attr in self._attributes.values():
             if attr.start <= self.end:
-                attr.intervals.append(Interval(attr.start, self.end, attr.value))
+                attr.end_interval(self.end)
             attr.start = self.end + 1
 
     def paths(self) -> list[tuple[str, ...]]:
         return sorted(self._attributes)
 
     def intervals(self, path: tuple[str, ...]) -> list[Interval]:
-        return list(self._attributes[path].intervals)
+        """The ended intervals of `path`, as objects (made on each call)."""
+        attr = self._attributes[path]
+        return [Interval(s, e, v) for s, e, v in zip(attr.starts, attr.ends, attr.values)]
 
     def items(self) -> Iterator[tuple[tuple[str, ...], list[Interval]]]:
         for path in self.paths():
-            yield path, self._attributes[path].intervals
+            yield path, self.intervals(path)
+
+    def columns(self, path: tuple[str, ...]) -> tuple[array[int], array[int], list[Value | None]]:
+        """The ended intervals of `path` as (starts, ends, values), without making objects."""
+        attr = self._attributes[path]
+        return attr.starts, attr.ends, attr.values
+
+    def query_at(self, path: tuple[str, ...], t: int) -> Value | None:
+        """The value `path` holds at time `t` (Trace Compass's querySingleState); None outside the history."""
+        attr = self._attributes[path]
+        at = bisect.bisect_right(attr.starts, t) - 1
+        return attr.values[at] if at >= 0 and t <= attr.ends[at] else None
+
+    def query_range(self, path: tuple[str, ...], t0: int, t1: int) -> list[Interval]:
+        """The intervals of `path` that intersect [t0, t1] (Trace Compass's query2D, one attribute)."""
+        attr = self._attributes[path]
+        lo = max(bisect.bisect_right(attr.starts, t0) - 1, 0)
+        hi = bisect.bisect_right(attr.starts, t1)
+        return [Interval(s, e, v) for s, e, v in zip(attr.starts[lo:hi], attr.ends[lo:hi], attr.values[lo:hi])
+                if e >= t0]

@@ -1,0 +1,44 @@
+"""The columnar state system: intervals as arrays per attribute, point and range queries, shared values."""
+
+from __future__ import annotations
+
+from tc_analyses.engine.state_system import Interval, StateSystem, Value
+
+
+def _system() -> StateSystem:
+    """a: 1 from 10, 2 from 20, null from 30; b: "x" from 15, "x" again at 25 (no change); closed at 40."""
+    ss = StateSystem(0)
+    ss.modify(("a",), Value("long", 1), 10)
+    ss.modify(("b",), Value("string", "x"), 15)
+    ss.modify(("a",), Value("long", 2), 20)
+    ss.modify(("b",), Value("string", "x"), 25)
+    ss.modify(("a",), None, 30)
+    ss.close(40)
+    return ss
+
+
+def test_intervals_are_stored_as_columns() -> None:
+    ss = _system()
+    starts, ends, values = ss.columns(("a",))
+    assert (list(starts), list(ends)) == ([0, 10, 20, 30], [9, 19, 29, 40])
+    assert values == [None, Value("long", 1), Value("long", 2), None]
+    assert ss.intervals(("b",)) == [Interval(0, 14, None), Interval(15, 40, Value("string", "x"))]
+    assert [p for p, _ in ss.items()] == [("a",), ("b",)]
+
+
+def test_point_and_range_queries() -> None:
+    ss = _system()
+    assert [ss.query_at(("a",), t) for t in (0, 10, 19, 20, 29, 30, 40, 41)] == [
+        None, Value("long", 1), Value("long", 1), Value("long", 2), Value("long", 2), None, None, None]
+    assert ss.query_range(("a",), 15, 25) == [Interval(10, 19, Value("long", 1)), Interval(20, 29, Value("long", 2))]
+    assert ss.query_range(("a",), 19, 19) == [Interval(10, 19, Value("long", 1))]
+    assert ss.query_range(("b",), 0, 100) == ss.intervals(("b",))
+
+
+def test_equal_values_are_one_object() -> None:
+    ss = StateSystem(0)
+    for t in range(1, 7):
+        ss.modify(("k", str(t % 2)), Value("string", "busy" if t % 3 else "idle"), t)
+    ss.close(10)
+    held = [v for p, _ in ss.items() for v in ss.columns(p)[2] if v is not None]
+    assert len(held) >= 4 and len({id(v) for v in held}) == len(set(held)) == 2
