@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from tc_analyses.engine import layout
 from tc_analyses.engine.run import BuiltAnalyses
-from tc_analyses.engine.state_system import Interval, StateSystem
+from tc_analyses.engine.state_system import StateSystem
 from tc_analyses.model.intervals import union_ns
 
 
@@ -56,21 +56,21 @@ class Summary:
 
 def _names(ss: StateSystem, root: str) -> dict[str, str]:
     names = {}
-    for path, intervals in ss.items():
+    for path in ss.paths():
         if len(path) == 3 and path[0] == root and path[2] == layout.NAME:
-            values = [str(i.value) for i in intervals if i.value is not None]
+            values = [str(v) for v in ss.columns(path)[2] if v is not None]
             names[path[1]] = values[-1] if values else path[1]
     return names
 
 
-def _time(intervals: list[Interval], busy: Callable[[object], bool]) -> int:
-    return sum(i.end - i.start + 1 for i in intervals if i.value is not None and busy(i.value.value))
+def _spans(ss: StateSystem, path: tuple[str, ...], holds: Callable[[Any], bool]) -> list[tuple[int, int]]:
+    """Half-open spans of the (closed) intervals of `path` whose value passes `holds`, read from
+    the state system's columns: no interval objects are made."""
+    starts, ends, values = ss.columns(path)
+    return [(s, e + 1) for s, e, v in zip(starts, ends, values) if v is not None and holds(v.value)]
 
 
-def _union_time(interval_lists: list[list[Interval]]) -> int:
-    """Time covered by the intervals holding a positive value (state intervals are closed: [start, end])."""
-    spans = [(i.start, i.end + 1) for intervals in interval_lists for i in intervals
-             if i.value is not None and int(i.value.value) > 0]
+def _union(spans: list[tuple[int, int]]) -> int:
     return union_ns([s for s, _ in spans], [e for _, e in spans])
 
 
@@ -81,29 +81,27 @@ def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
     if gpu is not None:
         names = _names(gpu, layout.GPU)
         lanes: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)  # a queue and its sub-lanes
-        for path, intervals in gpu.items():
+        for path in gpu.paths():
             if len(path) == 3 and path[0] == layout.GPU and path[2] == layout.BUSY:
-                busy.append(Busy(names.get(path[1], path[1]), "", _time(intervals, lambda v: v == 1), span))
+                busy.append(Busy(names.get(path[1], path[1]), "", _union(_spans(gpu, path, lambda v: v == 1)), span))
             if len(path) in (4, 5) and path[0] == layout.GPU and path[2] == layout.QUEUES:
-                lanes[(path[1], path[3])] += [(i.start, i.end + 1) for i in intervals
-                                              if i.value is not None and i.value.value != layout.IDLE]
+                lanes[(path[1], path[3])] += _spans(gpu, path, lambda v: v != layout.IDLE)
         for (device, queue), spans in lanes.items():
-            running = union_ns([a for a, _ in spans], [b for _, b in spans])
-            busy.append(Busy(names.get(device, device), queue, running, span))
+            busy.append(Busy(names.get(device, device), queue, _union(spans), span))
     dataflow = built.systems.get(layout.DATAFLOW_ID)
     if dataflow is not None:
         names = _names(dataflow, layout.DEVICES)
-        depth_by_device: dict[str, list[list[Interval]]] = defaultdict(list)
-        for path, intervals in dataflow.items():  # Devices/<d>/Threads/<t>/Node holds the stack depth
+        depth_by_device: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for path in dataflow.paths():  # Devices/<d>/Threads/<t>/Node holds the stack depth
             if len(path) == 5 and (path[0], path[2], path[4]) == (layout.DEVICES, layout.THREADS, layout.NODE):
-                depth_by_device[path[1]].append(intervals)
+                depth_by_device[path[1]] += _spans(dataflow, path, lambda v: int(v) > 0)
         # A GPU's busy time is its queues', not its host threads': the GPU analysis describes
         # exactly the devices whose recorded kind is not cpu.
         gpus = set(_names(gpu, layout.GPU)) if gpu is not None else set()
-        for device, lists in sorted(depth_by_device.items()):
+        for device, spans in sorted(depth_by_device.items()):
             if device in gpus:
                 continue
-            busy.append(Busy(names.get(device, device), "", _union_time(lists), span))
+            busy.append(Busy(names.get(device, device), "", _union(spans), span))
     per_op: dict[str, list[int]] = defaultdict(list)
     for segment in built.segments.get(layout.NODE_LATENCY_ID, []):
         per_op[segment.name].append(segment.duration)
@@ -113,9 +111,9 @@ def summarize(built: BuiltAnalyses, top: int = 10) -> Summary:
     memory = built.systems.get(layout.MEMORY_ID)
     if memory is not None:
         names = _names(memory, layout.MEMORY)
-        for path, intervals in memory.items():
+        for path in memory.paths():
             if len(path) == 3 and path[0] == layout.MEMORY and path[2] == layout.BYTES_IN_USE:
-                values = [int(i.value.value) for i in intervals if i.value is not None]
+                values = [int(v.value) for v in memory.columns(path)[2] if v is not None]
                 if values:
                     peaks[names.get(path[1], path[1])] = max(values)
     return Summary(built.path, span, built.events, built.lost, sorted(busy, key=lambda b: (b.device, b.queue)),
