@@ -290,3 +290,21 @@ def fork_join_cpu_trace(path: Path, spans: tuple[tuple[int, int], ...] = ((100, 
         b.add("tensor_edge", "1", join, 0, 2, 1, 64, cpu, cpu)
         b.add("tensor_edge", "1", join, 1, 2, 2, 64, cpu, cpu)
     return path
+
+
+def lossy_trace(make_trace: Callable[..., Path]) -> Path:
+    """A recorded trace whose streams report discarded events: 3 nodes flushed as a periodic flush
+    would, then 500 more with no room to queue packets (make_trace's max_pending=0)."""
+
+    def body(s: Any) -> None:
+        for _ in range(3):
+            with tracer.node("n"):
+                pass
+        with s._drain_lock:
+            s._collect_partials(due=0.0)
+            s._drain(float("inf"))
+        for _ in range(500):
+            with tracer.node("n"):
+                pass
+
+    return make_trace(body, packet_size=1024, max_pending=0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tracer
-from tests.helpers import requires_bt2, run_in_threads, subprocess_env
+from tests.helpers import lossy_trace, requires_bt2, run_in_threads, subprocess_env
 from tracer import schema
 from tracer.session import Session
 
@@ -95,18 +95,7 @@ def test_bt2_and_fast_readers_agree(rich_trace: Path, cli: Callable[..., Any]) -
 
 @requires_bt2
 def test_bt2_and_fast_readers_agree_on_a_lossy_trace(make_trace: Any, cli: Callable[..., Any]) -> None:
-    def body(s: Session) -> None:
-        for _ in range(3):
-            with tracer.node("n"):
-                pass
-        with s._drain_lock:  # write the first packets now, as a periodic flush would
-            s._collect_partials(due=0.0)
-            s._drain(float("inf"))
-        for _ in range(500):
-            with tracer.node("n"):
-                pass
-
-    trace = make_trace(body, packet_size=1024, max_pending=0)
+    trace = lossy_trace(make_trace)
     fast = json.loads(cli("info", "--format", "json", "--reader", "fast", trace).stdout)
     bt2 = json.loads(cli("info", "--format", "json", "--reader", "bt2", trace).stdout)
     assert fast["discarded"] > 0

@@ -6,34 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import tracer
 from tc_analyses.engine import build
 from tc_analyses.engine.events import LOST_EVENT, iter_events
 from tc_analyses.reader import read_trace
-from tracer.session import Session
+from tests.helpers import lossy_trace
 
 COUNT_XML = """<tmfxml><stateProvider id="lost" version="1"><eventHandler eventName="Lost event"><stateChange>
 <stateAttribute type="constant" value="lost"/><stateValue type="eventField" value="Lost events"/></stateChange>
 </eventHandler></stateProvider></tmfxml>"""
 
 
-def _lossy(make_trace: Any) -> Any:
-    def body(s: Session) -> None:
-        for _ in range(3):
-            with tracer.node("n"):
-                pass
-        with s._drain_lock:  # write the first packets now, as a periodic flush would
-            s._collect_partials(due=0.0)
-            s._drain(float("inf"))
-        for _ in range(500):
-            with tracer.node("n"):
-                pass
-
-    return make_trace(body, packet_size=1024, max_pending=0)
-
-
 def test_lost_events_are_synthesized_where_trace_compass_puts_them(make_trace: Any, tmp_path: Any) -> None:
-    path = _lossy(make_trace)
+    path = lossy_trace(make_trace)
     trace = read_trace(path)
     assert trace.discarded > 0
     offset = trace.metadata.clock_offset_ns
