@@ -167,7 +167,10 @@ def restrict(activity: Activity, window: Window) -> tuple[Activity, Scope]:
             what = str(parsed.first) if parsed.first == parsed.last else f"{parsed.first}-{parsed.last}"
             ranges = _step_ranges(activity, parsed.first, parsed.last, what)
         else:
-            origin = activity.span[0]
+            origin, length = activity.span[0], activity.span[1] - activity.span[0]
+            if parsed.start_ns > length:
+                raise ConfigurationError(f"{activity.path}: --window {window.spec} starts after the trace ends "
+                                         f"({length / 1e6:.3f} ms from its first event)")
             ranges = [(origin + parsed.start_ns, origin + parsed.end_ns)]
     if window.annotation:
         ranges = _intersect(ranges, _annotation_ranges(activity, window.annotation))

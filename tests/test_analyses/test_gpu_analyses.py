@@ -112,6 +112,8 @@ def test_step_time_and_annotation_windows(trace: Path) -> None:
         _ = TraceInputs(trace, window=Window(annotation="backward")).activity
     with pytest.raises(ConfigurationError, match="no step 7"):
         _ = TraceInputs(trace, window=Window("7")).activity
+    with pytest.raises(ConfigurationError, match="starts after the trace ends"):
+        _ = TraceInputs(trace, window=Window("1s:2s")).activity
 
 
 def test_kernel_breakdown_by_type_name_and_overlap(trace: Path) -> None:
