@@ -218,16 +218,20 @@ class Compiler:
         parts = [self._segment(e) for e in elements]
 
         def resolve(event: Event, ss: StateSystem, base: Path_ = ()) -> Path_ | None:
-            # Each element is added to the tree as it is resolved, so the attributes before a
-            # null element exist (all null) even though the change is skipped.
+            # Trace Compass adds each element to the tree as it resolves it, so the attributes
+            # before a null element exist (all null) even though the change is skipped. Making the
+            # deepest one makes its parents, and an attribute's history does not depend on when it
+            # was made (it is null from the state system's start), so one call at the end will do.
             out: list[str] = list(base)
             for part in parts:
                 got = part(event, ss, tuple(out))
                 if got is None:
+                    if len(out) > len(base):
+                        ss.attribute(tuple(out))
                     return None
                 out.extend(got)
-                if got:
-                    ss.attribute(tuple(out))
+            if len(out) > len(base):
+                ss.attribute(tuple(out))
             return tuple(out[len(base):])
 
         return resolve
