@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -21,6 +21,7 @@ import engine_speed  # noqa: E402
 import hta_speed  # noqa: E402
 import job_overhead  # noqa: E402
 import kernel_model  # noqa: E402
+import kineto_scale  # noqa: E402
 import placement_bench  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
@@ -220,6 +221,18 @@ def hta_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def kineto_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("skipped", "-", r["skipped"])]
+    rows: list[Row] = [("dfcompass: import-kineto + breakdown", f"{r['dfcompass_s']:.1f} s",
+                        f"{r['events']:,} events ({r['gzip_mb']:.0f} MB gzipped); peak {r['dfcompass_rss_kib'] / 1024:.0f} MiB")]
+    if "hta_s" in r:
+        rows += [("HTA: load + temporal breakdown", f"{r['hta_s']:.1f} s", f"peak {r['hta_rss_kib'] / 1024:.0f} MiB"),
+                 ("time dfcompass / HTA", _x(r["time_ratio_dfcompass_per_hta"]), "goal <= 0.1x"),
+                 ("peak RSS dfcompass / HTA", _x(r["rss_ratio_dfcompass_per_hta"]), "goal <= 0.1x")]
+    return rows
+
+
 def verify_rows(r: dict[str, Any]) -> list[Row]:
     tg = r["targets"]
     rows: list[Row] = []
@@ -257,7 +270,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto"], help="run one benchmark")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -285,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("kernels", kernel_model.run, results)
     if args.only in (None, "hta"):
         ok &= _run_one("hta", lambda: hta_speed.run(args.rounds or 3), results)
+    if args.only in (None, "kineto"):
+        ok &= _run_one("kineto", lambda: kineto_scale.run(args.rounds or 1), results)
     if args.only in (None, "verify"):
         ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
     write_json(OUT_DIR / "results.json", results)
@@ -300,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("startup", "Command-line start-up", startup_rows),
                                 ("kernels", "GPU kernel model against real A100 kernels", kernel_rows),
                                 ("hta", "Against HTA (traceinsight 0.6.1) on the shared Kineto traces", hta_rows),
+                                ("kineto", "Kineto import at scale (nccl trace x25)", kineto_rows),
                                 ("verify", "Verified plans: predicted against measured", verify_rows)):
         if key in results:
             r = results[key]
