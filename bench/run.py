@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale] [--big] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
+import engine_scale  # noqa: E402
 import engine_speed  # noqa: E402
 import hta_speed  # noqa: E402
 import job_overhead  # noqa: E402
@@ -142,6 +143,13 @@ def engine_rows(r: dict[str, Any]) -> list[Row]:
         ("babeltrace2 --output-format=dummy", f"{bt['events_per_s'] / 1e6:.2f} M ev/s", f"best {bt['best_s']:.3f} s"),
         ("trace", f"{r['events']:,} events", ", ".join(r["analyses"])),
     ]
+
+
+def scale_rows(r: dict[str, Any]) -> list[Row]:
+    return [(f"{row['events']:,} events ({row['trace_mb']:.0f} MB)", f"{row['analyze_s']:.1f} s",
+             f"{row['analyze_events_per_s'] / 1e3:.0f} k ev/s = {row['ratio_to_babeltrace2']:.3f}x babeltrace2 "
+             f"({row['babeltrace2_s']:.2f} s); peak {row['analyze_rss_mib']:.0f} MiB = "
+             f"{row['rss_per_trace_size']:.0f}x the trace") for row in r["rows"]]
 
 
 def seed_rows(r: dict[str, Any]) -> list[Row]:
@@ -270,7 +278,8 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale"], help="run one benchmark")
+    parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -288,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("job_overhead", lambda: job_overhead.run(args.rounds or 3), results)
     if args.only in (None, "engine"):
         ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
+    if args.only in (None, "scale"):
+        ok &= _run_one("engine_scale", lambda: engine_scale.run(args.big), results)
     if args.only in (None, "seed"):
         ok &= _run_one("seed_speed", lambda: seed_speed.run(args.rounds or 3), results)
     if args.only in (None, "placement"):
@@ -310,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
                                 ("job_overhead", "Recording a 2-rank DDP job", job_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
+                                ("engine_scale", "analyze as the trace grows", scale_rows),
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows),
                                 ("startup", "Command-line start-up", startup_rows),

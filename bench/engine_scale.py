@@ -1,0 +1,50 @@
+"""How `dfcompass analyze` grows with the trace: 100k, 1M and (with --big) 10M events, side by side
+with ``babeltrace2 --output-format=dummy`` on the same traces.
+
+Each trace (bench/tracegen.py: node begin/end and edges on 4 threads) is analysed by
+``dfcompass analyze --no-sections`` (every generated analysis, the summary) in a fresh process, then
+read by babeltrace2; wall time and peak RSS of each, events/s, and the ratio of our events/s to
+babeltrace2's. One round each: at these sizes the run is long enough that noise is small next to
+the growth being measured.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import OUT_DIR, REPO_ROOT, log
+from tracegen import ensure_trace
+
+SIZES = (100_000, 1_000_000)
+BIG = 10_000_000
+
+
+def _timed(argv: list[str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{argv[0]} failed: {child.stderr.read().decode()[-400:] if child.stderr else ''}")
+    return time.perf_counter() - start, usage.ru_maxrss
+
+
+def run(big: bool = False) -> dict[str, Any]:
+    dfcompass = str(Path(sys.executable).parent / "dfcompass")
+    rows = []
+    for events in SIZES + ((BIG,) if big else ()):
+        trace = OUT_DIR / f"trace-{events}"
+        ensure_trace(trace, events)
+        size = sum(p.stat().st_size for p in trace.iterdir())
+        ours_s, ours_rss = _timed([dfcompass, "--no-progress", "analyze", str(trace), "--no-sections"])
+        bt_s, bt_rss = _timed(["babeltrace2", "--output-format=dummy", str(trace)])
+        log(f"  {events:,} events: analyze {ours_s:.1f} s / {ours_rss / 1024:.0f} MiB; babeltrace2 {bt_s:.2f} s")
+        rows.append({"events": events, "trace_mb": size / 1e6, "analyze_s": ours_s, "analyze_rss_mib": ours_rss / 1024,
+                     "babeltrace2_s": bt_s, "babeltrace2_rss_mib": bt_rss / 1024,
+                     "analyze_events_per_s": events / ours_s, "ratio_to_babeltrace2": bt_s / ours_s,
+                     "rss_per_trace_size": ours_rss * 1024 / size})
+    return {"rows": rows}
