@@ -90,10 +90,12 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     doc, events = load_document(src)
     conv = Converter(src, doc, events)
     conv.convert()
+    source_events = len(events)
     if not conv.rows:
-        raise KinetoImportError(src, f"nothing to import: none of the {len(events)} events is a cpu_op, runtime "
+        raise KinetoImportError(src, f"nothing to import: none of the {source_events} events is a cpu_op, runtime "
                                 "call, GPU activity, user annotation or [memory] event")
     conv.describe_threads()
+    events.clear()  # converted: the parsed events (one dict each, most of the memory) go before the trace is built
     stamps = [row[2] for row in conv.rows]
     first, last = min(stamps), max(stamps)
     origin, base = wall_clock_origin(doc, first)
@@ -113,7 +115,7 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     builder.close()
     with_launch = sum(1 for c in conv.gpu_ids if c is not None and c in conv.api_ids)
     return ImportSummary(
-        source=str(src), output=str(out), source_events=len(events),
+        source=str(src), output=str(out), source_events=source_events,
         events_per_class=dict(sorted(builder.events_written().items(), key=lambda kv: schema.BY_NAME[kv[0]].id)),
         skipped=dict(sorted(conv.skipped.items())),
         devices={name: models.get(name, "") for name in devices},

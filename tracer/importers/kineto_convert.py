@@ -269,36 +269,10 @@ class Converter:
     # ------------------------------------------------------------------ pass 2
     def convert(self) -> None:
         self.tids, self.pids, self.streams = self.scan()
-        nodes = []
+        nodes: list[tuple[int, int, int]] = []
         for index, event in enumerate(self.events):
-            kind = _kind(event)
-            if kind is None:
-                if event.get("ph") == "M":
-                    continue
-                if isinstance(event.get("ph"), str) and event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
-                    self.ac2g += 1
-                    continue
-                if event.get("ph") in ("s", "f") and event.get("cat") == "fwdbwd" and self.fwdbwd_point(index, event):
-                    continue
-                key = _skip_key(event)
-                self.skipped[key] = self.skipped.get(key, 0) + 1
-            elif kind == "node":
-                nodes.append((*self.time(index, event), index))
-                if event.get("name") == "record_param_comms":
-                    thread = (event.get("pid"), event.get("tid"))
-                    self.comms_params.setdefault(thread, []).append((nodes[-1][0], index))
-            elif kind == "step":
-                self.step(index, event)
-            elif kind == "api":
-                self.api(index, event)
-            elif kind == "memory":
-                self.memory(index, event)
-            elif kind == "sync":
-                self.sync(index, event)
-            elif kind in ("annotation", "gpu_annotation"):
-                self.annotation(index, event, on_gpu=kind == "gpu_annotation")
-            else:
-                self.gpu(kind, index, event)
+            if self.convert_event(index, event, nodes) != "node":
+                self.events[index] = None  # done with it: only node events are read again (below)
         for params in self.comms_params.values():
             params.sort()
         nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
@@ -309,6 +283,38 @@ class Converter:
         for key, begin, tid, corr in self.api_calls:  # calls whose GPU work is in the file
             if corr in launched:
                 self.add("launch", key, begin, tid, corr)
+
+    def convert_event(self, index: int, event: dict[str, Any], nodes: list[tuple[int, int, int]]) -> str | None:
+        """Convert one event (a node is only queued in `nodes`, converted in start order later); its kind."""
+        kind = _kind(event)
+        if kind is None:
+            if event.get("ph") == "M":
+                return kind
+            if isinstance(event.get("ph"), str) and event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
+                self.ac2g += 1
+                return kind
+            if event.get("ph") in ("s", "f") and event.get("cat") == "fwdbwd" and self.fwdbwd_point(index, event):
+                return kind
+            key = _skip_key(event)
+            self.skipped[key] = self.skipped.get(key, 0) + 1
+        elif kind == "node":
+            nodes.append((*self.time(index, event), index))
+            if event.get("name") == "record_param_comms":
+                thread = (event.get("pid"), event.get("tid"))
+                self.comms_params.setdefault(thread, []).append((nodes[-1][0], index))
+        elif kind == "step":
+            self.step(index, event)
+        elif kind == "api":
+            self.api(index, event)
+        elif kind == "memory":
+            self.memory(index, event)
+        elif kind == "sync":
+            self.sync(index, event)
+        elif kind in ("annotation", "gpu_annotation"):
+            self.annotation(index, event, on_gpu=kind == "gpu_annotation")
+        else:
+            self.gpu(kind, index, event)
+        return kind
 
     def cpu_ids(self, event: dict[str, Any], ts: int) -> tuple[int, int]:
         pid, tid = self.pids[event.get("pid")], self.tids[event.get("tid")]
