@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -65,6 +66,19 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter_ns()
     value = fn()
     return (time.perf_counter_ns() - t0) / 1e9, value
+
+
+def run_child(argv: list[str], cwd: Path = REPO_ROOT) -> tuple[float, int]:
+    """Run `argv` to its end in a fresh process: (wall seconds, its peak RSS in KiB, ru_maxrss).
+    A failure raises with the end of the child's stderr."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        tail = child.stderr.read().decode(errors="replace")[-400:] if child.stderr else ""
+        raise RuntimeError(f"{' '.join(argv[:2])} ... failed: {tail}")
+    return seconds, usage.ru_maxrss
 
 
 def babeltrace2_dummy(trace: Path) -> Callable[[], "Sample"]:

@@ -10,27 +10,15 @@ the growth being measured.
 
 from __future__ import annotations
 
-import os
 import sys
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import OUT_DIR, REPO_ROOT, log
+from _common import OUT_DIR, log, run_child
 from tracegen import ensure_trace
 
 SIZES = (100_000, 1_000_000)
 BIG = 10_000_000
-
-
-def _timed(argv: list[str]) -> tuple[float, int]:
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv[0]} failed: {child.stderr.read().decode()[-400:] if child.stderr else ''}")
-    return time.perf_counter() - start, usage.ru_maxrss
 
 
 def run(big: bool = False) -> dict[str, Any]:
@@ -40,8 +28,8 @@ def run(big: bool = False) -> dict[str, Any]:
         trace = OUT_DIR / f"trace-{events}"
         ensure_trace(trace, events)
         size = sum(p.stat().st_size for p in trace.iterdir())
-        ours_s, ours_rss = _timed([dfcompass, "--no-progress", "analyze", str(trace), "--no-sections"])
-        bt_s, bt_rss = _timed(["babeltrace2", "--output-format=dummy", str(trace)])
+        ours_s, ours_rss = run_child([dfcompass, "--no-progress", "analyze", str(trace), "--no-sections"])
+        bt_s, bt_rss = run_child(["babeltrace2", "--output-format=dummy", str(trace)])
         log(f"  {events:,} events: analyze {ours_s:.1f} s / {ours_rss / 1024:.0f} MiB; babeltrace2 {bt_s:.2f} s")
         rows.append({"events": events, "trace_mb": size / 1e6, "analyze_s": ours_s, "analyze_rss_mib": ours_rss / 1024,
                      "babeltrace2_s": bt_s, "babeltrace2_rss_mib": bt_rss / 1024,

@@ -16,14 +16,12 @@ it the benchmark says it was skipped. Peak RSS is each child's ``ru_maxrss``.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, log
+from _common import REPO_ROOT, log, run_child
 
 TRACES = REPO_ROOT.parent / "shared" / "traces" / "kineto"
 DIRS = ("hta-simple-add", "hta-sampled-2rank", "hta-nccl-rank0")
@@ -59,18 +57,6 @@ with tempfile.TemporaryDirectory() as tmp:
 """
 
 
-def _timed(argv: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child process."""
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed on {argv[-1]}: {child.stderr.read().decode()[-300:] if child.stderr else ''}")
-    return seconds, usage.ru_maxrss
-
-
 def run(rounds: int = 3) -> dict[str, Any]:
     hta_python = os.environ.get("DFCOMPASS_HTA_PYTHON", "")
     if not TRACES.is_dir():
@@ -87,7 +73,7 @@ def run(rounds: int = 3) -> dict[str, Any]:
             for i in range(rounds):
                 order = [("hta", [hta_python, str(hta_file)]), ("dfcompass", [sys.executable, str(ours_file)])]
                 for side, argv in (order if i % 2 == 0 else order[::-1]):
-                    seconds, rss = _timed(argv + [str(TRACES / name)], REPO_ROOT)
+                    seconds, rss = run_child(argv + [str(TRACES / name)])
                     if side not in best or seconds < best[side][0]:
                         best[side] = (seconds, max(rss, best.get(side, (0, 0))[1]))
             log(f"  {name}: HTA {best['hta'][0]:.2f} s, dfcompass {best['dfcompass'][0]:.2f} s")

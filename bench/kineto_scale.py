@@ -15,15 +15,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from _common import OUT_DIR, REPO_ROOT, log
+from _common import OUT_DIR, REPO_ROOT, log, run_child
 
 SOURCE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "hta-nccl-rank0" / "nccl_data.json.gz"
 ID_ARGS = ("External id", "correlation", "Record function id", "Ev Idx")
@@ -75,15 +73,6 @@ def scaled_file(copies: int, out: Path) -> int:
     return len(result)
 
 
-def _timed(argv: list[str]) -> tuple[float, int]:
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv[0]} failed: {child.stderr.read().decode()[-400:] if child.stderr else ''}")
-    return time.perf_counter() - start, usage.ru_maxrss
-
-
 def run(rounds: int = 1, copies: int = 25) -> dict[str, Any]:
     if not SOURCE.is_file():
         return {"skipped": f"{SOURCE} is absent (the shared traces are not part of the project)"}
@@ -103,7 +92,7 @@ def run(rounds: int = 1, copies: int = 25) -> dict[str, Any]:
             sides.append(("hta", lambda i: [hta_python, str(hta_script), str(folder)]))
         for i in range(rounds):
             for name, argv in (sides if i % 2 == 0 else sides[::-1]):
-                seconds, rss = _timed(argv(i))
+                seconds, rss = run_child(argv(i))
                 if name not in best or seconds < best[name][0]:
                     best[name] = (seconds, rss)
                 log(f"    {name}: {seconds:.1f} s, peak {rss / 1024:.0f} MiB")
