@@ -36,7 +36,7 @@ from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp
 
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-                        "cudaStreamWaitEvent_host", "hipStreamSynchronize", "hipDeviceSynchronize"})
+                        "hipStreamSynchronize", "hipDeviceSynchronize"})
 BOUNDS = ("cpu_bound", "cpu_idle", "gpu_compute_bound", "gpu_communication_bound", "gpu_memory_bound",
           "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_wait")
 
@@ -118,8 +118,7 @@ def cpu_pieces(activity: Activity) -> dict[int, list[CpuPiece]]:
             while stack and stack[-1][1] <= span[0]:
                 emit(stack[-1][1])
                 stack.pop()
-            emit(span[0]) if stack else None
-            at = max(at, span[0])
+            emit(span[0])  # the enclosing interval's own time up to this one (nothing when none is open)
             stack.append(span)
         while stack:
             emit(stack[-1][1])

@@ -103,14 +103,6 @@ class Scope:
     cut_last_step: bool
     dropped: int  # intervals left out (nodes, calls, GPU operations)
 
-    @property
-    def start(self) -> int:
-        return self.ranges[0][0] if self.ranges else 0
-
-    @property
-    def end(self) -> int:
-        return self.ranges[-1][1] if self.ranges else 0
-
     def text(self) -> str:
         """One line saying what the analysis covers."""
         cut = ", last step left out (--include-last-step keeps it)" if self.cut_last_step else ""
