@@ -91,15 +91,16 @@ class EventOrder:
     def iter_events(self, names: set[str] | None = None, follow: bool = False
                     ) -> Iterator[tuple[str, int, dict[str, Any]]]:
         """(name, timestamp, payload fields) in order; with `names`, only events of those classes,
-        and with `follow` also the event right after each of them (where a pattern makes its next
-        pending scenario)."""
+        and with `follow` also the first event and the one right after each of them (where a
+        pattern makes its first and its next pending scenarios)."""
         if names is None:
             selected = np.arange(len(self.ts), dtype=np.int64)
         else:
             wanted = np.array([rows.name in names for rows in self.classes], dtype=bool)
             mask = wanted[self._class_of] if len(self.ts) else np.zeros(0, dtype=bool)
-            if follow and len(mask) > 1:
+            if follow and len(mask):
                 mask[1:] |= mask[:-1].copy()
+                mask[0] = True
             selected = np.flatnonzero(mask)
         for begin in range(0, len(selected), _CHUNK):
             yield from self._events(selected[begin:begin + _CHUNK])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tc_analyses.engine.events import LOST_EVENT, iter_ctf_events, iter_events
+from tc_analyses.engine.events import LOST_EVENT, EventOrder, iter_ctf_events
 from tc_analyses.engine.state_system import StateSystem
 from tc_analyses.engine.xml_pattern import Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, load_providers
@@ -39,8 +39,23 @@ class BuiltAnalyses:
         return 0 if self.first_ts is None or self.last_ts is None else self.last_ts - self.first_ts + 1
 
 
-def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
-    """A function giving a fresh time-ordered event stream (one pass per analysis)."""
+class _Source:
+    """The trace's events, replayed once per analysis: all of them or only the classes it handles."""
+
+    def __init__(self, order: EventOrder | None, events: Sequence[Event] | None) -> None:
+        self.order, self._events = order, events
+
+    def events(self, names: set[str] | None = None, follow: bool = False) -> Iterator[Event]:
+        if self.order is not None:
+            return self.order.iter_events(names, follow)
+        events = self._events or []
+        if names is None:
+            return iter(events)
+        return (e for i, e in enumerate(events) if e[0] in names or (follow and (
+            i == 0 or events[i - 1][0] in names)))
+
+
+def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> _Source:
     if isinstance(trace, DfcTrace):
         return _dfc_source(trace, built)
     if is_dfcompass_trace(trace):
@@ -53,23 +68,27 @@ def _event_source(trace: str | Path | DfcTrace, built: BuiltAnalyses) -> Callabl
     built.classes = tuple(sorted({e[0] for e in events}))
     if events:
         built.first_ts, built.last_ts = events[0][1], events[-1][1]
-    return lambda: iter(events)
+    return _Source(None, events)
 
 
-def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> Callable[[], Iterator[Event]]:
+def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> _Source:
     built.lost = trace.discarded
     built.classes = tuple(sorted(name for name, table in trace.tables.items() if len(table)))
     built.events = sum(len(t) for t in trace.tables.values())
-    firsts = [s.first_ts for s in trace.streams if s.first_ts is not None]
-    lasts = [s.last_ts for s in trace.streams if s.last_ts is not None]
-    offset = trace.metadata.clock_offset_ns  # Trace Compass's time base, as iter_events gives
-    built.first_ts, built.last_ts = (min(firsts) + offset, max(lasts) + offset) if firsts else (None, None)
-    return lambda: iter_events(trace)
+    order = EventOrder(trace)
+    built.first_ts, built.last_ts = order.first_ts, order.last_ts  # Trace Compass's time base
+    return _Source(order, None)
+
+
+ENGINES = ("auto", "events")
 
 
 def build(trace: str | Path | DfcTrace, xml_files: list[Path],
-          progress: Callable[[int], None] | None = None) -> BuiltAnalyses:
+          progress: Callable[[int], None] | None = None, engine: str = "auto") -> BuiltAnalyses:
     """Run every state provider and pattern of `xml_files` on the trace.
+
+    `engine`: "auto" gives each analysis only the events it handles; "events" is the plain
+    event-by-event run over every event, the reference the others are tested against.
 
     `trace`: a path to any CTF trace (dfcompass traces through the fast reader, others through
     babeltrace2), or a dfcompass trace already read, so a caller that has one does not read it twice.
@@ -84,12 +103,17 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
                              "before its first event, or one that traced nothing)")
     if not providers and not patterns:
         raise DfcompassError(f"{', '.join(map(str, xml_files)) or 'the analyses'}: no stateProvider or pattern to run")
+    span = (built.first_ts, built.last_ts or built.first_ts)
+    names = set(built.classes) | {LOST_EVENT}
+    reference = engine == "events"
     for path, provider in providers:
         with _malformed(provider.id, [path]):
-            built.systems[provider.id] = provider.run(_counted(events(), progress))
+            handled = None if reference else provider.handled(names)
+            built.systems[provider.id] = provider.run(_counted(events.events(handled), progress), span)
     for path, pattern in patterns:
         with _malformed(pattern.id, [path]):
-            segments, system = pattern.run(_counted(events(), progress))
+            taken = None if reference else pattern.handled(names)
+            segments, system = pattern.run(_counted(events.events(taken, follow=True), progress), span)
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built)

@@ -281,8 +281,22 @@ class Pattern(Compiler):
 
         return emit
 
+    def handled(self, names: Iterable[str]) -> set[str] | None:
+        """The event names (of `names`) that a precondition or transition names; None when one
+        takes any event. Other events change nothing but where the next pending scenario starts."""
+        patterns = [p for fsm in self._fsms for p, _ in fsm.preconditions]
+        patterns += [t.event for fsm in self._fsms for ts in fsm.states.values() for t in ts]
+        if any(p is None for p in patterns):
+            return None
+        return {name for name in names if any(p.fullmatch(name) for p in patterns if p is not None)}
+
     # ------------------------------------------------------------------ running
-    def run(self, events: Iterable[Event]) -> tuple[list[Segment], PatternStateSystem]:
+    def run(self, events: Iterable[Event], span: tuple[int, int] | None = None
+            ) -> tuple[list[Segment], PatternStateSystem]:
+        """Segments and state system from `events`. With `span` (the whole trace's first and last
+        timestamps), `events` may leave out the events :meth:`handled` does not name, except the
+        trace's first event (the initial scenarios start there) and the one right after each
+        handled event (the next pending scenario starts there)."""
         ss: PatternStateSystem | None = None
         self.segments = []
         self._queued = []
@@ -290,7 +304,7 @@ class Pattern(Compiler):
         order = 0
         for fsm in self._fsms:
             fsm.active, fsm.pending, fsm.created, fsm.slots, fsm.free = [], None, 0, 0, deque()
-        last = 0
+        last = 0 if span is None else span[1]
         for event in events:
             ts = event[1]
             first = ss is None
@@ -305,7 +319,7 @@ class Pattern(Compiler):
                 for fsm in self._fsms:
                     if fsm.multiple and fsm.created > 0 and fsm.pending is None:
                         self._new_scenario(fsm, ss, ts)
-            last = ts
+            last = max(last, ts)
             for fsm in self._fsms:
                 self._handle(fsm, event, ss)
             for when, apply in self._queued:

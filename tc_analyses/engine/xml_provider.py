@@ -373,11 +373,17 @@ class StateProvider(Compiler):
             self._handlers.append((pattern, [self._change(c) for c in handler.iterfind("stateChange")]))
         self._matches: dict[str, list[list[ChangeFn]]] = {}
 
+    def handled(self, names: Iterable[str]) -> set[str]:
+        """The event names (of `names`) that some event handler takes."""
+        return {name for name in names if any(p.fullmatch(name) for p, _ in self._handlers)}
+
     # ------------------------------------------------------------------ running
-    def run(self, events: Iterable[Event]) -> StateSystem:
-        ss: StateSystem | None = None
+    def run(self, events: Iterable[Event], span: tuple[int, int] | None = None) -> StateSystem:
+        """The state system built from `events`. With `span` (the whole trace's first and last
+        timestamps), `events` may leave out the events no handler takes: the result is the same."""
+        ss: StateSystem | None = None if span is None else StateSystem(span[0])
         future: list[tuple[int, int, Callable[[StateSystem], None]]] = []
-        last = 0
+        last = 0 if span is None else span[1]
         order = 0
         for event in events:
             name, ts, _ = event
@@ -385,7 +391,7 @@ class StateProvider(Compiler):
                 ss = StateSystem(ts)
             while future and future[0][0] <= ts:  # queued futureTime changes land before this event
                 future.pop(0)[2](ss)
-            last = ts
+            last = max(last, ts)
             handlers = self._matches.get(name)
             if handlers is None:
                 handlers = self._matches[name] = [changes for p, changes in self._handlers if p.fullmatch(name)]

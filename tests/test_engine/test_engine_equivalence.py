@@ -1,0 +1,95 @@
+"""Differential test: every way the engine can run gives the reference run's intervals and segments.
+
+The reference is the plain event-by-event interpreter over every event of the trace
+(``engine="events"``). The default run gives each analysis only the events it handles and runs
+state providers on columns where it can (tc_analyses/engine/columnar.py); both must build the
+same state systems, interval for interval, and the same segments, on real traces our tracer made
+(the all-classes trace, the processes of the DDP job) and on the Kineto imports of the
+shared traces, with the analyses generated for each trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tc_analyses.engine import build
+from tc_analyses.engine.run import BuiltAnalyses
+from tc_analyses.export.tracecompass import render_xml
+from tc_analyses.inputs import TraceInputs
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+JOB = DATA / "traces" / "jobs" / "ddp-2rank"
+# the all-classes trace, and the job's 3 processes that ran the model (the 4th is the launcher)
+TRACES = [DATA / "traces" / "succeed" / "all-classes",
+          *sorted(p for p in JOB.iterdir() if any(p.glob("node_begin-*")))]
+
+
+def snapshot(built: BuiltAnalyses) -> dict[str, Any]:
+    """Everything a run produces, as plain data: every attribute's intervals, every segment."""
+    systems = {aid: {path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}
+               for aid, ss in built.systems.items()}
+    segments = {pid: [(s.start, s.end, s.name, sorted(s.content.items())) for s in segs]
+                for pid, segs in built.segments.items()}
+    return {"systems": systems, "segments": segments, "span": (built.first_ts, built.last_ts)}
+
+
+def generated_xml(trace: Path, out: Path) -> list[Path]:
+    files = []
+    for name, data in render_xml(TraceInputs(trace).facts).items():
+        (out / name).write_bytes(data)
+        files.append(out / name)
+    return files
+
+
+def assert_same_as_reference(trace: Path, files: list[Path]) -> BuiltAnalyses:
+    reference = snapshot(build(trace, files, engine="events"))
+    built = build(trace, files)
+    assert snapshot(built) == reference
+    return built
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_generated_analyses_on_our_traces(trace: Path, tmp_path: Path) -> None:
+    built = assert_same_as_reference(trace, generated_xml(trace, tmp_path))
+    assert sum(len(list(ss.paths())) for ss in built.systems.values()) > 10
+
+
+@pytest.mark.slow
+def test_generated_analyses_on_kineto_imports(shared_dir: Path, tmp_path: Path) -> None:
+    from tracer.importers import import_kineto
+
+    files = sorted((shared_dir / "traces" / "kineto").glob("*/*.json.gz"))
+    assert files
+    for file in files:
+        out = tmp_path / file.name.replace(".json.gz", "")
+        import_kineto(file, out)
+        xml = tmp_path / f"{out.name}-xml"
+        xml.mkdir()
+        assert_same_as_reference(out, generated_xml(out, xml))
+
+
+TRACEF_XML = """<tmfxml><stateProvider id="tracef.workers" version="1">
+  <eventHandler eventName="lttng_ust_tracef:event">
+    <stateChange><stateAttribute type="constant" value="Threads"/>
+      <stateAttribute type="eventField" value="context._vtid"/><stateValue type="eventField" value="msg"/></stateChange>
+    <stateChange><stateAttribute type="constant" value="Events"/>
+      <stateAttribute type="eventField" value="cpu"/><stateValue type="long" value="1" increment="true"/></stateChange>
+  </eventHandler></stateProvider>
+  <pattern id="tracef.pairs" version="1"><patternHandler>
+    <action id="seg"><segment><segType segName="pair"/></segment></action>
+    <fsm id="pair" multiple="true"><state id="a">
+      <transition event="lttng_ust_tracef:event" target="b"/></state>
+      <state id="b"><transition event="lttng_ust_tracef:event" target="done" action="seg"/></state>
+      <final id="done"/></fsm></patternHandler></pattern></tmfxml>"""
+
+
+@pytest.mark.slow
+def test_hand_written_analyses_on_an_lttng_trace(shared_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("bt2", reason="babeltrace2's Python bindings are not installed")
+    xml = tmp_path / "tracef.xml"
+    xml.write_text(TRACEF_XML)
+    built = assert_same_as_reference(shared_dir / "traces" / "lttng" / "ust-tracef-local", [xml])
+    assert len(built.segments["tracef.pairs"]) > 1000
