@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -136,6 +136,24 @@ def _lost_rows(trace: DfcTrace, offset: int) -> EventClassRows:
     columns = [np.array(c, dtype=np.int64) for c in zip(*found)] if found else [np.empty(0, np.int64)] * 4
     return EventClassRows(LOST_EVENT, columns[0], np.empty(0, np.int64),
                           {"Lost events": columns[2], "duration": columns[3], "_order": columns[1]})
+
+
+def rows_of(events: list[tuple[str, int, Mapping[str, Any]]]) -> list[EventClassRows]:
+    """An event list (babeltrace2's events, a test's) as columns: one object column per field."""
+    by_name: dict[str, list[int]] = {}
+    for position, (name, _, _) in enumerate(events):
+        by_name.setdefault(name, []).append(position)
+    out = []
+    for name, positions in by_name.items():
+        fields = list(dict.fromkeys(key for p in positions for key in events[p][2]))
+        columns = {}
+        for key in fields:
+            column = np.empty(len(positions), dtype=object)
+            column[:] = [events[p][2].get(key) for p in positions]
+            columns[key] = column
+        out.append(EventClassRows(name, np.array([events[p][1] for p in positions], dtype=np.int64),
+                                  np.array(positions, dtype=np.int64), columns))
+    return out
 
 
 def iter_events(trace: DfcTrace) -> Iterator[tuple[str, int, dict[str, Any]]]:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tc_analyses.engine.events import LOST_EVENT, EventOrder, iter_ctf_events
+from tc_analyses.engine.columnar import NotColumnar, run_columnar
+from tc_analyses.engine.events import LOST_EVENT, EventClassRows, EventOrder, iter_ctf_events, rows_of
 from tc_analyses.engine.state_system import StateSystem
 from tc_analyses.engine.xml_pattern import Segment, load_patterns
-from tc_analyses.engine.xml_provider import Event, load_providers
+from tc_analyses.engine.xml_provider import Event, StateProvider, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
 from tc_analyses.reader.metadata import is_dfcompass_trace
@@ -33,6 +34,7 @@ class BuiltAnalyses:
     classes: tuple[str, ...] = ()  # event names seen
     systems: dict[str, StateSystem] = field(default_factory=dict)  # analysis id -> state system
     segments: dict[str, list[Segment]] = field(default_factory=dict)  # pattern id -> segments
+    engines: dict[str, str] = field(default_factory=dict)  # analysis id -> how it ran: "columns" or "events"
 
     @property
     def span_ns(self) -> int:
@@ -44,6 +46,15 @@ class _Source:
 
     def __init__(self, order: EventOrder | None, events: Sequence[Event] | None) -> None:
         self.order, self._events = order, events
+        self._rows: list[EventClassRows] | None = None
+
+    def classes(self) -> list[EventClassRows]:
+        """The events as columns, one entry per event class, for the columnar engine."""
+        if self.order is not None:
+            return self.order.classes
+        if self._rows is None:
+            self._rows = rows_of(list(self._events or []))
+        return self._rows
 
     def events(self, names: set[str] | None = None, follow: bool = False) -> Iterator[Event]:
         if self.order is not None:
@@ -80,14 +91,16 @@ def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> _Source:
     return _Source(order, None)
 
 
-ENGINES = ("auto", "events")
+ENGINES = ("auto", "interpreter", "events")
 
 
 def build(trace: str | Path | DfcTrace, xml_files: list[Path],
           progress: Callable[[int], None] | None = None, engine: str = "auto") -> BuiltAnalyses:
     """Run every state provider and pattern of `xml_files` on the trace.
 
-    `engine`: "auto" gives each analysis only the events it handles; "events" is the plain
+    `engine`: "auto" runs state providers on columns where they allow it (engine/columnar.py)
+    and the rest event by event, each analysis over only the events it handles; "interpreter"
+    runs every analysis event by event, over the events it handles; "events" is the plain
     event-by-event run over every event, the reference the others are tested against.
 
     `trace`: a path to any CTF trace (dfcompass traces through the fast reader, others through
@@ -108,16 +121,32 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
     reference = engine == "events"
     for path, provider in providers:
         with _malformed(provider.id, [path]):
-            handled = None if reference else provider.handled(names)
-            built.systems[provider.id] = provider.run(_counted(events.events(handled), progress), span)
+            built.systems[provider.id] = _run_provider(provider, events, names, engine, progress, span, built)
     for path, pattern in patterns:
         with _malformed(pattern.id, [path]):
             taken = None if reference else pattern.handled(names)
             segments, system = pattern.run(_counted(events.events(taken, follow=True), progress), span)
+            built.engines[pattern.id] = "events"
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built)
     return built
+
+
+def _run_provider(provider: StateProvider, source: _Source, names: set[str], engine: str,
+                  progress: Callable[[int], None] | None, span: tuple[int, int], built: BuiltAnalyses) -> StateSystem:
+    if engine == "auto":
+        try:
+            system = run_columnar(provider, source.classes(), span)
+            built.engines[provider.id] = "columns"
+            if progress is not None:
+                progress(sum(len(rows) for rows in source.classes() if rows.name in provider.handled(names)))
+            return system
+        except NotColumnar:
+            pass
+    built.engines[provider.id] = "events"
+    handled = None if engine == "events" else provider.handled(names)
+    return provider.run(_counted(source.events(handled), progress), span)
 
 
 def _loaded(load: Callable[[Path], list[Any]], path: Path) -> list[Any]:

@@ -93,3 +93,50 @@ def test_hand_written_analyses_on_an_lttng_trace(shared_dir: Path, tmp_path: Pat
     xml.write_text(TRACEF_XML)
     built = assert_same_as_reference(shared_dir / "traces" / "lttng" / "ust-tracef-local", [xml])
     assert len(built.segments["tracef.pairs"]) > 1000
+
+
+def _case_run(case: Path, columnar: bool) -> tuple[str, Any]:
+    """("ok", intervals) or ("error", type) of the case's state provider, one engine or the other."""
+    from tc_analyses.engine.columnar import run_columnar
+    from tc_analyses.engine.events import rows_of
+    from tc_analyses.errors import DfcompassError
+    from tests.test_cases import load_analysis, read_events, trace_events
+
+    if (case / "trace.json").is_file():
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            events = list(trace_events(case, Path(tmp)))
+    else:
+        events = list(read_events(case / "events.jsonl"))
+    try:
+        provider = load_analysis(case / "analysis.xml")
+        if columnar:
+            ss = run_columnar(provider, rows_of(events), (events[0][1], max(e[1] for e in events)))
+        else:
+            ss = provider.run(events)
+    except DfcompassError as exc:
+        return "error", type(exc).__name__
+    return "ok", {path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}
+
+
+def test_engine_cases_on_columns() -> None:
+    """Every state-provider case of tests/cases that the columnar engine takes gives the
+    interpreter's result (or fails as it does); the rest it must refuse, not get wrong."""
+    from tc_analyses.engine.columnar import NotColumnar
+    from tests.test_cases import _case_dirs
+
+    taken, refused = [], []
+    for case in _case_dirs():
+        if "<stateProvider" not in (case / "analysis.xml").read_text(encoding="utf-8"):
+            continue
+        try:
+            got = _case_run(case, columnar=True)
+        except NotColumnar:
+            refused.append(case.name)
+            continue
+        assert got == _case_run(case, columnar=False), case.name
+        taken.append(case.name)
+    # the constructs columns cover (fields, queries, conditions, stacks, increments, mappings...)
+    assert len(taken) >= 20, (taken, refused)
+    assert {"sp-future-time", "sp-update"} <= set(refused)
