@@ -1,0 +1,456 @@
+"""What the columnar engines share: value, name and attribute tables, the write log of every
+change made, the expressions of Trace Compass's XML (paths, values, conditions) evaluated over the
+rows of an event class, and the state system built from the log.
+
+A change's *order* is its place in the interpreter's run: (global event position * K + the
+change's step in the event) * STEPS + the write's step within the change. A read at a change sees
+the writes of lower order, so reads and writes can be computed in any order as long as every
+write an expression reads is logged before it reads (the engines plan for that).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.state_system import Attribute, StateSystem, StateTypeError, Value
+from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, force_type, typed_value
+
+Template = tuple["str | None", ...]  # a path's constants, None where a field or a query names the element
+IntArray = np.ndarray[Any, Any]
+STEPS = 4  # writes of one change: a stack change writes twice; reads come before all of them
+CURRENT_SCENARIO = "#CurrentScenario"
+
+
+class NotColumnar(Exception):
+    """A construct the columnar engine leaves to the event-by-event interpreter."""
+
+
+# ---------------------------------------------------------------------- tables
+class Values:
+    """Every distinct state value gets an id; 0 is null."""
+
+    def __init__(self) -> None:
+        self.items: list[Value | None] = [None]
+        self._ids: dict[Value, int] = {}
+
+    def intern(self, value: Value | None) -> int:
+        if value is None:
+            return 0
+        found = self._ids.get(value)
+        if found is None:
+            found = self._ids[value] = len(self.items)
+            self.items.append(value)
+        return found
+
+    def map(self, ids: IntArray, fn: Callable[[Value | None], Value | None]) -> IntArray:
+        """fn applied to each distinct value of `ids` once."""
+        if not len(ids):
+            return ids
+        unique, inverse = np.unique(ids, return_inverse=True)
+        return np.array([self.intern(fn(self.items[i])) for i in unique.tolist()], dtype=np.int64)[inverse]
+
+    def of_raw(self, column: np.ndarray[Any, Any]) -> IntArray:
+        """A field column as Trace Compass types it (typed_value), as value ids."""
+        if column.dtype == object:  # one Python value per row: lists of events, structs
+            return np.array([self.intern(typed_value(x)) for x in column.tolist()], dtype=np.int64)
+        unique, inverse = np.unique(column, return_inverse=True)
+        return np.array([self.intern(typed_value(x)) for x in unique.tolist()], dtype=np.int64)[inverse]
+
+
+class Attributes:
+    """The attribute tree: ids for paths, made with their parents as Trace Compass makes them."""
+
+    ROOT = 0
+
+    def __init__(self) -> None:
+        self.paths: list[tuple[str, ...]] = [()]
+        self._child: dict[tuple[int, str], int] = {}
+
+    def child(self, parents: IntArray, names: list[str] | IntArray, texts: list[str], create: bool = True
+              ) -> IntArray:
+        """The attribute `texts[name]` below each parent: made when missing, or with `create`
+        false -1 (and -1 below a parent of -1)."""
+        if not len(parents):
+            return np.zeros(0, dtype=np.int64)
+        names = np.asarray(names, dtype=np.int64)
+        width = int(names.max()) + 1
+        unique, inverse = np.unique((parents + 1) * width + names, return_inverse=True)  # one int key per pair
+        out = np.empty(len(unique), dtype=np.int64)
+        for i, key in enumerate(unique.tolist()):
+            parent, name = divmod(key, width)
+            parent -= 1
+            found = self._child.get((parent, texts[name]))
+            if found is None and (not create or parent < 0):
+                found = -1
+            elif found is None:
+                found = self._child[(parent, texts[name])] = len(self.paths)
+                self.paths.append(self.paths[parent] + (texts[name],))
+            out[i] = found
+        return out[inverse.reshape(-1)]
+
+
+class Names:
+    """Path elements (strings) as ids."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def intern(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self.texts)
+            self.texts.append(text)
+        return found
+
+
+# ---------------------------------------------------------------------- the write log
+class WriteLog:
+    """Every change made so far, per unit of changes, and the as-of reads over them."""
+
+    def __init__(self, span: int) -> None:
+        self.span = span  # orders are below this
+        self.parts: dict[int, tuple[IntArray, IntArray, IntArray]] = {}  # unit -> (attr, order, value)
+        self._sorted: dict[tuple[int, ...], tuple[IntArray, IntArray]] = {}
+
+    def add(self, unit: int, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
+        self.parts[unit] = (attrs.astype(np.int64), orders.astype(np.int64), values.astype(np.int64))
+
+    def read(self, units: tuple[int, ...], attrs: IntArray, before: IntArray) -> IntArray:
+        """The value each attribute held just before each order: the last write with a lower order."""
+        if not len(attrs):
+            return np.zeros(0, dtype=np.int64)
+        found = self._sorted.get(units)
+        if found is None:
+            parts = [self.parts[u] for u in units if u in self.parts]
+            a = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+            o = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+            v = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+            keys = self._keys(a, o)
+            order = np.argsort(keys, kind="stable")
+            found = self._sorted[units] = (keys[order], v[order])
+        keys, values = found
+        if not len(keys):
+            return np.zeros(len(attrs), dtype=np.int64)
+        at = np.searchsorted(keys, self._keys(attrs, before), side="left") - 1
+        hit = (at >= 0) & (keys[np.maximum(at, 0)] // self.span == attrs)
+        return np.where(hit, values[np.maximum(at, 0)], 0)
+
+    def _keys(self, attrs: IntArray, orders: IntArray) -> IntArray:
+        if len(attrs) and int(attrs.max()) >= (2**62) // self.span:
+            raise NotColumnar("too many attributes and events for one 64-bit key")
+        return attrs.astype(np.int64) * self.span + orders
+
+
+@dataclass
+class Frame:
+    """One event class's rows, with the place of the change being run for each row."""
+
+    rows: EventClassRows
+    base: IntArray  # (position * K + k): the change's place, per row
+    fields: dict[str, IntArray] = field(default_factory=dict)  # field name -> value ids, all rows
+    scenario: IntArray | None = None  # patterns: the scenario slot #CurrentScenario names, per row
+
+
+class Evaluator:
+    """Trace Compass's XML expressions over rows of an event class, with as-of reads of the log."""
+
+    scenario_fsm: str | None = None  # patterns: the FSM whose scenario #CurrentScenario names
+
+    def __init__(self, compiler: Compiler, span: int) -> None:
+        self.compiler = compiler
+        self._scope = compiler._scope
+        self.values, self.names, self.attrs = Values(), Names(), Attributes()
+        self.log = WriteLog(span)
+        self.creating = True  # paths make their attributes, as Trace Compass's do; off for look-ahead
+
+    def _writers(self, template: Template) -> tuple[int, ...]:
+        """The log units a read of `template` must see (all of them, unless a planner knows better)."""
+        return tuple(self.log.parts)
+
+    def _inline(self, elements: Iterable[Any]) -> list[Any]:
+        out = []
+        for element in elements:
+            if element.get("type") == "location":
+                name = element.get("value")
+                if name not in self._scope.locations:
+                    raise NotColumnar(f"unknown location {name}")
+                out.extend(self._inline(self._scope.locations[name]))
+            else:
+                out.append(element)
+        return out
+
+    def _template(self, path: list[Any]) -> Template:
+        out: list[str | None] = []
+        for element in path:
+            kind = element.get("type")
+            if kind == "constant":
+                text = self.compiler._defined(element.get("value"), element)
+                if text == CURRENT_SCENARIO:
+                    if self.scenario_fsm is None:
+                        raise NotColumnar("#CurrentScenario outside a pattern")
+                    out.extend(("scenarios", self.scenario_fsm, None))
+                else:
+                    out.append(text)
+            elif kind in ("eventField", "eventName", "query"):
+                out.append(None)
+            elif kind != "null":
+                raise NotColumnar(f"stateAttribute type {kind}")
+        return tuple(out)
+
+    # ------------------------------------------------------------------ expressions
+    def _field(self, frame: Frame, name: str) -> IntArray:
+        found = frame.fields.get(name)
+        if found is None:
+            found = frame.fields[name] = self._field_ids(frame.rows, name)
+        return found
+
+    def _field_ids(self, rows: EventClassRows, name: str) -> IntArray:
+        columns = rows.columns
+        if "_" + name in columns:
+            return self.values.of_raw(columns["_" + name])
+        if name in columns and not name.startswith("_"):
+            return self.values.of_raw(columns[name])
+        if "." in name:
+            head = name.split(".")[0]
+            column = columns.get("_" + head, columns.get(head) if not head.startswith("_") else None)
+            if column is not None and column.dtype == object:
+                return np.array([self.values.intern(typed_value(_dotted(x, name.split(".")[1:])))
+                                 for x in column.tolist()], dtype=np.int64)
+        if name.lower() == "timestamp":
+            return self.values.of_raw(rows.ts)
+        return np.zeros(len(rows), dtype=np.int64)
+
+    def _path(self, path: list[Any], frame: Frame, rows: IntArray) -> tuple[IntArray, IntArray]:
+        """The rows whose path has no null element, and their attributes (made as they resolve)."""
+        attrs = np.zeros(len(rows), dtype=np.int64)
+        for element in path:
+            for names in self._elements(element, frame, rows):
+                ok = names >= 0
+                if not ok.all():
+                    rows, attrs, names = rows[ok], attrs[ok], names[ok]
+                attrs = self.attrs.child(attrs, names, self.names.texts, self.creating)
+        return rows, attrs
+
+    def _elements(self, element: Any, frame: Frame, rows: IntArray) -> list[IntArray]:
+        """Name ids of the path elements one stateAttribute gives, per row (-1: null, the change
+        is skipped): none for type null, three for #CurrentScenario."""
+        kind = element.get("type")
+        if kind == "constant":
+            text = self.compiler._defined(element.get("value"), element)
+            if text == CURRENT_SCENARIO:
+                if frame.scenario is None or self.scenario_fsm is None:
+                    raise NotColumnar("#CurrentScenario outside a pattern")
+                slots = self._as_names(frame.scenario[rows], text=True)
+                return [np.full(len(rows), self.names.intern("scenarios"), dtype=np.int64),
+                        np.full(len(rows), self.names.intern(self.scenario_fsm), dtype=np.int64), slots]
+            return [np.full(len(rows), self.names.intern(text), dtype=np.int64)]
+        if kind == "eventName":
+            return [np.full(len(rows), self.names.intern(frame.rows.name), dtype=np.int64)]
+        if kind == "null":
+            return []
+        if kind == "eventField":
+            values = self._field(frame, element.get("value"))[rows]
+        else:  # query
+            values = self._query(self._inline(element.findall("stateAttribute")), frame, rows)
+        return [self._as_names(values)]
+
+    def _as_names(self, values: IntArray, text: bool = False) -> IntArray:
+        """Value ids (or with `text` plain integers) as path elements: String.valueOf, null -1."""
+        if not len(values):
+            return values
+        unique, inverse = np.unique(values, return_inverse=True)
+        if text:
+            return np.array([self.names.intern(str(i)) for i in unique.tolist()], dtype=np.int64)[inverse]
+        ids = [-1 if (v := self.values.items[i]) is None else self.names.intern(str(v)) for i in unique.tolist()]
+        return np.array(ids, dtype=np.int64)[inverse]
+
+    def _query(self, path: list[Any], frame: Frame, rows: IntArray) -> IntArray:
+        """The value each row's path holds when the change runs (null where the path is null)."""
+        alive, attrs = self._path(path, frame, rows)
+        out = np.zeros(len(rows), dtype=np.int64)
+        if len(alive):
+            got = self.log.read(self._writers(self._template(path)), attrs, frame.base[alive] * STEPS)
+            out[np.searchsorted(rows, alive)] = got
+        return out
+
+    def _value(self, element: Any, frame: Frame, rows: IntArray) -> IntArray:
+        kind, raw = element.get("type"), element.get("value")
+        if kind in ("int", "long"):
+            ids = np.full(len(rows), self.values.intern(Value(kind, int(self.compiler._defined(raw, element)))))
+        elif kind == "string":
+            ids = np.full(len(rows), self.values.intern(Value("string", self.compiler._defined(raw, element))))
+        elif kind in ("null", "delete"):
+            ids = np.zeros(len(rows), dtype=np.int64)
+        elif kind == "eventField":
+            ids = self._field(frame, raw or "")[rows]
+        elif kind == "eventName":
+            ids = np.full(len(rows), self.values.intern(Value("string", frame.rows.name)))
+        elif kind == "query":
+            ids = self._query(self._inline(element.findall("stateAttribute")), frame, rows)
+        else:
+            raise NotColumnar(f"stateValue type {kind}")
+        ids = ids.astype(np.int64)
+        group = element.get("mappingGroup")
+        if group:
+            ids = self._mapped(ids, group, frame, rows)
+        forced = element.get("forcedType")
+        if forced is not None:
+            ids = self.values.map(ids, lambda v: force_type(v, forced, element))
+        return ids
+
+    def _mapped(self, ids: IntArray, group: str, frame: Frame, rows: IntArray) -> IntArray:
+        """DataDrivenMappingGroup: the target of the first entry whose (constant) source equals the
+        value, else null; a target is evaluated only for the rows that take it."""
+        out = np.zeros(len(ids), dtype=np.int64)
+        open_rows = np.ones(len(ids), dtype=bool)
+        for source, target in self._scope.mappings[group]:
+            hit = open_rows & (ids == self.values.intern(self._constant(source)))
+            if hit.any():
+                out[hit] = self._value(target, frame, rows[hit])
+            open_rows &= ~hit
+        return out
+
+    def _constant(self, element: Any) -> Value | None:
+        kind, raw = element.get("type"), element.get("value")
+        if kind in ("int", "long"):
+            value: Value | None = Value(kind, int(self.compiler._defined(raw, element)))
+        elif kind == "string":
+            value = Value("string", self.compiler._defined(raw, element))
+        else:
+            value = None
+        return force_type(value, element.get("forcedType"), element)
+
+    def _condition(self, element: Any, frame: Frame, rows: IntArray) -> np.ndarray[Any, Any]:
+        tag = element.tag
+        if tag in ("and", "or"):
+            parts = [c for c in element if isinstance(c.tag, str)]
+            result = np.full(len(rows), tag == "and")
+            undecided = np.arange(len(rows))
+            for part in parts:  # all()/any() stop at the first deciding part: later ones never run
+                got = self._condition(part, frame, rows[undecided])
+                decided = ~got if tag == "and" else got
+                result[undecided[decided]] = tag == "or"
+                undecided = undecided[~decided]
+            return result
+        if tag == "not":
+            inner = [c for c in element if isinstance(c.tag, str)]
+            return ~self._condition(inner[0], frame, rows)
+        operator = element.get("operator", "eq")
+        values = element.findall("stateValue")
+        named = element.find("field")
+        attributes = self._inline(element.findall("stateAttribute"))
+        if named is not None:
+            first = self._field(frame, named.get("name"))[rows]
+        elif attributes:
+            first = self._query(attributes, frame, rows)
+        else:
+            first = self._value(values.pop(0), frame, rows)
+        second = self._value(values[0], frame, rows)
+        if not len(rows):
+            return np.zeros(0, dtype=bool)
+        width = int(second.max()) + 1
+        pairs, inverse = np.unique(first * width + second, return_inverse=True)  # one key per pair
+        items = self.values.items
+        outcome = np.array([_compare(items[a], items[b], operator) for a, b in
+                            (divmod(pair, width) for pair in pairs.tolist())], dtype=bool)
+        return outcome[inverse.reshape(-1)]
+
+    def state_system(self, classes: list[EventClassRows], span: tuple[int, int], k: int) -> StateSystem:
+        """The state system the logged writes make, closed at the span's end as Trace Compass closes it."""
+        start, end = span
+        parts = list(self.log.parts.values())
+        attrs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        orders = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+        ts_of = timestamps_by_position(classes)
+        times = ts_of[orders // (k * STEPS)] if len(orders) else orders
+        order = np.lexsort((orders, attrs))
+        attrs, times, values = attrs[order], times[order], values[order]
+        self._check_types(attrs, times, values)
+        # groups of writes to one attribute at one time; only the last write's value stays
+        new_group = np.ones(len(attrs), dtype=bool)
+        new_group[1:] = (attrs[1:] != attrs[:-1]) | (times[1:] != times[:-1])
+        firsts = np.flatnonzero(new_group)
+        lasts = np.append(firsts[1:] - 1, len(attrs) - 1) if len(firsts) else firsts
+        group_attr, group_time, group_value = attrs[firsts], times[firsts], values[lasts]
+        previous = np.zeros(len(firsts), dtype=np.int64)  # the value held before the group
+        same_attr = np.zeros(len(firsts), dtype=bool)
+        same_attr[1:] = group_attr[1:] == group_attr[:-1]
+        previous[1:] = np.where(same_attr[1:], group_value[:-1], 0)
+        differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
+        effective = np.logical_or.reduceat(differs, firsts) if len(firsts) else np.zeros(0, dtype=bool)
+        e_attr, e_time, e_value = group_attr[effective], group_time[effective], group_value[effective]
+        ss = StateSystem(start)
+        ss.end = end
+        bounds = np.searchsorted(e_attr, np.arange(len(self.attrs.paths) + 1))
+        items = self.values.items
+        for a in range(1, len(self.attrs.paths)):
+            path = self.attrs.paths[a]
+            t = e_time[bounds[a]:bounds[a + 1]]
+            v = e_value[bounds[a]:bounds[a + 1]]
+            if not len(t) or t[0] > start:  # null from the state system's start until the first change
+                t, v = np.concatenate([[start], t]), np.concatenate([[0], v])
+            ends = np.append(t[1:] - 1, end)
+            attribute = Attribute(path, end + 1, items[int(v[-1])])
+            attribute.starts = array("q", t.astype(np.int64).tobytes())
+            attribute.ends = array("q", ends.astype(np.int64).tobytes())
+            attribute.values = [items[i] for i in v.tolist()]
+            kinds = [x.kind for x in attribute.values if x is not None]
+            attribute.kind = kinds[0] if kinds else None
+            ss._attributes[path] = attribute
+            ss._children.setdefault(path[:-1], []).append(path)
+        return ss
+
+    def _check_types(self, attrs: IntArray, times: IntArray, values: IntArray) -> None:
+        """The first value of an attribute locks its type; a value of another type fails the analysis."""
+        kind_ids = {"int": 1, "long": 2, "double": 3, "string": 4}
+        kinds = np.array([0] + [kind_ids[v.kind] for v in self.values.items[1:] if v is not None], dtype=np.int64)
+        written = np.flatnonzero(values != 0)
+        if not len(written):
+            return
+        a, k = attrs[written], kinds[values[written]]
+        _, first = np.unique(a, return_index=True)
+        locked = k[first][np.searchsorted(a[first], a)]
+        bad = np.flatnonzero(k != locked)
+        if len(bad):
+            at = written[bad[0]]
+            value = self.values.items[int(values[at])]
+            held = [name for name, i in kind_ids.items() if i == locked[bad[0]]][0]
+            assert value is not None
+            raise StateTypeError(f"attribute {'/'.join(self.attrs.paths[int(attrs[at])])} holds {held} values, "
+                                 f"cannot take a {value.kind} ({value.value!r}) at t={int(times[at])}")
+
+
+def _dotted(value: Any, parts: list[str]) -> Any:
+    for part in parts:
+        value = content_field(value, part) if isinstance(value, Mapping) else None
+        if value is None:
+            return None
+    return value
+
+
+def unify(a: Template, b: Template) -> bool:
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def under(prefix: Template, path: Template) -> bool:
+    """Whether `path` may be `prefix` or below it."""
+    return len(path) >= len(prefix) and unify(prefix, path[:len(prefix)])
+
+
+def timestamps_by_position(classes: list[EventClassRows]) -> IntArray:
+    """Each global position's timestamp."""
+    total = max((int(r.positions.max()) + 1 for r in classes if len(r)), default=0)
+    ts = np.zeros(total, dtype=np.int64)
+    for rows in classes:
+        ts[rows.positions] = rows.ts
+    return ts
+
+
