@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template, under, unify)
+from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
+                                        timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
 from tc_analyses.engine.state_system import StateSystem, Value
 from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError
@@ -194,7 +195,7 @@ class ColumnarProvider(Evaluator):
             else:
                 attrs, bases, values, _ = self._evaluate(unit.leaves[0])
                 self.log.add(u, attrs, bases * STEPS, values)
-        return self.state_system(classes, span, k_max)
+        return self.state_system(timestamps_by_position(classes), span, k_max)
 
     def _writers(self, template: Template) -> tuple[int, ...]:
         return tuple(u for u, unit in enumerate(self.units) if any(

@@ -33,20 +33,51 @@ class NotColumnar(Exception):
 
 # ---------------------------------------------------------------------- tables
 class Values:
-    """Every distinct state value gets an id; 0 is null."""
+    """Every distinct state value gets an id; 0 is null.
+
+    Longs, the values of most fields and of every time, also have a sorted numpy index, so a column
+    of them is interned with array operations and one Value object per new distinct number."""
+
+    KINDS = {"int": 1, "long": 2, "double": 3, "string": 4}
 
     def __init__(self) -> None:
         self.items: list[Value | None] = [None]
+        self.kinds: list[int] = [0]  # KINDS of each id
         self._ids: dict[Value, int] = {}
+        self._long_keys = np.zeros(0, dtype=np.int64)  # sorted numbers
+        self._long_ids = np.zeros(0, dtype=np.int64)
 
     def intern(self, value: Value | None) -> int:
         if value is None:
             return 0
+        if value.kind == "long" and isinstance(value.value, int) and -2**63 <= value.value < 2**63:
+            return int(self.longs(np.array([value.value], dtype=np.int64))[0])
         found = self._ids.get(value)
         if found is None:
             found = self._ids[value] = len(self.items)
             self.items.append(value)
+            self.kinds.append(self.KINDS[value.kind])
         return found
+
+    def longs(self, numbers: IntArray) -> IntArray:
+        """The ids of Value("long", n) for each n of an int64 array."""
+        if not len(numbers):
+            return np.zeros(0, dtype=np.int64)
+        unique, inverse = np.unique(numbers, return_inverse=True)
+        at = np.searchsorted(self._long_keys, unique)
+        known = at < len(self._long_keys)
+        known[known] = self._long_keys[at[known]] == unique[known]
+        ids = np.empty(len(unique), dtype=np.int64)
+        ids[known] = self._long_ids[at[known]]
+        new = unique[~known]
+        if len(new):
+            ids[~known] = np.arange(len(self.items), len(self.items) + len(new), dtype=np.int64)
+            self.items.extend(Value("long", n) for n in new.tolist())
+            self.kinds.extend([self.KINDS["long"]] * len(new))
+            keys = np.concatenate([self._long_keys, new])
+            order = np.argsort(keys, kind="stable")
+            self._long_keys, self._long_ids = keys[order], np.concatenate([self._long_ids, ids[~known]])[order]
+        return ids[inverse.reshape(-1)]
 
     def map(self, ids: IntArray, fn: Callable[[Value | None], Value | None]) -> IntArray:
         """fn applied to each distinct value of `ids` once."""
@@ -57,6 +88,9 @@ class Values:
 
     def of_raw(self, column: np.ndarray[Any, Any]) -> IntArray:
         """A field column as Trace Compass types it (typed_value), as value ids."""
+        if column.dtype.kind in "iub":  # integers are Java longs: 64-bit two's complement
+            return self.longs(column.astype(np.uint64).view(np.int64) if column.dtype.kind == "u"
+                              else column.astype(np.int64))
         if column.dtype == object:  # one Python value per row: lists of events, structs
             return np.array([self.intern(typed_value(x)) for x in column.tolist()], dtype=np.int64)
         unique, inverse = np.unique(column, return_inverse=True)
@@ -362,14 +396,15 @@ class Evaluator:
                             (divmod(pair, width) for pair in pairs.tolist())], dtype=bool)
         return outcome[inverse.reshape(-1)]
 
-    def state_system(self, classes: list[EventClassRows], span: tuple[int, int], k: int) -> StateSystem:
-        """The state system the logged writes make, closed at the span's end as Trace Compass closes it."""
+    def state_system(self, ts_of: IntArray, span: tuple[int, int], k: int,
+                     kind: type[StateSystem] = StateSystem) -> StateSystem:
+        """The state system the logged writes make, closed at the span's end as Trace Compass closes
+        it; `ts_of` gives each global position's timestamp."""
         start, end = span
         parts = list(self.log.parts.values())
         attrs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
         orders = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-        ts_of = timestamps_by_position(classes)
         times = ts_of[orders // (k * STEPS)] if len(orders) else orders
         order = np.lexsort((orders, attrs))
         attrs, times, values = attrs[order], times[order], values[order]
@@ -387,7 +422,7 @@ class Evaluator:
         differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
         effective = np.logical_or.reduceat(differs, firsts) if len(firsts) else np.zeros(0, dtype=bool)
         e_attr, e_time, e_value = group_attr[effective], group_time[effective], group_value[effective]
-        ss = StateSystem(start)
+        ss = kind(start)
         ss.end = end
         bounds = np.searchsorted(e_attr, np.arange(len(self.attrs.paths) + 1))
         items = self.values.items
@@ -401,7 +436,7 @@ class Evaluator:
             attribute = Attribute(path, end + 1, items[int(v[-1])])
             attribute.starts = array("q", t.astype(np.int64).tobytes())
             attribute.ends = array("q", ends.astype(np.int64).tobytes())
-            attribute.values = [items[i] for i in v.tolist()]
+            attribute.values = list(map(items.__getitem__, v.tolist()))
             kinds = [x.kind for x in attribute.values if x is not None]
             attribute.kind = kinds[0] if kinds else None
             ss._attributes[path] = attribute
@@ -410,8 +445,8 @@ class Evaluator:
 
     def _check_types(self, attrs: IntArray, times: IntArray, values: IntArray) -> None:
         """The first value of an attribute locks its type; a value of another type fails the analysis."""
-        kind_ids = {"int": 1, "long": 2, "double": 3, "string": 4}
-        kinds = np.array([0] + [kind_ids[v.kind] for v in self.values.items[1:] if v is not None], dtype=np.int64)
+        kind_ids = Values.KINDS
+        kinds = np.array(self.values.kinds, dtype=np.int64)
         written = np.flatnonzero(values != 0)
         if not len(written):
             return

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator
 from tc_analyses.engine.columnar import NotColumnar, run_columnar
 from tc_analyses.engine.events import LOST_EVENT, EventClassRows, EventOrder, iter_ctf_events, rows_of
 from tc_analyses.engine.state_system import StateSystem
-from tc_analyses.engine.xml_pattern import Segment, load_patterns
+from tc_analyses.engine.columnar_pattern import run_columnar_pattern
+from tc_analyses.engine.xml_pattern import Pattern, PatternStateSystem, Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, StateProvider, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
@@ -118,15 +119,12 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
         raise DfcompassError(f"{', '.join(map(str, xml_files)) or 'the analyses'}: no stateProvider or pattern to run")
     span = (built.first_ts, built.last_ts or built.first_ts)
     names = set(built.classes) | {LOST_EVENT}
-    reference = engine == "events"
     for path, provider in providers:
         with _malformed(provider.id, [path]):
             built.systems[provider.id] = _run_provider(provider, events, names, engine, progress, span, built)
     for path, pattern in patterns:
         with _malformed(pattern.id, [path]):
-            taken = None if reference else pattern.handled(names)
-            segments, system = pattern.run(_counted(events.events(taken, follow=True), progress), span)
-            built.engines[pattern.id] = "events"
+            segments, system = _run_pattern(pattern, events, names, engine, progress, span, built)
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built)
@@ -147,6 +145,21 @@ def _run_provider(provider: StateProvider, source: _Source, names: set[str], eng
     built.engines[provider.id] = "events"
     handled = None if engine == "events" else provider.handled(names)
     return provider.run(_counted(source.events(handled), progress), span)
+
+
+def _run_pattern(pattern: Pattern, source: _Source, names: set[str], engine: str,
+                 progress: Callable[[int], None] | None, span: tuple[int, int], built: BuiltAnalyses
+                 ) -> tuple[list[Segment], PatternStateSystem]:
+    if engine == "auto":
+        try:
+            result = run_columnar_pattern(pattern, source.classes(), span)
+            built.engines[pattern.id] = "columns"
+            return result
+        except NotColumnar:
+            pass
+    built.engines[pattern.id] = "events"
+    taken = None if engine == "events" else pattern.handled(names)
+    return pattern.run(_counted(source.events(taken, follow=True), progress), span)
 
 
 def _loaded(load: Callable[[Path], list[Any]], path: Path) -> list[Any]:

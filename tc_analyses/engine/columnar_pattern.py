@@ -1,0 +1,521 @@
+"""Run an XML pattern on columns, for the common shape of latency patterns.
+
+Trace Compass's FSM runtime (:mod:`tc_analyses.engine.xml_pattern`) is sequential: scenarios
+are made, take transitions and are recycled one event at a time. For two kinds of FSM the
+sequence only depends on a few facts per event, so a short loop decides it and numpy does the rest:
+
+* a **table** FSM (``multiple="false"``, one state that loops on itself, no tests): one scenario
+  that takes every event its transitions name and runs their actions (dfcompass's string table);
+* a **keyed pair** FSM: a waiting state whose transitions (tests on the event and on attributes
+  outside the scenario) lead to a running state, whose transitions all carry one test, "the
+  event's field F equals the scenario's attribute K", lead to a final state, and emit segments.
+  The start actions write K from the event. Which scenario an end event completes is then the
+  oldest running scenario whose K equals F: a dictionary lookup.
+
+The loop records, per scenario, its slot (Trace Compass's attribute pool, reused first in, first
+out), where it was made, started and ended; the scenario attributes (``status``, ``state``,
+``state/<id>/startTime``, ``startTime``) and the actions' changes are then written to the log as
+arrays, and the segments read their names and fields from it, as the interpreter would at that
+event. Anything else (stored fields, onentry/onexit, preconditions with tests, timers, tests on
+the scenario other than the key, actions with conditions) raises NotColumnar, and the
+interpreter runs the pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Values,
+                                        timestamps_by_position)
+from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.state_system import Value
+from tc_analyses.engine.xml_pattern import (IN_PROGRESS, MATCHED, PENDING, Pattern, PatternStateSystem, Segment,
+                                            _event_pattern)
+from tc_analyses.engine.xml_provider import event_regex, force_type
+
+K = 64  # steps per event: creation 0-2, table actions 8-15, start actions 16-39, start 40-43,
+_TABLE, _START, _STARTED, _SEGMENT, _END = 8, 16, 40, 47, 48  # segments 47, end 48-51
+
+
+@dataclass
+class _Transition:
+    event: re.Pattern[str]
+    tests: list[Any]  # condition elements
+    target: str
+    actions: list[Any]  # action elements
+
+
+@dataclass
+class _Fsm:
+    id: str
+    kind: str  # "table" or "pair"
+    initial: str
+    starts: list[_Transition]  # table: its transitions; pair: the waiting state's
+    ends: list[_Transition]  # pair: the running state's
+    running: str = ""
+    final: str = ""
+    key_field: str = ""
+    key_attribute: str = ""
+    precondition: list[re.Pattern[str]] | None = None  # table: the event patterns it takes
+
+
+@dataclass
+class _Run:
+    """What the loop decided for one FSM: each scenario's slot and where it was made, started, ended."""
+
+    made_slot: list[int]
+    made_at: list[int]
+    start_slot: list[int]
+    start_at: list[int]
+    start_transition: list[int]
+    end_slot: list[int]
+    end_at: list[int]
+    end_transition: list[int]
+    abandoned: list[int]  # slots in progress at the end
+    pending_saw: list[int]  # positions whose event the pending scenario tested
+
+
+class ColumnarPattern(Evaluator):
+    def __init__(self, pattern: Pattern) -> None:
+        self.pattern = self.compiler = pattern
+        self._scope = pattern._scope
+        element = pattern.element
+        if element.find("storedField") is not None:
+            raise NotColumnar("stored fields")
+        handler = element.find("patternHandler")
+        self._tests = {t.get("id"): t for t in handler.iterfind("test")}
+        self._action_elements = {a.get("id"): a for a in handler.iterfind("action")}
+        self.fsms = [self._fsm(f) for f in handler.iterfind("fsm")]
+        kinds = [f.kind for f in self.fsms]
+        if "table" in kinds and "pair" in kinds and kinds.index("pair") < len(kinds) - kinds[::-1].index("table") - 1:
+            raise NotColumnar("a table FSM after a pair FSM")  # its changes at an event would come after
+        names = (handler.get("initial") or "").split(":")
+        self.initial = {f.id for f in self.fsms if f.id in names} or {f.id for f in self.fsms}
+
+    # ------------------------------------------------------------------ recognising the shape
+    def _fsm(self, element: Any) -> _Fsm:
+        if element.find("initialState") is not None or element.find("state/onentry") is not None \
+                or element.find("state/onexit") is not None:
+            raise NotColumnar("initialState, onentry or onexit")
+        states = {s.get("id"): [self._transition(t) for t in s.findall("transition")] for s in element.findall("state")}
+        finals = {f.get("id") for f in element.findall("final")} | {s for s, ts in states.items() if not ts}
+        initial = element.get("initial")
+        target = element.find("initial/transition")
+        if initial is None and target is not None:
+            initial = target.get("target")
+        if initial is None:
+            first = element.find("state")
+            initial = first.get("id") if first is not None else None
+        if initial not in states:
+            raise NotColumnar("an FSM that starts final")
+        fsm_id = element.get("id")
+        multiple = element.get("multiple", "true") == "true"
+        consuming = element.get("consuming", "true") == "true"
+        preconditions = element.findall("precondition")
+        if not multiple and len(states) == 1 and all(t.target == initial and not t.tests for t in states[initial]):
+            if any(p.get("cond") or not p.get("event") for p in preconditions):
+                raise NotColumnar("a precondition with a test")
+            self._check_actions(states[initial], scenario_paths=False, segments=False)
+            return _Fsm(fsm_id, "table", initial, states[initial], [],
+                        precondition=[event_regex(p, p.get("event")) for p in preconditions] or None)
+        if not multiple or not consuming or preconditions:
+            raise NotColumnar("an FSM of another shape")
+        starts = states[initial]
+        running = {t.target for t in starts}
+        if len(running) != 1 or (run := running.pop()) in finals or run == initial:
+            raise NotColumnar("an FSM of another shape")
+        ends = states[run]
+        if len({t.target for t in ends} - finals) or len({t.target for t in ends}) != 1:
+            raise NotColumnar("an FSM of another shape")
+        keys = {self._key_test(t) for t in ends}
+        if len(keys) != 1:
+            raise NotColumnar("end transitions that do not share one key test")
+        key_field, key_attribute = keys.pop()
+        for t in starts:
+            if any(CURRENT_SCENARIO in _text(test) for test in t.tests):
+                raise NotColumnar("a start test on the scenario")
+        self._check_actions(starts, scenario_paths=True, segments=False)
+        self._check_actions(ends, scenario_paths=False, segments=True)
+        writes_key = [any(self._writes(change, key_attribute) for a in t.actions for change in a.iterfind("stateChange"))
+                      for t in starts]
+        if not all(writes_key):
+            raise NotColumnar("a start that does not set the key")
+        return _Fsm(fsm_id, "pair", initial, starts, ends, run, ends[0].target, key_field, key_attribute)
+
+    def _transition(self, element: Any) -> _Transition:
+        if element.get("saveStoredFields") == "true" or element.get("clearStoredFields") == "true":
+            raise NotColumnar("stored fields")
+        event = _event_pattern(element, element.get("event"))
+        if event is None:
+            raise NotColumnar("a transition on any event")
+        tests = []
+        for test_id in filter(None, (element.get("cond") or "").split(":")):
+            condition = [c for c in self._tests[test_id].find("if") if isinstance(c.tag, str)][0]
+            tests.append(condition)
+        actions = [self._action_elements[a] for a in filter(None, (element.get("action") or "").split(":"))]
+        return _Transition(event, tests, element.get("target"), actions)
+
+    def _key_test(self, transition: _Transition) -> tuple[str, str]:
+        """(field F, attribute K) of the one test "F eq #CurrentScenario/K"."""
+        if len(transition.tests) != 1:
+            raise NotColumnar("end transitions need exactly the key test")
+        test = transition.tests[0]
+        named, values = test.find("field"), test.findall("stateValue")
+        if test.tag != "condition" or named is None or len(values) != 1 or test.get("operator", "eq") != "eq":
+            raise NotColumnar("an end test other than a key test")
+        value = values[0]
+        path = value.findall("stateAttribute")
+        if value.get("type") != "query" or value.get("forcedType") or value.get("mappingGroup") or len(path) != 2 \
+                or [p.get("type") for p in path] != ["constant", "constant"] or path[0].get("value") != CURRENT_SCENARIO:
+            raise NotColumnar("an end test other than a key test")
+        return named.get("name"), self.compiler._defined(path[1].get("value"), path[1])
+
+    def _check_actions(self, transitions: list[_Transition], scenario_paths: bool, segments: bool) -> None:
+        for transition in transitions:
+            for action in transition.actions:
+                for child in action:
+                    if not isinstance(child.tag, str):
+                        continue
+                    if child.tag == "segment" and segments:
+                        if child.find("segTime") is not None:
+                            raise NotColumnar("segTime")
+                        continue
+                    if child.tag != "stateChange" or segments or child.find("if") is not None \
+                            or child.find("futureTime") is not None:
+                        raise NotColumnar(f"<{child.tag}> in this action")
+                    value = child.find("stateValue")
+                    if value is None or value.get("stack") or value.get("increment") == "true" \
+                            or value.get("update") == "true":
+                        raise NotColumnar("a stack, increment or update in an action")
+                    paths = [a.get("value") for a in child.findall("stateAttribute")]
+                    if CURRENT_SCENARIO in _text(value) or (not scenario_paths and CURRENT_SCENARIO in paths):
+                        raise NotColumnar("an action that reads the scenario")
+                    if scenario_paths and (not paths or paths[0] != CURRENT_SCENARIO):
+                        raise NotColumnar("a start action that writes outside its scenario")
+
+    def _writes(self, change: Any, attribute: str) -> bool:
+        path = change.findall("stateAttribute")
+        return len(path) == 2 and path[0].get("value") == CURRENT_SCENARIO and path[1].get("type") == "constant" \
+            and self.compiler._defined(path[1].get("value"), path[1]) == attribute
+
+    # ------------------------------------------------------------------ running
+    def run(self, classes: list[EventClassRows], span: tuple[int, int]) -> tuple[list[Segment], PatternStateSystem]:
+        total = max((int(r.positions.max()) + 1 for r in classes if len(r)), default=0)
+        Evaluator.__init__(self, self.compiler, (total + 1) * K * STEPS + 1)
+        self._classes = [rows for rows in classes if len(rows)]
+        self._total = total
+        self._unit = 0
+        ts = timestamps_by_position(classes)
+        self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
+        segments: list[tuple[int, int, Segment]] = []
+        for fsm in (f for f in self.fsms if f.kind == "table"):  # their writes are what the others read
+            self._run_table(fsm)
+        for index, fsm in enumerate(self.fsms):
+            if fsm.kind == "pair" and fsm.id in self.initial:
+                segments += [(at, index, s) for at, s in self._run_pair(fsm)]
+        segments.sort(key=lambda item: (item[0], item[1]))
+        system = self.state_system(self._ts, span, K, PatternStateSystem)
+        assert isinstance(system, PatternStateSystem)
+        return [s for _, _, s in segments], system
+
+    def _frames(self, transitions: list[_Transition]) -> list[tuple[Frame, list[int]]]:
+        """Each class some transition names, with the transitions (by index) whose event matches it."""
+        out = []
+        for rows in self._classes:
+            matching = [i for i, t in enumerate(transitions) if t.event.fullmatch(rows.name)]
+            if matching:
+                out.append((Frame(rows, rows.positions * K), matching))
+        return out
+
+    def _add(self, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
+        self.log.add(self._unit, attrs, orders, values)
+        self._unit += 1
+
+    def _scenario_attr(self, fsm: _Fsm, slots: IntArray, *names: str) -> IntArray:
+        """scenarios/<fsm>/<slot>/<names...> per slot."""
+        attrs = np.zeros(len(slots), dtype=np.int64)
+        for part in ("scenarios", fsm.id):
+            attrs = self.attrs.child(attrs, np.full(len(slots), self.names.intern(part)), self.names.texts)
+        attrs = self.attrs.child(attrs, self._as_names(slots, text=True), self.names.texts)
+        for part in names:
+            attrs = self.attrs.child(attrs, np.full(len(slots), self.names.intern(part)), self.names.texts)
+        return attrs
+
+    def _control(self, fsm: _Fsm, slots: IntArray, at: IntArray, step: int, state: str, status: int | None,
+                 previous_differs: np.ndarray[Any, Any] | None = None) -> None:
+        """DataDrivenScenarioHistoryBuilder.update at `at`: state/<state>/startTime (where the previous
+        state differs), state, status; and for a start, startTime."""
+        if not len(slots):
+            return
+        when = self.values_of_times(at)
+        orders = (at * K + step) * STEPS
+        state_value = self.values.intern(Value("string", state))
+        mask = np.ones(len(slots), dtype=bool) if previous_differs is None else previous_differs
+        self._add(self._scenario_attr(fsm, slots[mask], "state", state, "startTime"), orders[mask], when[mask])
+        self._add(self._scenario_attr(fsm, slots, "state"), orders + 1, np.full(len(slots), state_value))
+        if status is not None:
+            self._add(self._scenario_attr(fsm, slots, "status"), orders + 2,
+                      np.full(len(slots), self.values.intern(Value("int", status))))
+
+    def values_of_times(self, positions: IntArray) -> IntArray:
+        return self.values.longs(self._ts[positions])
+
+    def _run_actions(self, transition: _Transition, frame: Frame, rows: IntArray, step: int) -> None:
+        """The transition's state changes, on the rows that took it."""
+        index = 0
+        for action in transition.actions:
+            for change in action.iterfind("stateChange"):
+                at = Frame(frame.rows, frame.rows.positions * K + step + index, frame.fields, frame.scenario)
+                alive, attrs = self._path(self._inline(change.findall("stateAttribute")), at, rows)
+                values = self._value(change.find("stateValue"), at, alive)
+                self._add(attrs, at.base[alive] * STEPS, values)
+                index += 1
+
+    def _run_table(self, fsm: _Fsm) -> None:
+        if fsm.id not in self.initial:
+            return
+        self.scenario_fsm = fsm.id
+        slot0 = np.zeros(1, dtype=np.int64)
+        self._control(fsm, slot0, np.zeros(1, dtype=np.int64), 0, fsm.initial, PENDING)
+        taken: list[IntArray] = []
+        for frame, matching in self._frames(fsm.starts):
+            if fsm.precondition is not None and not any(p.fullmatch(frame.rows.name) for p in fsm.precondition):
+                continue
+            rows = np.arange(len(frame.rows), dtype=np.int64)
+            frame.scenario = np.zeros(len(rows), dtype=np.int64)
+            self._run_actions(fsm.starts[matching[0]], frame, rows, _TABLE)
+            taken.append(frame.rows.positions)
+        if not taken or not sum(len(t) for t in taken):
+            return
+        first = np.array([min(int(t.min()) for t in taken if len(t))], dtype=np.int64)
+        self._add(self._scenario_attr(fsm, slot0, "startTime"), (first * K + _STARTED) * STEPS, self.values_of_times(first))
+        self._control(fsm, slot0, first, _STARTED + 1, fsm.initial, IN_PROGRESS, np.zeros(1, dtype=bool))
+        self._null_slots(fsm, slot0, np.array([self._total], dtype=np.int64), 0)  # abandoned at the end
+
+    def _null_slots(self, fsm: _Fsm, slots: IntArray, at: IntArray, step: int) -> None:
+        """StateSystem.removeAttribute of each scenario: every attribute under it becomes null."""
+        prefix = ("scenarios", fsm.id)
+        below: dict[str, list[int]] = {}
+        for attr, path in enumerate(self.attrs.paths):
+            if len(path) > 3 and path[:2] == prefix:
+                below.setdefault(path[2], []).append(attr)
+        attrs, orders = [], []
+        for slot, where in zip(slots.tolist(), at.tolist()):
+            found = below.get(str(slot), [])
+            attrs += found
+            orders += [(where * K + step) * STEPS] * len(found)
+        self._add(np.array(attrs, dtype=np.int64), np.array(orders, dtype=np.int64), np.zeros(len(attrs), dtype=np.int64))
+
+    def _run_pair(self, fsm: _Fsm) -> list[tuple[int, Segment]]:
+        self.scenario_fsm = fsm.id  # what #CurrentScenario names
+        starts, ends = self._frames(fsm.starts), self._frames(fsm.ends)
+        start_choice, start_key = self._start_facts(fsm, starts)
+        end_choice, end_key = self._end_facts(fsm, ends)
+        self._check_keys(start_key, end_key)
+        relevant = np.union1d(np.flatnonzero(start_choice != -2), np.flatnonzero(end_choice >= 0))
+        decided = self._loop(relevant, start_choice, start_key, end_choice, end_key)
+        for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
+            self._touch_start_tests(fsm, frame, matching, decided.pending_saw)
+        i64 = lambda xs: np.array(xs, dtype=np.int64)  # noqa: E731
+        made_slot, made_at = i64(decided.made_slot), i64(decided.made_at)
+        self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
+        start_slot, start_at = i64(decided.start_slot), i64(decided.start_at)
+        by_position = dict(zip(decided.start_at, decided.start_slot))
+        for frame, matching in starts:  # the start actions, per transition taken
+            for t in matching:
+                taken = np.flatnonzero(np.isin(frame.rows.positions, start_at))
+                choice = start_choice[frame.rows.positions[taken]]
+                rows = taken[choice == t]
+                frame.scenario = np.array([by_position.get(p, 0) for p in frame.rows.positions.tolist()], dtype=np.int64)
+                self._run_actions(fsm.starts[t], frame, rows, _START)
+        self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
+                  self.values_of_times(start_at))
+        self._control(fsm, start_slot, start_at, _STARTED + 1, fsm.running, IN_PROGRESS)
+        end_slot, end_at = i64(decided.end_slot), i64(decided.end_at)
+        started_at = self._started_at(decided)
+        self._control(fsm, end_slot, end_at, _END + 1, fsm.final, MATCHED)
+        # after every write that makes a scenario attribute: nulling one that is null changes nothing
+        self._null_slots(fsm, end_slot, end_at, _END)
+        abandoned = i64(decided.abandoned)
+        self._null_slots(fsm, abandoned, np.full(len(abandoned), self._total, dtype=np.int64), 0)
+        return self._segments(fsm, ends, decided, started_at)
+
+    def _start_facts(self, fsm: _Fsm, starts: list[tuple[Frame, list[int]]]) -> tuple[IntArray, IntArray]:
+        """Per position: the first start transition whose event and tests pass (-1: none passes,
+        -2: no start transition names the event), and the value its start action writes to the key."""
+        choice = np.full(self._total, -2, dtype=np.int64)
+        keys = np.full(self._total, -1, dtype=np.int64)
+        creating, self.creating = self.creating, False  # a look-ahead: attributes are made after the loop
+        try:
+            for at, matching in starts:  # read after the table FSMs' changes at the same event
+                frame = Frame(at.rows, at.rows.positions * K + _START, at.fields)
+                rows = np.arange(len(frame.rows), dtype=np.int64)
+                pick = np.full(len(rows), -1, dtype=np.int64)
+                open_rows = rows
+                for t in matching:
+                    passed = open_rows
+                    for test in fsm.starts[t].tests:
+                        passed = passed[self._condition(test, frame, passed)]
+                    pick[passed] = t
+                    open_rows = np.setdiff1d(open_rows, passed)
+                choice[frame.rows.positions] = pick
+                for t in matching:
+                    mine = rows[pick == t]
+                    keys[frame.rows.positions[mine]] = self._key_written(fsm, fsm.starts[t], frame, mine)
+        finally:
+            self.creating = creating
+        return choice, keys
+
+    def _key_written(self, fsm: _Fsm, transition: _Transition, frame: Frame, rows: IntArray) -> IntArray:
+        """The value the start action writes to the scenario's key attribute (the last write)."""
+        found = np.zeros(len(rows), dtype=np.int64)
+        for action in transition.actions:
+            for change in action.iterfind("stateChange"):
+                if self._writes(change, fsm.key_attribute):
+                    found = self._value(change.find("stateValue"), frame, rows)
+        return found
+
+    def _end_facts(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]]) -> tuple[IntArray, IntArray]:
+        """Per position: the first end transition naming the event (-1: none), and the key field's value."""
+        choice = np.full(self._total, -1, dtype=np.int64)
+        keys = np.full(self._total, -1, dtype=np.int64)
+        for frame, matching in ends:
+            choice[frame.rows.positions] = matching[0]  # all share the key test: the first naming the event
+            keys[frame.rows.positions] = self._field(frame, fsm.key_field)
+        return choice, keys
+
+    def _check_keys(self, *keys: IntArray) -> None:
+        """Equal value ids are equal values, which is DataDrivenCondition's eq when both sides are
+        all longs or all strings; a null or a mix follows rules (intValue, "null" text) left to the
+        interpreter."""
+        used = np.concatenate([k[k >= 0] for k in keys])
+        kinds = set(np.unique(np.array(self.values.kinds, dtype=np.int64)[used]).tolist())
+        if len(kinds) > 1 or kinds - {Values.KINDS["long"], Values.KINDS["string"]}:
+            raise NotColumnar("keys that are null or mix types")
+
+    def _loop(self, relevant: IntArray, start_choice: IntArray, start_key: IntArray, end_choice: IntArray,
+              end_key: IntArray) -> _Run:
+        """Trace Compass's scenario bookkeeping, event by event, on the decided facts only."""
+        run = _Run([], [], [], [], [], [], [], [], [], [])
+        free: deque[int] = deque()
+        slots = 0
+        pending: int | None = None
+        make_at = 0  # where the next pending scenario is made (before that event)
+        active: dict[int, deque[int]] = {}
+        facts = zip(relevant.tolist(), start_choice[relevant].tolist(), start_key[relevant].tolist(),
+                    end_choice[relevant].tolist(), end_key[relevant].tolist())
+        for position, choice, key, end, end_value in facts:
+            if pending is None and make_at <= position:
+                pending = free.popleft() if free else slots
+                slots += pending == slots
+                run.made_slot.append(pending)
+                run.made_at.append(make_at)
+            if end >= 0:
+                waiting = active.get(end_value)
+                if waiting:
+                    slot = waiting.popleft()
+                    run.end_slot.append(slot)
+                    run.end_at.append(position)
+                    run.end_transition.append(end)
+                    free.append(slot)
+                    continue
+            if choice != -2 and pending is not None:
+                run.pending_saw.append(position)
+                if choice >= 0:
+                    run.start_slot.append(pending)
+                    run.start_at.append(position)
+                    run.start_transition.append(choice)
+                    active.setdefault(key, deque()).append(pending)
+                    pending, make_at = None, position + 1
+        if pending is None and make_at < self._total:  # made before the next event, whatever it is
+            pending = free.popleft() if free else slots
+            run.made_slot.append(pending)
+            run.made_at.append(make_at)
+        run.abandoned = sorted(slot for waiting in active.values() for slot in waiting)
+        return run
+
+    def _touch_start_tests(self, fsm: _Fsm, frame: Frame, matching: list[int], saw: list[int]) -> None:
+        rows = np.flatnonzero(np.isin(frame.rows.positions, np.array(saw, dtype=np.int64)))
+        for t in matching:
+            passed = rows
+            for test in fsm.starts[t].tests:
+                passed = passed[self._condition(test, frame, passed)]
+            rows = np.setdiff1d(rows, passed)
+
+    def _started_at(self, run: _Run) -> dict[tuple[int, int], int]:
+        """(slot, end position) -> the position where that scenario started."""
+        out: dict[tuple[int, int], int] = {}
+        last: dict[int, int] = {}
+        events = sorted([(p, 0, s) for p, s in zip(run.start_at, run.start_slot)]
+                        + [(p, 1, s) for p, s in zip(run.end_at, run.end_slot)])
+        for position, kind, slot in events:
+            if kind == 0:
+                last[slot] = position
+            else:
+                out[(slot, position)] = last[slot]
+        return out
+
+    def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: _Run,
+                  started_at: dict[tuple[int, int], int]) -> list[tuple[int, Segment]]:
+        slot_at = dict(zip(run.end_at, run.end_slot))
+        transition_at = dict(zip(run.end_at, run.end_transition))
+        out: list[tuple[int, Segment]] = []
+        for frame, _ in ends:
+            positions = frame.rows.positions
+            rows = np.flatnonzero(np.isin(positions, np.array(run.end_at, dtype=np.int64)))
+            if not len(rows):
+                continue
+            frame = Frame(frame.rows, positions * K + _SEGMENT, frame.fields,
+                          np.array([slot_at.get(p, 0) for p in positions.tolist()], dtype=np.int64))
+            for t in sorted({transition_at[p] for p in positions[rows].tolist()}):
+                mine = rows[np.array([transition_at[p] == t for p in positions[rows].tolist()], dtype=bool)]
+                for action in fsm.ends[t].actions:
+                    for segment in action.iterfind("segment"):
+                        out += self._emit(segment, frame, mine, started_at, slot_at)
+        return out
+
+    def _emit(self, element: Any, frame: Frame, rows: IntArray, started_at: dict[tuple[int, int], int],
+              slot_at: dict[int, int]) -> list[tuple[int, Segment]]:
+        seg_type = element.find("segType")
+        fixed = seg_type.get("segName") if seg_type is not None else None
+        name_value = seg_type.find("segName/stateValue") if seg_type is not None else None
+        if fixed or name_value is None:
+            labels = [fixed or ""] * len(rows)
+        else:
+            labels = ["null" if (v := self.values.items[i]) is None else str(v)
+                      for i in self._value(name_value, frame, rows).tolist()]
+        contents: list[dict[str, Any]] = [{} for _ in rows]
+        for seg_field in element.iterfind("segContent/segField"):
+            name, kind, value = seg_field.get("name"), seg_field.get("type"), seg_field.find("stateValue")
+            if value is not None:
+                got = [self.values.items[i] for i in self._value(value, frame, rows).tolist()]
+            else:
+                constant = seg_field.get("value")
+                got = [Value("string", constant) if constant else None] * len(rows)
+            for content, item in zip(contents, got):
+                if kind == "null" or item is None:
+                    continue
+                if kind is not None and kind != item.kind:
+                    item = force_type(item, kind, element)
+                assert item is not None
+                content[name] = item.value
+        positions = frame.rows.positions[rows].tolist()
+        return [(p, Segment(int(self._ts[started_at[(slot_at[p], p)]]), int(self._ts[p]), label, content))
+                for p, label, content in zip(positions, labels, contents)]
+
+
+def _text(element: Any) -> str:
+    from lxml import etree
+
+    return etree.tostring(element, encoding="unicode")
+
+
+def run_columnar_pattern(pattern: Pattern, classes: list[EventClassRows], span: tuple[int, int]
+                         ) -> tuple[list[Segment], PatternStateSystem]:
+    """The pattern's segments and state system, on columns; NotColumnar for other shapes."""
+    return ColumnarPattern(pattern).run(classes, span)
