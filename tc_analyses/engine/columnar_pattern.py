@@ -210,6 +210,7 @@ class ColumnarPattern(Evaluator):
         self._classes = [rows for rows in classes if len(rows)]
         self._total = total
         self._unit = 0
+        self._slot_attrs: dict[str, IntArray] = {}
         ts = timestamps_by_position(classes)
         self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
         segments: list[tuple[int, int, Segment]] = []
@@ -238,10 +239,15 @@ class ColumnarPattern(Evaluator):
 
     def _scenario_attr(self, fsm: _Fsm, slots: IntArray, *names: str) -> IntArray:
         """scenarios/<fsm>/<slot>/<names...> per slot."""
-        attrs = np.zeros(len(slots), dtype=np.int64)
-        for part in ("scenarios", fsm.id):
-            attrs = self.attrs.child(attrs, np.full(len(slots), self.names.intern(part)), self.names.texts)
-        attrs = self.attrs.child(attrs, self._as_names(slots, text=True), self.names.texts)
+        known = self._slot_attrs.setdefault(fsm.id, np.zeros(0, dtype=np.int64))
+        if len(slots) and int(slots.max()) >= len(known):  # the slots' own attributes, made once
+            more = np.arange(len(known), int(slots.max()) + 1, dtype=np.int64)
+            attrs = np.zeros(len(more), dtype=np.int64)
+            for part in ("scenarios", fsm.id):
+                attrs = self.attrs.child(attrs, np.full(len(more), self.names.intern(part)), self.names.texts)
+            attrs = self.attrs.child(attrs, self._as_names(more, text=True), self.names.texts)
+            known = self._slot_attrs[fsm.id] = np.concatenate([known, attrs])
+        attrs = known[slots]
         for part in names:
             attrs = self.attrs.child(attrs, np.full(len(slots), self.names.intern(part)), self.names.texts)
         return attrs
@@ -297,12 +303,12 @@ class ColumnarPattern(Evaluator):
         self._control(fsm, slot0, first, _STARTED + 1, fsm.initial, IN_PROGRESS, np.zeros(1, dtype=bool))
         self._null_slots(fsm, slot0, np.array([self._total], dtype=np.int64), 0)  # abandoned at the end
 
-    def _null_slots(self, fsm: _Fsm, slots: IntArray, at: IntArray, step: int) -> None:
+    def _null_slots(self, fsm: _Fsm, slots: IntArray, at: IntArray, step: int, skip: set[str] = set()) -> None:
         """StateSystem.removeAttribute of each scenario: every attribute under it becomes null."""
         prefix = ("scenarios", fsm.id)
         below: dict[str, list[int]] = {}
         for attr, path in enumerate(self.attrs.paths):
-            if len(path) > 3 and path[:2] == prefix:
+            if len(path) > 3 and path[:2] == prefix and "/".join(path[3:]) not in skip:
                 below.setdefault(path[2], []).append(attr)
         attrs, orders = [], []
         for slot, where in zip(slots.tolist(), at.tolist()):
@@ -339,8 +345,9 @@ class ColumnarPattern(Evaluator):
         end_slot, end_at = i64(decided.end_slot), i64(decided.end_at)
         started_at = self._started_at(decided)
         self._control(fsm, end_slot, end_at, _END + 1, fsm.final, MATCHED)
-        # after every write that makes a scenario attribute: nulling one that is null changes nothing
-        self._null_slots(fsm, end_slot, end_at, _END)
+        # after every write that makes a scenario attribute: nulling one that is null changes nothing;
+        # and not state, status, state/<final>/startTime: written again at the same time, the last wins
+        self._null_slots(fsm, end_slot, end_at, _END, skip={"state", "status", f"state/{fsm.final}/startTime"})
         abandoned = i64(decided.abandoned)
         self._null_slots(fsm, abandoned, np.full(len(abandoned), self._total, dtype=np.int64), 0)
         return self._segments(fsm, ends, decided, started_at)
@@ -447,40 +454,39 @@ class ColumnarPattern(Evaluator):
                 passed = passed[self._condition(test, frame, passed)]
             rows = np.setdiff1d(rows, passed)
 
-    def _started_at(self, run: _Run) -> dict[tuple[int, int], int]:
-        """(slot, end position) -> the position where that scenario started."""
-        out: dict[tuple[int, int], int] = {}
-        last: dict[int, int] = {}
-        events = sorted([(p, 0, s) for p, s in zip(run.start_at, run.start_slot)]
-                        + [(p, 1, s) for p, s in zip(run.end_at, run.end_slot)])
-        for position, kind, slot in events:
-            if kind == 0:
-                last[slot] = position
-            else:
-                out[(slot, position)] = last[slot]
-        return out
+    def _started_at(self, run: _Run) -> IntArray:
+        """Per end (in run.end_at order), where its scenario started: the slot's last start before it
+        (a slot holds one scenario at a time)."""
+        total = self._total + 1
+        start_keys = np.array(run.start_slot, dtype=np.int64) * total + np.array(run.start_at, dtype=np.int64)
+        order = np.argsort(start_keys)
+        end_keys = np.array(run.end_slot, dtype=np.int64) * total + np.array(run.end_at, dtype=np.int64)
+        at = np.searchsorted(start_keys[order], end_keys) - 1
+        return np.array(run.start_at, dtype=np.int64)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
 
     def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: _Run,
-                  started_at: dict[tuple[int, int], int]) -> list[tuple[int, Segment]]:
-        slot_at = dict(zip(run.end_at, run.end_slot))
-        transition_at = dict(zip(run.end_at, run.end_transition))
+                  started_at: IntArray) -> list[tuple[int, Segment]]:
+        """The segments of the end transitions' actions, each read at its end event."""
+        slot_of = np.zeros(self._total, dtype=np.int64)  # by end position
+        transition_of = np.full(self._total, -1, dtype=np.int64)
+        start_of = np.zeros(self._total, dtype=np.int64)
+        end_at = np.array(run.end_at, dtype=np.int64)
+        slot_of[end_at] = run.end_slot
+        transition_of[end_at] = run.end_transition
+        start_of[end_at] = started_at
         out: list[tuple[int, Segment]] = []
         for frame, _ in ends:
             positions = frame.rows.positions
-            rows = np.flatnonzero(np.isin(positions, np.array(run.end_at, dtype=np.int64)))
-            if not len(rows):
-                continue
-            frame = Frame(frame.rows, positions * K + _SEGMENT, frame.fields,
-                          np.array([slot_at.get(p, 0) for p in positions.tolist()], dtype=np.int64))
-            for t in sorted({transition_at[p] for p in positions[rows].tolist()}):
-                mine = rows[np.array([transition_at[p] == t for p in positions[rows].tolist()], dtype=bool)]
+            frame = Frame(frame.rows, positions * K + _SEGMENT, frame.fields, slot_of[positions])
+            taken = transition_of[positions]
+            for t in np.unique(taken[taken >= 0]).tolist():
+                rows = np.flatnonzero(taken == t)
                 for action in fsm.ends[t].actions:
                     for segment in action.iterfind("segment"):
-                        out += self._emit(segment, frame, mine, started_at, slot_at)
+                        out += self._emit(segment, frame, rows, start_of)
         return out
 
-    def _emit(self, element: Any, frame: Frame, rows: IntArray, started_at: dict[tuple[int, int], int],
-              slot_at: dict[int, int]) -> list[tuple[int, Segment]]:
+    def _emit(self, element: Any, frame: Frame, rows: IntArray, start_of: IntArray) -> list[tuple[int, Segment]]:
         seg_type = element.find("segType")
         fixed = seg_type.get("segName") if seg_type is not None else None
         name_value = seg_type.find("segName/stateValue") if seg_type is not None else None
@@ -504,9 +510,10 @@ class ColumnarPattern(Evaluator):
                     item = force_type(item, kind, element)
                 assert item is not None
                 content[name] = item.value
-        positions = frame.rows.positions[rows].tolist()
-        return [(p, Segment(int(self._ts[started_at[(slot_at[p], p)]]), int(self._ts[p]), label, content))
-                for p, label, content in zip(positions, labels, contents)]
+        positions = frame.rows.positions[rows]
+        starts, stops = self._ts[start_of[positions]].tolist(), self._ts[positions].tolist()
+        return [(p, Segment(start, stop, label, content))
+                for p, start, stop, label, content in zip(positions.tolist(), starts, stops, labels, contents)]
 
 
 def _text(element: Any) -> str:

@@ -74,9 +74,9 @@ class Values:
             ids[~known] = np.arange(len(self.items), len(self.items) + len(new), dtype=np.int64)
             self.items.extend(Value("long", n) for n in new.tolist())
             self.kinds.extend([self.KINDS["long"]] * len(new))
-            keys = np.concatenate([self._long_keys, new])
-            order = np.argsort(keys, kind="stable")
-            self._long_keys, self._long_ids = keys[order], np.concatenate([self._long_ids, ids[~known]])[order]
+            where = np.searchsorted(self._long_keys, new)  # both sorted: an insert, not a sort
+            self._long_keys = np.insert(self._long_keys, where, new)
+            self._long_ids = np.insert(self._long_ids, where, ids[~known])
         return ids[inverse.reshape(-1)]
 
     def map(self, ids: IntArray, fn: Callable[[Value | None], Value | None]) -> IntArray:
@@ -151,27 +151,28 @@ class WriteLog:
     def __init__(self, span: int) -> None:
         self.span = span  # orders are below this
         self.parts: dict[int, tuple[IntArray, IntArray, IntArray]] = {}  # unit -> (attr, order, value)
-        self._sorted: dict[tuple[int, ...], tuple[IntArray, IntArray]] = {}
 
     def add(self, unit: int, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
         self.parts[unit] = (attrs.astype(np.int64), orders.astype(np.int64), values.astype(np.int64))
 
     def read(self, units: tuple[int, ...], attrs: IntArray, before: IntArray) -> IntArray:
-        """The value each attribute held just before each order: the last write with a lower order."""
+        """The value each attribute held just before each order: the last write with a lower order.
+        Only the writes to the attributes asked for are sorted."""
         if not len(attrs):
             return np.zeros(0, dtype=np.int64)
-        found = self._sorted.get(units)
-        if found is None:
-            parts = [self.parts[u] for u in units if u in self.parts]
-            a = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-            o = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-            v = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-            keys = self._keys(a, o)
-            order = np.argsort(keys, kind="stable")
-            found = self._sorted[units] = (keys[order], v[order])
-        keys, values = found
-        if not len(keys):
+        wanted = np.unique(attrs)
+        parts = []
+        for unit in units:
+            if unit in self.parts:
+                a, o, v = self.parts[unit]
+                hit = np.isin(a, wanted)
+                parts.append((a[hit], o[hit], v[hit]))
+        if not parts or not sum(len(p[0]) for p in parts):
             return np.zeros(len(attrs), dtype=np.int64)
+        keys = self._keys(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        values = np.concatenate([p[2] for p in parts])
+        order = np.argsort(keys)
+        keys, values = keys[order], values[order]
         at = np.searchsorted(keys, self._keys(attrs, before), side="left") - 1
         hit = (at >= 0) & (keys[np.maximum(at, 0)] // self.span == attrs)
         return np.where(hit, values[np.maximum(at, 0)], 0)
@@ -406,7 +407,7 @@ class Evaluator:
         orders = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
         times = ts_of[orders // (k * STEPS)] if len(orders) else orders
-        order = np.lexsort((orders, attrs))
+        order = np.argsort(self.log._keys(attrs, orders))  # (attribute, order) as one int64: one sort
         attrs, times, values = attrs[order], times[order], values[order]
         self._check_types(attrs, times, values)
         # groups of writes to one attribute at one time; only the last write's value stays
@@ -437,8 +438,8 @@ class Evaluator:
             attribute.starts = array("q", t.astype(np.int64).tobytes())
             attribute.ends = array("q", ends.astype(np.int64).tobytes())
             attribute.values = list(map(items.__getitem__, v.tolist()))
-            kinds = [x.kind for x in attribute.values if x is not None]
-            attribute.kind = kinds[0] if kinds else None
+            held = v[v != 0]
+            attribute.kind = items[int(held[0])].kind if len(held) else None  # type: ignore[union-attr]
             ss._attributes[path] = attribute
             ss._children.setdefault(path[:-1], []).append(path)
         return ss
@@ -450,9 +451,9 @@ class Evaluator:
         written = np.flatnonzero(values != 0)
         if not len(written):
             return
-        a, k = attrs[written], kinds[values[written]]
-        _, first = np.unique(a, return_index=True)
-        locked = k[first][np.searchsorted(a[first], a)]
+        a, k = attrs[written], kinds[values[written]]  # sorted by attribute, then order
+        first = np.flatnonzero(np.append(True, a[1:] != a[:-1]))
+        locked = np.repeat(k[first], np.diff(np.append(first, len(a))))
         bad = np.flatnonzero(k != locked)
         if len(bad):
             at = written[bad[0]]
