@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -68,16 +69,16 @@ class _Fsm:
 class _Run:
     """What the loop decided for one FSM: each scenario's slot and where it was made, started, ended."""
 
-    made_slot: list[int]
-    made_at: list[int]
-    start_slot: list[int]
-    start_at: list[int]
-    start_transition: list[int]
-    end_slot: list[int]
-    end_at: list[int]
-    end_transition: list[int]
-    abandoned: list[int]  # slots in progress at the end
-    pending_saw: list[int]  # positions whose event the pending scenario tested
+    made_slot: array[int] = field(default_factory=lambda: array("q"))
+    made_at: array[int] = field(default_factory=lambda: array("q"))
+    start_slot: array[int] = field(default_factory=lambda: array("q"))
+    start_at: array[int] = field(default_factory=lambda: array("q"))
+    start_transition: array[int] = field(default_factory=lambda: array("q"))
+    end_slot: array[int] = field(default_factory=lambda: array("q"))
+    end_at: array[int] = field(default_factory=lambda: array("q"))
+    end_transition: array[int] = field(default_factory=lambda: array("q"))
+    abandoned: list[int] = field(default_factory=list)  # slots in progress at the end
+    pending_saw: array[int] = field(default_factory=lambda: array("q"))  # positions the pending scenario tested
 
 
 class ColumnarPattern(Evaluator):
@@ -326,18 +327,19 @@ class ColumnarPattern(Evaluator):
         relevant = np.union1d(np.flatnonzero(start_choice != -2), np.flatnonzero(end_choice >= 0))
         decided = self._loop(relevant, start_choice, start_key, end_choice, end_key)
         for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
-            self._touch_start_tests(fsm, frame, matching, decided.pending_saw)
-        i64 = lambda xs: np.array(xs, dtype=np.int64)  # noqa: E731
+            self._touch_start_tests(fsm, frame, matching, _np(decided.pending_saw))
+        i64 = lambda xs: _np(xs) if isinstance(xs, array) else np.array(xs, dtype=np.int64)  # noqa: E731
         made_slot, made_at = i64(decided.made_slot), i64(decided.made_at)
         self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
         start_slot, start_at = i64(decided.start_slot), i64(decided.start_at)
-        by_position = dict(zip(decided.start_at, decided.start_slot))
+        slot_by_position = np.zeros(self._total, dtype=np.int64)
+        slot_by_position[start_at] = start_slot
         for frame, matching in starts:  # the start actions, per transition taken
             for t in matching:
                 taken = np.flatnonzero(np.isin(frame.rows.positions, start_at))
                 choice = start_choice[frame.rows.positions[taken]]
                 rows = taken[choice == t]
-                frame.scenario = np.array([by_position.get(p, 0) for p in frame.rows.positions.tolist()], dtype=np.int64)
+                frame.scenario = slot_by_position[frame.rows.positions]
                 self._run_actions(fsm.starts[t], frame, rows, _START)
         self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
                   self.values_of_times(start_at))
@@ -408,15 +410,13 @@ class ColumnarPattern(Evaluator):
     def _loop(self, relevant: IntArray, start_choice: IntArray, start_key: IntArray, end_choice: IntArray,
               end_key: IntArray) -> _Run:
         """Trace Compass's scenario bookkeeping, event by event, on the decided facts only."""
-        run = _Run([], [], [], [], [], [], [], [], [], [])
+        run = _Run()
         free: deque[int] = deque()
         slots = 0
         pending: int | None = None
         make_at = 0  # where the next pending scenario is made (before that event)
         active: dict[int, deque[int]] = {}
-        facts = zip(relevant.tolist(), start_choice[relevant].tolist(), start_key[relevant].tolist(),
-                    end_choice[relevant].tolist(), end_key[relevant].tolist())
-        for position, choice, key, end, end_value in facts:
+        for position, choice, key, end, end_value in _facts(relevant, start_choice, start_key, end_choice, end_key):
             if pending is None and make_at <= position:
                 pending = free.popleft() if free else slots
                 slots += pending == slots
@@ -446,8 +446,8 @@ class ColumnarPattern(Evaluator):
         run.abandoned = sorted(slot for waiting in active.values() for slot in waiting)
         return run
 
-    def _touch_start_tests(self, fsm: _Fsm, frame: Frame, matching: list[int], saw: list[int]) -> None:
-        rows = np.flatnonzero(np.isin(frame.rows.positions, np.array(saw, dtype=np.int64)))
+    def _touch_start_tests(self, fsm: _Fsm, frame: Frame, matching: list[int], saw: IntArray) -> None:
+        rows = np.flatnonzero(np.isin(frame.rows.positions, saw))
         for t in matching:
             passed = rows
             for test in fsm.starts[t].tests:
@@ -458,11 +458,11 @@ class ColumnarPattern(Evaluator):
         """Per end (in run.end_at order), where its scenario started: the slot's last start before it
         (a slot holds one scenario at a time)."""
         total = self._total + 1
-        start_keys = np.array(run.start_slot, dtype=np.int64) * total + np.array(run.start_at, dtype=np.int64)
+        start_keys = _np(run.start_slot) * total + _np(run.start_at)
         order = np.argsort(start_keys)
-        end_keys = np.array(run.end_slot, dtype=np.int64) * total + np.array(run.end_at, dtype=np.int64)
+        end_keys = _np(run.end_slot) * total + _np(run.end_at)
         at = np.searchsorted(start_keys[order], end_keys) - 1
-        return np.array(run.start_at, dtype=np.int64)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
+        return _np(run.start_at)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
 
     def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: _Run,
                   started_at: IntArray) -> list[tuple[int, Segment]]:
@@ -470,9 +470,9 @@ class ColumnarPattern(Evaluator):
         slot_of = np.zeros(self._total, dtype=np.int64)  # by end position
         transition_of = np.full(self._total, -1, dtype=np.int64)
         start_of = np.zeros(self._total, dtype=np.int64)
-        end_at = np.array(run.end_at, dtype=np.int64)
-        slot_of[end_at] = run.end_slot
-        transition_of[end_at] = run.end_transition
+        end_at = _np(run.end_at)
+        slot_of[end_at] = _np(run.end_slot)
+        transition_of[end_at] = _np(run.end_transition)
         start_of[end_at] = started_at
         out: list[tuple[int, Segment]] = []
         for frame, _ in ends:
@@ -514,6 +514,17 @@ class ColumnarPattern(Evaluator):
         starts, stops = self._ts[start_of[positions]].tolist(), self._ts[positions].tolist()
         return [(p, Segment(start, stop, label, content))
                 for p, start, stop, label, content in zip(positions.tolist(), starts, stops, labels, contents)]
+
+
+def _facts(relevant: IntArray, *columns: IntArray) -> Iterator[tuple[int, ...]]:
+    """(position, column values...) per relevant position, made into Python ints a chunk at a time."""
+    for begin in range(0, len(relevant), 65_536):
+        chunk = relevant[begin:begin + 65_536]
+        yield from zip(chunk.tolist(), *(column[chunk].tolist() for column in columns))
+
+
+def _np(numbers: array[int]) -> IntArray:
+    return np.frombuffer(numbers, dtype=np.int64) if len(numbers) else np.zeros(0, dtype=np.int64)
 
 
 def _text(element: Any) -> str:

@@ -153,7 +153,9 @@ class WriteLog:
         self.parts: dict[int, tuple[IntArray, IntArray, IntArray]] = {}  # unit -> (attr, order, value)
 
     def add(self, unit: int, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
-        self.parts[unit] = (attrs.astype(np.int64), orders.astype(np.int64), values.astype(np.int64))
+        if len(attrs) and max(int(attrs.max()), int(values.max())) >= 2**31:
+            raise NotColumnar("more than 2^31 attributes or values")
+        self.parts[unit] = (attrs.astype(np.int32), orders.astype(np.int64), values.astype(np.int32))  # ids fit 32 bits
 
     def read(self, units: tuple[int, ...], attrs: IntArray, before: IntArray) -> IntArray:
         """The value each attribute held just before each order: the last write with a lower order.
@@ -403,12 +405,16 @@ class Evaluator:
         it; `ts_of` gives each global position's timestamp."""
         start, end = span
         parts = list(self.log.parts.values())
-        attrs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        self.log.parts.clear()  # the log is spent: let each part go once it is copied
+        attrs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
         orders = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-        times = ts_of[orders // (k * STEPS)] if len(orders) else orders
+        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int32)
+        del parts
         order = np.argsort(self.log._keys(attrs, orders))  # (attribute, order) as one int64: one sort
-        attrs, times, values = attrs[order], times[order], values[order]
+        times = ts_of[orders[order] // (k * STEPS)] if len(orders) else orders
+        del orders
+        attrs, values = attrs[order], values[order]
+        del order
         self._check_types(attrs, times, values)
         # groups of writes to one attribute at one time; only the last write's value stays
         new_group = np.ones(len(attrs), dtype=bool)
