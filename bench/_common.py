@@ -68,11 +68,12 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter_ns() - t0) / 1e9, value
 
 
-def run_child(argv: list[str], cwd: Path = REPO_ROOT) -> tuple[float, int]:
-    """Run `argv` to its end in a fresh process: (wall seconds, its peak RSS in KiB, ru_maxrss).
-    A failure raises with the end of the child's stderr."""
+def run_child(argv: list[str], cwd: Path = REPO_ROOT, env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Run `argv` to its end in a fresh process (with `env` added to the environment): (wall
+    seconds, its peak RSS in KiB, ru_maxrss). A failure raises with the end of the child's stderr."""
     start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env={**os.environ, **env} if env else None)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:

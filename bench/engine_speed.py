@@ -1,16 +1,17 @@
 """Headless analyses speed: build every generated state system (and pattern) of a trace, side by
-side with ``babeltrace2 --output-format=dummy`` reading the same trace.
+side with ``babeltrace2 --output-format=dummy`` reading the same trace, and with the event-by-event
+interpreter (``engine="events"``, the reference) building the same analyses.
 
-Target (issue 5): our engine at >= 0.5x babeltrace2's events/s. The engine interprets compiled
-closures per event, so it runs on a 200k-event trace (the ratio is events/s against events/s,
-so the trace size does not favour either side); the 5M-event trace would take minutes.
+Target (issues 5, 16): the engine at >= 0.5x babeltrace2's events/s. On a 200k-event trace: the
+ratio is events/s against events/s, so the size does not favour either side (engine_scale.py
+shows how it grows). The two engines must build the same intervals and segments.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
 from tc_analyses.engine import build
@@ -32,18 +33,26 @@ def run(rounds: int) -> dict[str, Any]:
         files.append(workdir / name)
     log(f"engine speed: {len(files)} generated analyses on a {EVENTS:,}-event trace, {rounds} rounds")
 
-    def engine() -> Sample:
-        seconds, built = timed(lambda: build(trace, files))
-        intervals = sum(len(i) for ss in built.systems.values() for _, i in ss.items())
-        segments = sum(len(s) for s in built.segments.values())
-        if not intervals or not segments:
-            raise RuntimeError("the engine built nothing: the benchmark would measure no work")
-        return Sample(seconds, {"intervals": intervals, "segments": segments, "analyses": len(built.systems)})
+    def engine(kind: str) -> Callable[[], Sample]:
+        def case() -> Sample:
+            seconds, built = timed(lambda: build(trace, files, engine=kind))
+            intervals = sum(len(ss.columns(p)[0]) for ss in built.systems.values() for p in ss.paths())
+            segments = sum(len(s) for s in built.segments.values())
+            if not intervals or not segments:
+                raise RuntimeError("the engine built nothing: the benchmark would measure no work")
+            columnar = sorted(a for a, how in built.engines.items() if how == "columns")
+            return Sample(seconds, {"intervals": intervals, "segments": segments, "analyses": len(built.systems),
+                                    "on_columns": columnar})
+        return case
 
-    timings = alternate({"babeltrace2 dummy": babeltrace2_dummy(trace), "engine": engine}, rounds, log)
-    bt, ours = timings["babeltrace2 dummy"].best, timings["engine"].best
+    timings = alternate({"babeltrace2 dummy": babeltrace2_dummy(trace), "engine": engine("auto"),
+                         "event by event": engine("events")}, rounds, log)
+    bt, ours, reference = (timings[k].best for k in ("babeltrace2 dummy", "engine", "event by event"))
+    if (ours.extra["intervals"], ours.extra["segments"]) != (reference.extra["intervals"], reference.extra["segments"]):
+        raise RuntimeError("the engines disagree: run tests/test_engine/test_engine_equivalence.py")
     ratio = (EVENTS / ours.seconds) / (EVENTS / bt.seconds)
     return {
+        "speedup_over_event_by_event": reference.seconds / ours.seconds,
         "events": EVENTS, "trace": str(trace), "analyses": [f.name for f in files],
         "cases": {name: {"best_s": t.best.seconds, "events_per_s": EVENTS / t.best.seconds, "all_s": t.all_seconds,
                          **t.best.extra} for name, t in timings.items()},

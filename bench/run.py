@@ -140,16 +140,29 @@ def engine_rows(r: dict[str, Any]) -> list[Row]:
         ("engine: all generated analyses", f"{ours['events_per_s'] / 1e3:.0f} k ev/s",
          f"best {ours['best_s']:.2f} s; {r['per_event_us']:.1f} us/event for {ours['analyses']} state systems; "
          f"{ours['intervals']:,} intervals, {ours['segments']:,} segments"),
+        ("  on columns", f"{len(ours['on_columns'])} of {ours['analyses']}", ", ".join(ours["on_columns"])),
+        ("event-by-event engine (reference)", f"{c['event by event']['events_per_s'] / 1e3:.0f} k ev/s",
+         f"best {c['event by event']['best_s']:.2f} s; the engine is {r['speedup_over_event_by_event']:.1f}x faster, "
+         "same intervals and segments"),
         ("babeltrace2 --output-format=dummy", f"{bt['events_per_s'] / 1e6:.2f} M ev/s", f"best {bt['best_s']:.3f} s"),
         ("trace", f"{r['events']:,} events", ", ".join(r["analyses"])),
     ]
 
 
 def scale_rows(r: dict[str, Any]) -> list[Row]:
-    return [(f"{row['events']:,} events ({row['trace_mb']:.0f} MB)", f"{row['analyze_s']:.1f} s",
-             f"{row['analyze_events_per_s'] / 1e3:.0f} k ev/s = {row['ratio_to_babeltrace2']:.3f}x babeltrace2 "
-             f"({row['babeltrace2_s']:.2f} s); peak {row['analyze_rss_mib']:.0f} MiB = "
-             f"{row['rss_per_trace_size']:.0f}x the trace") for row in r["rows"]]
+    rows: list[Row] = []
+    for row in r["rows"]:
+        rows.append((f"{row['events']:,} events ({row['trace_mb']:.0f} MB)", f"{row['analyze_s']:.1f} s",
+                     f"{row['analyze_events_per_s'] / 1e3:.0f} k ev/s = {row['ratio_to_babeltrace2']:.3f}x babeltrace2 "
+                     f"({row['babeltrace2_s']:.2f} s); peak {row['analyze_rss_mib']:.0f} MiB = "
+                     f"{row['rss_per_trace_size']:.0f}x the trace"))
+        if "event_by_event_s" in row:
+            rows.append(("  event-by-event engine", f"{row['event_by_event_s']:.1f} s",
+                         f"{row['speedup']:.1f}x slower than analyze's engine; peak {row['event_by_event_rss_mib']:.0f} MiB"))
+        if "time_growth" in row:
+            rows.append(("  growth from the size before", f"x{row['size_growth']:.0f} events",
+                         f"time x{row['time_growth']:.1f}, peak RSS x{row['rss_growth']:.1f}"))
+    return rows
 
 
 def seed_rows(r: dict[str, Any]) -> list[Row]:

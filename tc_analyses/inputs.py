@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import os
 import tempfile
 from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
@@ -168,7 +169,20 @@ class TraceInputs:
                     (Path(tmp) / name).write_bytes(data)
                     files.append(Path(tmp) / name)
             with self.progress("analysing events", None, "items") as advance:
-                return build(source, files, advance)
+                return build(source, files, advance, engine_choice())
+
+
+def engine_choice() -> str:
+    """How the XML analyses run: DFCOMPASS_ENGINE=auto (columns where they can, the default),
+    interpreter (event by event, each analysis over the events it handles) or events (the plain
+    reference run over every event). For comparing and benchmarking the engines."""
+    from tc_analyses.engine.run import ENGINES
+    from tc_analyses.errors import ConfigurationError
+
+    choice = os.environ.get("DFCOMPASS_ENGINE", "auto")
+    if choice not in ENGINES:
+        raise ConfigurationError(f"DFCOMPASS_ENGINE={choice!r}: not an engine; choose one of {', '.join(ENGINES)}")
+    return choice
 
 
 class JobInputs:
