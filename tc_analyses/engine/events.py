@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, stream_files
 
 LOST_EVENT = "Lost event"  # the event Trace Compass synthesizes where a packet reports discarded events
@@ -133,9 +134,21 @@ def _lost_rows(trace: DfcTrace, offset: int) -> EventClassRows:
     rank = {path.name: i for i, path in enumerate(stream_files(trace.path))}
     found = sorted((begin + offset, 2 * rank.get(info.path.name, 0), count, duration)
                    for info in trace.streams for begin, count, duration in info.lost)
-    columns = [np.array(c, dtype=np.int64) for c in zip(*found)] if found else [np.empty(0, np.int64)] * 4
+    columns = [_integers(c) for c in zip(*found)] if found else [np.empty(0, np.int64)] * 4
+    if columns[0].dtype == object:
+        raise DfcompassError(f"{trace.path}: a packet that lost events begins past 2^63 ns: a damaged packet header")
     return EventClassRows(LOST_EVENT, columns[0], np.empty(0, np.int64),
                           {"Lost events": columns[2], "duration": columns[3], "_order": columns[1]})
+
+
+def _integers(numbers: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """int64, or Python integers where a damaged packet reports a count past it (a counter that
+    went backwards reads as nearly 2^64): the analyses see the number the packet holds."""
+    if all(-2**63 <= n < 2**63 for n in numbers):
+        return np.array(numbers, dtype=np.int64)
+    column = np.empty(len(numbers), dtype=object)
+    column[:] = list(numbers)
+    return column
 
 
 def rows_of(events: list[tuple[str, int, Mapping[str, Any]]]) -> list[EventClassRows]:

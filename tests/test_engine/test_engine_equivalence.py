@@ -19,6 +19,7 @@ from tc_analyses.engine import build
 from tc_analyses.engine.run import BuiltAnalyses
 from tc_analyses.export.tracecompass import render_xml
 from tc_analyses.inputs import TraceInputs
+from tests.test_analyses.test_states_on_lttng import XML as LTTNG_XML
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 JOB = DATA / "traces" / "jobs" / "ddp-2rank"
@@ -71,19 +72,14 @@ def test_generated_analyses_on_kineto_imports(shared_dir: Path, tmp_path: Path) 
         assert_same_as_reference(out, generated_xml(out, xml))
 
 
-TRACEF_XML = """<tmfxml><stateProvider id="tracef.workers" version="1">
-  <eventHandler eventName="lttng_ust_tracef:event">
-    <stateChange><stateAttribute type="constant" value="Threads"/>
-      <stateAttribute type="eventField" value="context._vtid"/><stateValue type="eventField" value="msg"/></stateChange>
-    <stateChange><stateAttribute type="constant" value="Events"/>
-      <stateAttribute type="eventField" value="cpu"/><stateValue type="long" value="1" increment="true"/></stateChange>
-  </eventHandler></stateProvider>
+# the tracef workers provider of test_states_on_lttng, and a pattern pairing consecutive events
+TRACEF_XML = LTTNG_XML.replace("</tmfxml>", """
   <pattern id="tracef.pairs" version="1"><patternHandler>
     <action id="seg"><segment><segType segName="pair"/></segment></action>
     <fsm id="pair" multiple="true"><state id="a">
       <transition event="lttng_ust_tracef:event" target="b"/></state>
       <state id="b"><transition event="lttng_ust_tracef:event" target="done" action="seg"/></state>
-      <final id="done"/></fsm></patternHandler></pattern></tmfxml>"""
+      <final id="done"/></fsm></patternHandler></pattern></tmfxml>""")
 
 
 @pytest.mark.slow
