@@ -23,6 +23,7 @@ from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, f
 
 Template = tuple["str | None", ...]  # a path's constants, None where a field or a query names the element
 IntArray = np.ndarray[Any, Any]
+_CHUNK = 1 << 20  # writes turned into intervals at a time
 STEPS = 4  # writes of one change: a stack change writes twice; reads come before all of them
 CURRENT_SCENARIO = "#CurrentScenario"
 
@@ -404,51 +405,76 @@ class Evaluator:
         """The state system the logged writes make, closed at the span's end as Trace Compass closes
         it; `ts_of` gives each global position's timestamp."""
         start, end = span
-        parts = list(self.log.parts.values())
-        self.log.parts.clear()  # the log is spent: let each part go once it is copied
-        attrs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
-        orders = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int32)
-        del parts
-        order = np.argsort(self.log._keys(attrs, orders))  # (attribute, order) as one int64: one sort
-        times = ts_of[orders[order] // (k * STEPS)] if len(orders) else orders
-        del orders
+        # The log is spent: each column is joined, then its pieces let go, to keep the peak low.
+        columns: list[list[IntArray]] = [[], [], []]
+        for part in self.log.parts.values():
+            for column, piece in zip(columns, part):
+                column.append(piece)
+        self.log.parts.clear()
+        attrs, orders, values = (_joined(columns, i, dtype) for i, dtype in ((0, np.int32), (1, np.int64), (2, np.int32)))
+        if len(attrs) and int(attrs.max()) >= 2**62 // self.log.span:
+            raise NotColumnar("too many attributes and events for one 64-bit key")
+        keys = attrs.astype(np.int64)  # (attribute, order) as one int64: one sort
+        keys *= self.log.span
+        keys += orders
+        order = np.argsort(keys)
+        del keys
+        orders = orders[order]
+        orders //= k * STEPS
+        times = np.take(ts_of, orders, out=orders) if len(orders) else orders
         attrs, values = attrs[order], values[order]
         del order
         self._check_types(attrs, times, values)
+        ss = kind(start)
+        ss.end = end
+        # Attributes are independent: build them a chunk of writes at a time (cut where an
+        # attribute ends) so the temporaries stay small however long the log is.
+        cuts = np.append(np.flatnonzero(attrs[1:] != attrs[:-1]) + 1, len(attrs))  # where an attribute ends
+        begin, done = 0, set()
+        while begin < len(attrs):
+            stop = int(cuts[min(int(np.searchsorted(cuts, begin + _CHUNK)), len(cuts) - 1)])
+            done |= self._attributes_from(ss, attrs[begin:stop], times[begin:stop], values[begin:stop])
+            begin = stop
+        for a in range(1, len(self.attrs.paths)):  # the rest were made but never written: null throughout
+            if a not in done:
+                self._attribute(ss, a, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return ss
+
+    def _attributes_from(self, ss: StateSystem, attrs: IntArray, times: IntArray, values: IntArray) -> set[int]:
+        """The intervals of the attributes whose writes (sorted by attribute, then order) these are."""
         # groups of writes to one attribute at one time; only the last write's value stays
         new_group = np.ones(len(attrs), dtype=bool)
         new_group[1:] = (attrs[1:] != attrs[:-1]) | (times[1:] != times[:-1])
         firsts = np.flatnonzero(new_group)
-        lasts = np.append(firsts[1:] - 1, len(attrs) - 1) if len(firsts) else firsts
+        lasts = np.append(firsts[1:] - 1, len(attrs) - 1)
         group_attr, group_time, group_value = attrs[firsts], times[firsts], values[lasts]
-        previous = np.zeros(len(firsts), dtype=np.int64)  # the value held before the group
-        same_attr = np.zeros(len(firsts), dtype=bool)
-        same_attr[1:] = group_attr[1:] == group_attr[:-1]
-        previous[1:] = np.where(same_attr[1:], group_value[:-1], 0)
+        previous = np.zeros(len(firsts), dtype=values.dtype)  # the value held before the group
+        same_attr = group_attr[1:] == group_attr[:-1]
+        previous[1:] = np.where(same_attr, group_value[:-1], 0)
         differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
-        effective = np.logical_or.reduceat(differs, firsts) if len(firsts) else np.zeros(0, dtype=bool)
+        effective = np.logical_or.reduceat(differs, firsts)
         e_attr, e_time, e_value = group_attr[effective], group_time[effective], group_value[effective]
-        ss = kind(start)
-        ss.end = end
-        bounds = np.searchsorted(e_attr, np.arange(len(self.attrs.paths) + 1))
-        items = self.values.items
-        for a in range(1, len(self.attrs.paths)):
-            path = self.attrs.paths[a]
-            t = e_time[bounds[a]:bounds[a + 1]]
-            v = e_value[bounds[a]:bounds[a + 1]]
-            if not len(t) or t[0] > start:  # null from the state system's start until the first change
-                t, v = np.concatenate([[start], t]), np.concatenate([[0], v])
-            ends = np.append(t[1:] - 1, end)
-            attribute = Attribute(path, end + 1, items[int(v[-1])])
-            attribute.starts = array("q", t.astype(np.int64).tobytes())
-            attribute.ends = array("q", ends.astype(np.int64).tobytes())
-            attribute.values = list(map(items.__getitem__, v.tolist()))
-            held = v[v != 0]
-            attribute.kind = items[int(held[0])].kind if len(held) else None  # type: ignore[union-attr]
-            ss._attributes[path] = attribute
-            ss._children.setdefault(path[:-1], []).append(path)
-        return ss
+        written = np.unique(e_attr).tolist() if len(e_attr) else []
+        bounds = np.searchsorted(e_attr, written + [written[-1] + 1] if written else [])
+        for i, a in enumerate(written):
+            self._attribute(ss, a, e_time[bounds[i]:bounds[i + 1]], e_value[bounds[i]:bounds[i + 1]])
+        return set(written)
+
+    def _attribute(self, ss: StateSystem, a: int, t: IntArray, v: IntArray) -> None:
+        """Attribute `a` with its effective changes (times, value ids), closed at the state system's end."""
+        start, end, items = ss.start, ss.end, self.values.items
+        path = self.attrs.paths[a]
+        if not len(t) or t[0] > start:  # null from the state system's start until the first change
+            t, v = np.concatenate([[start], t]), np.concatenate([[0], v])
+        ends = np.append(t[1:] - 1, end)
+        attribute = Attribute(path, end + 1, items[int(v[-1])])
+        attribute.starts = array("q", t.astype(np.int64).tobytes())
+        attribute.ends = array("q", ends.astype(np.int64).tobytes())
+        attribute.values = list(map(items.__getitem__, v.tolist()))
+        held = v[v != 0]
+        attribute.kind = items[int(held[0])].kind if len(held) else None  # type: ignore[union-attr]
+        ss._attributes[path] = attribute
+        ss._children.setdefault(path[:-1], []).append(path)
 
     def _check_types(self, attrs: IntArray, times: IntArray, values: IntArray) -> None:
         """The first value of an attribute locks its type; a value of another type fails the analysis."""
@@ -468,6 +494,12 @@ class Evaluator:
             assert value is not None
             raise StateTypeError(f"attribute {'/'.join(self.attrs.paths[int(attrs[at])])} holds {held} values, "
                                  f"cannot take a {value.kind} ({value.value!r}) at t={int(times[at])}")
+
+
+def _joined(columns: list[list[IntArray]], index: int, dtype: Any) -> IntArray:
+    """One column of the log's parts as one array; the parts' pieces are dropped as it goes."""
+    pieces, columns[index] = columns[index], []
+    return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.zeros(0, dtype=dtype)
 
 
 def _dotted(value: Any, parts: list[str]) -> Any:

@@ -136,3 +136,14 @@ def test_engine_cases_on_columns() -> None:
     # the constructs columns cover (fields, queries, conditions, stacks, increments, mappings...)
     assert len(taken) >= 20, (taken, refused)
     assert {"sp-future-time", "sp-update"} <= set(refused)
+
+
+def test_intervals_built_in_small_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columnar engine turns the write log into intervals a chunk of writes at a time (cut where
+    an attribute ends): with chunks of a few writes, the result is still the reference's."""
+    from tc_analyses.engine import columns
+
+    monkeypatch.setattr(columns, "_CHUNK", 3)
+    trace = TRACES[0]
+    built = assert_same_as_reference(trace, generated_xml(trace, tmp_path))
+    assert set(built.engines.values()) >= {"columns"}
