@@ -94,7 +94,9 @@ def test_hand_written_analyses_on_an_lttng_trace(shared_dir: Path, tmp_path: Pat
 def _case_run(case: Path, columnar: bool) -> tuple[str, Any]:
     """("ok", intervals) or ("error", type) of the case's state provider, one engine or the other."""
     from tc_analyses.engine.columnar import run_columnar
+    from tc_analyses.engine.columnar_pattern import run_columnar_pattern
     from tc_analyses.engine.events import rows_of
+    from tc_analyses.engine.xml_pattern import Pattern
     from tc_analyses.errors import DfcompassError
     from tests.test_cases import load_analysis, read_events, trace_events
 
@@ -105,27 +107,28 @@ def _case_run(case: Path, columnar: bool) -> tuple[str, Any]:
             events = list(trace_events(case, Path(tmp)))
     else:
         events = list(read_events(case / "events.jsonl"))
+    span = (events[0][1], max(e[1] for e in events))
+    segments: list[Any] = []
     try:
-        provider = load_analysis(case / "analysis.xml")
-        if columnar:
-            ss = run_columnar(provider, rows_of(events), (events[0][1], max(e[1] for e in events)))
+        analysis = load_analysis(case / "analysis.xml")
+        if isinstance(analysis, Pattern):
+            found, ss = run_columnar_pattern(analysis, rows_of(events), span) if columnar else analysis.run(events)
+            segments = [(s.start, s.end, s.name, sorted(s.content.items())) for s in found]
         else:
-            ss = provider.run(events)
+            ss = run_columnar(analysis, rows_of(events), span) if columnar else analysis.run(events)
     except DfcompassError as exc:
         return "error", type(exc).__name__
-    return "ok", {path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}
+    return "ok", ({path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}, segments)
 
 
 def test_engine_cases_on_columns() -> None:
-    """Every state-provider case of tests/cases that the columnar engine takes gives the
-    interpreter's result (or fails as it does); the rest it must refuse, not get wrong."""
+    """Every case of tests/cases that the columnar engines take gives the interpreter's state
+    system and segments (or fails as it does); the rest they must refuse, not get wrong."""
     from tc_analyses.engine.columnar import NotColumnar
     from tests.test_cases import _case_dirs
 
     taken, refused = [], []
     for case in _case_dirs():
-        if "<stateProvider" not in (case / "analysis.xml").read_text(encoding="utf-8"):
-            continue
         try:
             got = _case_run(case, columnar=True)
         except NotColumnar:
@@ -133,9 +136,10 @@ def test_engine_cases_on_columns() -> None:
             continue
         assert got == _case_run(case, columnar=False), case.name
         taken.append(case.name)
-    # the constructs columns cover (fields, queries, conditions, stacks, increments, mappings...)
-    assert len(taken) >= 20, (taken, refused)
-    assert {"sp-future-time", "sp-update"} <= set(refused)
+    # the constructs columns cover (fields, queries, conditions, stacks, increments, mappings,
+    # begin/end patterns...)
+    assert len(taken) >= 25 and any(name.startswith("pattern-") for name in taken), (taken, refused)
+    assert {"sp-future-time", "sp-update", "pattern-stored-fields"} <= set(refused)
 
 
 def test_intervals_built_in_small_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
