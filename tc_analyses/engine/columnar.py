@@ -27,6 +27,7 @@ interpreter instead. tests/test_engine/test_engine_equivalence.py holds both to 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,9 +60,13 @@ class _Leaf:
 
 @dataclass
 class _Unit:
-    kind: str  # "plain", "stack" or "accumulate"
+    kind: str  # "plain", "stack", "accumulate" or "sequential"
     leaves: list[int]
     writes: list[Template]
+    prefixes: list[Template] = field(default_factory=list)  # stacks: everything below is theirs too
+
+    def may_write(self, template: Template) -> bool:
+        return any(unify(w, template) for w in self.writes) or any(under(p, template) for p in self.prefixes)
 
 
 class ColumnarProvider(Evaluator):
@@ -92,8 +97,10 @@ class ColumnarProvider(Evaluator):
         if value is None or element.find("futureTime") is not None or value.get("update") == "true":
             raise NotColumnar("futureTime or update")
         stack = value.get("stack")
-        if stack in ("popAll", "peek") or value.get("type") in ("script", "peek"):
-            raise NotColumnar(f"stack {stack}")
+        if value.get("type") == "script":
+            raise NotColumnar("script")
+        if stack == "peek":  # a plain change whose value is the top of a stack
+            stack = None
         leaf = _Leaf(handler, change, guards, self._inline(element.findall("stateAttribute")), value,
                      stack, value.get("increment") == "true")
         leaf.write = self._template(leaf.path)
@@ -101,6 +108,8 @@ class ColumnarProvider(Evaluator):
             raise NotColumnar("an empty path")
         leaf.reads = [r for g, _ in guards for r in self._condition_reads(g)]
         leaf.reads += self._path_reads(leaf.path) + self._value_reads(value)
+        if stack == "popAll":  # reads its own depth: it runs event by event (a sequential unit)
+            leaf.reads.append(leaf.write)
         self.leaves.append(leaf)
 
     def _path_reads(self, path: list[Any]) -> list[Template]:
@@ -113,9 +122,11 @@ class ColumnarProvider(Evaluator):
 
     def _value_reads(self, element: Any) -> list[Template]:
         reads = []
-        if element.get("type") == "query":
+        if element.get("type") in ("query", "peek") or element.get("stack") == "peek":
             inner = self._inline(element.findall("stateAttribute"))
             reads += [self._template(inner)] + self._path_reads(inner)
+            if element.get("type") == "peek" or element.get("stack") == "peek":  # the depth, then the top
+                reads.append(self._template(inner) + (None,))
         group = element.get("mappingGroup")
         if group:
             for source, target in self._scope.mappings.get(group, []):
@@ -154,16 +165,50 @@ class ColumnarProvider(Evaluator):
                     if same and (kind == "accumulate" or other.stack):
                         group.append(j)
                         grouped.add(j)
-                units.append(_Unit(kind, group, [self.leaves[g].write for g in group]))
+                writes = [self.leaves[g].write for g in group]
+                how = "sequential" if any(self.leaves[g].stack == "popAll" for g in group) else kind  # popAll:
+                units.append(_Unit(how, group, writes, writes if kind == "stack" else []))  # the depth decides
         for i, leaf in enumerate(self.leaves):
-            if i not in grouped:
-                units.append(_Unit("plain", [i], [leaf.write]))
+            if i not in grouped:  # a peek reads a stack's top through its depth: event by event
+                peeks = any(v.get("stack") == "peek" or v.get("type") == "peek" for e in
+                            [leaf.value] + [g for g, _ in leaf.guards] for v in e.iter("stateValue"))
+                units.append(_Unit("sequential" if peeks else "plain", [i], [leaf.write]))
         for unit in units:  # nothing else may write into a stack: its pops null whole subtrees
             if unit.kind == "stack":
                 for rival in units:
                     if rival is not unit and any(under(t, w) for t in unit.writes for w in rival.writes):
                         raise NotColumnar("a stack whose attributes other changes write")
-        return _ordered(units, [[r for i in u.leaves for r in self.leaves[i].reads] for u in units])
+        return self._ordered(units)
+
+    def _ordered(self, units: list[_Unit]) -> list[_Unit]:
+        """The units in an order where each comes after every unit whose writes it reads. Units that
+        read each other's writes (a cycle, or a change reading what it writes) become one
+        "sequential" unit, with every branch of their stateChanges: it runs event by event."""
+        import networkx as nx
+
+        while True:
+            reads = [[r for i in u.leaves for r in self.leaves[i].reads] for u in units]
+            graph: nx.DiGraph[int] = nx.DiGraph()
+            graph.add_nodes_from(range(len(units)))
+            graph.add_edges_from((j, i) for i in range(len(units)) for j in range(len(units))
+                                 if any(units[j].may_write(r) for r in reads[i]))
+            cyclic = [c for c in nx.strongly_connected_components(graph) if len(c) > 1 or (
+                units[next(iter(c))].kind != "sequential" and graph.has_edge(next(iter(c)), next(iter(c))))]
+            # a sequential unit runs whole stateChanges: no branch of them may run in another unit
+            changes_of = [{(self.leaves[i].handler, self.leaves[i].change) for i in unit.leaves} for unit in units]
+            cyclic += [{u, v} for u, unit in enumerate(units) if unit.kind == "sequential"
+                       for v in range(len(units)) if v != u and changes_of[u] & changes_of[v]]
+            if not cyclic:  # a sequential unit reading its own writes is what it is for
+                graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+                return [units[i] for i in nx.topological_sort(graph)]
+            members = set().union(*cyclic)
+            changes = {(self.leaves[i].handler, self.leaves[i].change) for u in members for i in units[u].leaves}
+            members |= {u for u, unit in enumerate(units)
+                        if any((self.leaves[i].handler, self.leaves[i].change) in changes for i in unit.leaves)}
+            merged = _Unit("sequential", sorted(i for u in members for i in units[u].leaves),
+                           [w for u in members for w in units[u].writes],
+                           [p for u in members for p in units[u].prefixes])
+            units = [merged] + [unit for u, unit in enumerate(units) if u not in members]
 
     # ------------------------------------------------------------------ running
     def run(self, classes: list[EventClassRows], span: tuple[int, int]) -> StateSystem:
@@ -192,14 +237,15 @@ class ColumnarProvider(Evaluator):
                 self._run_stack(u, unit)
             elif unit.kind == "accumulate":
                 self._run_accumulate(u, unit)
+            elif unit.kind == "sequential":
+                self._run_sequential(u, unit, classes)
             else:
                 attrs, bases, values, _ = self._evaluate(unit.leaves[0])
                 self.log.add(u, attrs, bases * STEPS, values)
         return self.state_system(timestamps_by_position(classes), span, k_max)
 
     def _writers(self, template: Template) -> tuple[int, ...]:
-        return tuple(u for u, unit in enumerate(self.units) if any(
-            (under(w, template) if unit.kind == "stack" else unify(w, template)) for w in unit.writes))
+        return tuple(u for u, unit in enumerate(self.units) if unit.may_write(template))
 
     def _evaluate(self, index: int) -> tuple[IntArray, IntArray, IntArray, IntArray]:
         """(attribute, base order, value, leaf) of every row the leaf changes."""
@@ -219,6 +265,51 @@ class ColumnarProvider(Evaluator):
         return attrs, bases, values, np.full(len(attrs), index, dtype=np.int64)
 
     # ------------------------------------------------------------------ units that keep state
+    def _run_sequential(self, u: int, unit: _Unit, classes: list[EventClassRows]) -> None:
+        """Changes that read each other's writes: the interpreter's compiled changes, event by event
+        over the rows they take, on a recorder that also replays what the units before wrote."""
+        changes: dict[tuple[int, int], int] = {}  # (handler, change) -> a leaf of it, for its frames
+        for i in unit.leaves:
+            changes.setdefault((self.leaves[i].handler, self.leaves[i].change), i)
+        frames = [(frame, self.provider._handlers[h][1][c]) for (h, c), i in changes.items()
+                  for frame in self._leaf_frames[i]]
+        if not frames:
+            return
+        bases = np.concatenate([frame.base for frame, _ in frames])
+        which = np.concatenate([np.full(len(frame.base), n, dtype=np.int64) for n, (frame, _) in enumerate(frames)])
+        rows = np.concatenate([np.arange(len(frame.base), dtype=np.int64) for frame, _ in frames])
+        order = np.argsort(bases, kind="stable")
+        recorder = _Recorder(self)
+        replay = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
+        next_replay = 0
+        payloads: dict[int, list[dict[str, Any]]] = {}
+        for base, n, row in zip(bases[order].tolist(), which[order].tolist(), rows[order].tolist()):
+            frame, change = frames[n]
+            at = base * STEPS
+            while next_replay < len(replay[1]) and replay[1][next_replay] < at:
+                recorder.current[replay[0][next_replay]] = replay[2][next_replay]
+                next_replay += 1
+            if n not in payloads:
+                payloads[n] = _payloads(frame.rows)
+            recorder.order, recorder.step = at, 0
+            queued: list[Any] = []
+            change((frame.rows.name, int(frame.rows.ts[row]), payloads[n][row]), recorder, queued)
+            if queued:
+                raise NotColumnar("futureTime")
+        attrs, orders, values = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
+                                 for c in recorder.written)
+        self.log.add(u, attrs, orders, values)
+
+    def _replay(self, reads: list[Template], before: int) -> tuple[list[int], list[int], list[int]]:
+        """The logged writes of the units that may write what `reads` name, in order."""
+        units = sorted({w for r in reads for w in self._writers(r) if w != before and w in self.log.parts})
+        if not units:
+            return [], [], []
+        attrs, orders, values = (np.concatenate([self.log.parts[w][i] for w in units]).astype(np.int64)
+                                 for i in range(3))
+        order = np.argsort(orders, kind="stable")
+        return attrs[order].tolist(), orders[order].tolist(), values[order].tolist()
+
     def _run_accumulate(self, u: int, unit: _Unit) -> None:
         """Increments and the other changes of the same attributes, in order per attribute."""
         parts = [self._evaluate(i) for i in unit.leaves]
@@ -263,24 +354,43 @@ class ColumnarProvider(Evaluator):
                      np.concatenate([orders, orders + 1]),
                      np.concatenate([np.where(push, depth_values, 0), np.where(push, values, depth_values)]))
 
-def _ordered(units: list[_Unit], reads: list[list[Template]]) -> list[_Unit]:
-    """The units in an order where each comes after every unit whose writes it reads."""
-    def hits(reader: int, writer: int) -> bool:
-        unit = units[writer]
-        match = under if unit.kind == "stack" else unify
-        return any(match(w, r) for w in unit.writes for r in reads[reader])
+class _Recorder:
+    """What the interpreter's compiled changes see as a state system, inside a columnar run: the
+    current value of each attribute, and every change logged at the order of the change running."""
 
-    needs = {i: {j for j in range(len(units)) if j != i and hits(i, j)} for i in range(len(units))}
-    for i in range(len(units)):
-        if hits(i, i):  # a change that reads what it writes: only the interpreter knows the order
-            raise NotColumnar("a change reads an attribute it writes")
-    done: list[int] = []
-    while len(done) < len(units):
-        ready = [i for i in range(len(units)) if i not in done and needs[i] <= set(done)]
-        if not ready:
-            raise NotColumnar("changes that read each other's attributes")
-        done.extend(ready)
-    return [units[i] for i in done]
+    def __init__(self, owner: "ColumnarProvider") -> None:
+        self.owner, self.attrs, self.values = owner, owner.attrs, owner.values
+        self.current: dict[int, int] = {}  # attribute -> value id
+        self.order = 0  # of the change running; its writes take the next steps
+        self.step = 0
+        self.written: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
+
+    def attribute(self, path: tuple[str, ...]) -> int:
+        return self.attrs.id_of(path)
+
+    def ongoing(self, path: tuple[str, ...]) -> Value | None:
+        return self.values.items[self.current.get(self.attrs.id_of(path), 0)]
+
+    def modify(self, path: tuple[str, ...], value: Value | None, t: int) -> None:
+        attr, value_id = self.attrs.id_of(path), self.values.intern(value)
+        self.current[attr] = value_id
+        for column, item in zip(self.written, (attr, self.order + min(self.step, STEPS - 1), value_id)):
+            column.append(item)
+        self.step += 1
+
+    def update_ongoing(self, path: tuple[str, ...], value: Value | None) -> None:
+        raise NotColumnar("update")  # it rewrites the past: refused at planning already
+
+    def subtree(self, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        found = self.attrs.find(path)
+        return [] if found is None else [self.attrs.paths[a] for a in self.attrs.subtree(found)]
+
+
+def _payloads(rows: EventClassRows) -> list[dict[str, Any]]:
+    """Each row's fields as the interpreter gets them (Python values, in the class's field order)."""
+    names = list(rows.columns)
+    columns = [rows.columns[name].tolist() for name in names]
+    return [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in range(len(rows))]
 
 
 def _running_depth(attrs: IntArray, step: IntArray) -> IntArray:

@@ -106,6 +106,7 @@ class Attributes:
     def __init__(self) -> None:
         self.paths: list[tuple[str, ...]] = [()]
         self._child: dict[tuple[int, str], int] = {}
+        self.children: dict[int, list[int]] = {}
 
     def child(self, parents: IntArray, names: list[str] | IntArray, texts: list[str], create: bool = True
               ) -> IntArray:
@@ -124,10 +125,41 @@ class Attributes:
             if found is None and (not create or parent < 0):
                 found = -1
             elif found is None:
-                found = self._child[(parent, texts[name])] = len(self.paths)
-                self.paths.append(self.paths[parent] + (texts[name],))
+                found = self._make(parent, texts[name])
             out[i] = found
         return out[inverse.reshape(-1)]
+
+    def _make(self, parent: int, name: str) -> int:
+        made = self._child[(parent, name)] = len(self.paths)
+        self.paths.append(self.paths[parent] + (name,))
+        self.children.setdefault(parent, []).append(made)
+        return made
+
+    def id_of(self, path: tuple[str, ...]) -> int:
+        """The attribute at `path`, made (with its parents) when missing."""
+        node = self.ROOT
+        for name in path:
+            found = self._child.get((node, name))
+            node = self._make(node, name) if found is None else found
+        return node
+
+    def find(self, path: tuple[str, ...]) -> int | None:
+        """The attribute at `path` if it exists."""
+        node: int | None = self.ROOT
+        for name in path:
+            node = self._child.get((node, name))  # type: ignore[arg-type]
+            if node is None:
+                return None
+        return node
+
+    def subtree(self, attr: int) -> list[int]:
+        """`attr` and every attribute below it."""
+        out, todo = [], [attr]
+        while todo:
+            node = todo.pop()
+            out.append(node)
+            todo.extend(self.children.get(node, ()))
+        return out
 
 
 class Names:
@@ -174,7 +206,7 @@ class WriteLog:
             return np.zeros(len(attrs), dtype=np.int64)
         keys = self._keys(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
         values = np.concatenate([p[2] for p in parts])
-        order = np.argsort(keys)
+        order = np.argsort(keys, kind="stable")  # equal keys: the later write last
         keys, values = keys[order], values[order]
         at = np.searchsorted(keys, self._keys(attrs, before), side="left") - 1
         hit = (at >= 0) & (keys[np.maximum(at, 0)] // self.span == attrs)
@@ -320,6 +352,8 @@ class Evaluator:
 
     def _value(self, element: Any, frame: Frame, rows: IntArray) -> IntArray:
         kind, raw = element.get("type"), element.get("value")
+        if element.get("stack") == "peek":
+            raise NotColumnar("a peek outside a sequential unit")
         if kind in ("int", "long"):
             ids = np.full(len(rows), self.values.intern(Value(kind, int(self.compiler._defined(raw, element)))))
         elif kind == "string":
@@ -417,7 +451,7 @@ class Evaluator:
         keys = attrs.astype(np.int64)  # (attribute, order) as one int64: one sort
         keys *= self.log.span
         keys += orders
-        order = np.argsort(keys)
+        order = np.argsort(keys, kind="stable")  # equal keys (one change writing twice): in log order
         del keys
         orders = orders[order]
         orders //= k * STEPS
