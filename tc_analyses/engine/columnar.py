@@ -282,18 +282,18 @@ class ColumnarProvider(Evaluator):
         recorder = _Recorder(self)
         replay = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
         next_replay = 0
-        payloads: dict[int, list[dict[str, Any]]] = {}
+        payloads: dict[str, list[dict[str, Any]]] = {}
         for base, n, row in zip(bases[order].tolist(), which[order].tolist(), rows[order].tolist()):
             frame, change = frames[n]
             at = base * STEPS
             while next_replay < len(replay[1]) and replay[1][next_replay] < at:
                 recorder.current[replay[0][next_replay]] = replay[2][next_replay]
                 next_replay += 1
-            if n not in payloads:
-                payloads[n] = _payloads(frame.rows)
+            if frame.rows.name not in payloads:  # the same class's rows serve every change
+                payloads[frame.rows.name] = _payloads(frame.rows)
             recorder.order, recorder.step = at, 0
             queued: list[Any] = []
-            change((frame.rows.name, int(frame.rows.ts[row]), payloads[n][row]), recorder, queued)
+            change((frame.rows.name, int(frame.rows.ts[row]), payloads[frame.rows.name][row]), recorder, queued)
             if queued:
                 raise NotColumnar("futureTime")
         attrs, orders, values = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)

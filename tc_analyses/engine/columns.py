@@ -51,9 +51,12 @@ class Values:
     def intern(self, value: Value | None) -> int:
         if value is None:
             return 0
-        if value.kind == "long" and isinstance(value.value, int) and -2**63 <= value.value < 2**63:
-            return int(self.longs(np.array([value.value], dtype=np.int64))[0])
         found = self._ids.get(value)
+        if found is not None:
+            return found
+        if value.kind == "long" and isinstance(value.value, int) and -2**63 <= value.value < 2**63:
+            found = self._ids[value] = int(self.longs(np.array([value.value], dtype=np.int64))[0])
+            return found
         if found is None:
             found = self._ids[value] = len(self.items)
             self.items.append(value)
@@ -107,6 +110,7 @@ class Attributes:
         self.paths: list[tuple[str, ...]] = [()]
         self._child: dict[tuple[int, str], int] = {}
         self.children: dict[int, list[int]] = {}
+        self._by_path: dict[tuple[str, ...], int] = {}  # id_of's cache, for event-by-event callers
 
     def child(self, parents: IntArray, names: list[str] | IntArray, texts: list[str], create: bool = True
               ) -> IntArray:
@@ -137,10 +141,13 @@ class Attributes:
 
     def id_of(self, path: tuple[str, ...]) -> int:
         """The attribute at `path`, made (with its parents) when missing."""
-        node = self.ROOT
-        for name in path:
-            found = self._child.get((node, name))
-            node = self._make(node, name) if found is None else found
+        node = self._by_path.get(path)
+        if node is None:
+            node = self.ROOT
+            for name in path:
+                found = self._child.get((node, name))
+                node = self._make(node, name) if found is None else found
+            self._by_path[path] = node
         return node
 
     def find(self, path: tuple[str, ...]) -> int | None:
@@ -495,18 +502,20 @@ class Evaluator:
         return set(written)
 
     def _attribute(self, ss: StateSystem, a: int, t: IntArray, v: IntArray) -> None:
-        """Attribute `a` with its effective changes (times, value ids), closed at the state system's end."""
+        """Attribute `a` with its effective changes (times, value ids), closed at the state system's end.
+        Plain lists: most attributes (one per correlation id, say) hold a handful of intervals."""
         start, end, items = ss.start, ss.end, self.values.items
         path = self.attrs.paths[a]
-        if not len(t) or t[0] > start:  # null from the state system's start until the first change
-            t, v = np.concatenate([[start], t]), np.concatenate([[0], v])
-        ends = np.append(t[1:] - 1, end)
-        attribute = Attribute(path, end + 1, items[int(v[-1])])
-        attribute.starts = array("q", t.astype(np.int64).tobytes())
-        attribute.ends = array("q", ends.astype(np.int64).tobytes())
-        attribute.values = list(map(items.__getitem__, v.tolist()))
-        held = v[v != 0]
-        attribute.kind = items[int(held[0])].kind if len(held) else None  # type: ignore[union-attr]
+        times, ids = t.tolist(), v.tolist()
+        if not times or times[0] > start:  # null from the state system's start until the first change
+            times.insert(0, start)
+            ids.insert(0, 0)
+        values = [items[i] for i in ids]
+        attribute = Attribute(path, end + 1, values[-1])
+        attribute.starts = array("q", times)
+        attribute.ends = array("q", [x - 1 for x in times[1:]] + [end])
+        attribute.values = values
+        attribute.kind = next((x.kind for x in values if x is not None), None)
         ss._attributes[path] = attribute
         ss._children.setdefault(path[:-1], []).append(path)
 
