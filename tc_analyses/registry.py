@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from tc_analyses.analyses.result import Inputs, Job, Result
 
 NEEDED, USED = "needed", "used"  # an event class an analysis cannot run without, or reads when present
+# what the analyses of launch calls and the GPU work they queue read (launches, queues)
+LAUNCHED_WORK = {"api_enter": NEEDED, "api_exit": NEEDED, "kernel_begin": NEEDED, "kernel_end": NEEDED,
+                 "memcpy_begin": USED, "memcpy_end": USED, "memset_begin": USED, "memset_end": USED,
+                 "step_begin": USED, "step_end": USED, "device_info": NEEDED}
 
 
 @dataclass(frozen=True)
@@ -191,9 +195,7 @@ ANALYSES: tuple[Entry, ...] = (
           "Per launch call: its CPU time, its GPU operation's time and the delay between them; the launch-delay "
           "percentiles, kernels shorter than their launch, and the outliers.",
           "tc_analyses.analyses.launches",
-          {"api_enter": NEEDED, "api_exit": NEEDED, "kernel_begin": NEEDED, "kernel_end": NEEDED, "memcpy_begin": USED,
-           "memcpy_end": USED, "memset_begin": USED, "memset_end": USED, "step_begin": USED, "step_end": USED,
-           "device_info": NEEDED},
+          LAUNCHED_WORK,
           (Param("runtime_cutoff_us", 50.0, "Launch calls longer than this are runtime outliers (HTA's runtime_cutoff).",
                  "float", 0),
            Param("launch_delay_cutoff_us", 100.0, "Launch delays longer than this are delay outliers (HTA's "
@@ -205,9 +207,7 @@ ANALYSES: tuple[Entry, ...] = (
           "Launched work not yet started on each GPU queue, over time: its summary, the time-weighted mean, and the "
           "time the host spent blocked on a full queue.",
           "tc_analyses.analyses.queues",
-          {"api_enter": NEEDED, "api_exit": NEEDED, "kernel_begin": NEEDED, "kernel_end": NEEDED, "memcpy_begin": USED,
-           "memcpy_end": USED, "memset_begin": USED, "memset_end": USED, "step_begin": USED, "step_end": USED,
-           "device_info": NEEDED},
+          LAUNCHED_WORK,
           (Param("max_queue_length", 1024, "A queue this long is full: the launch call blocks (CUDA's limit per stream).",
                  "int", 1),),
           "tc_analyses.export.queues_report"),

@@ -223,15 +223,15 @@ class ColumnarProvider(Evaluator):
         self._frames: dict[tuple[int, str], Frame] = {}
         by_name = {rows.name: rows for rows in classes}
         self._leaf_frames: list[list[Frame]] = []
+        fields: dict[str, dict[str, IntArray]] = {}  # class -> field -> value ids: shared by its leaves
         for leaf in self.leaves:
             frames = []
             for name, hs in matched.items():
                 if leaf.handler in hs:
                     k = sum(changes[h] for h in hs[:hs.index(leaf.handler)]) + leaf.change
                     rows = by_name[name]
-                    frames.append(Frame(rows, rows.positions * k_max + k))
+                    frames.append(Frame(rows, rows.positions * k_max + k, fields.setdefault(name, {})))
             self._leaf_frames.append(frames)
-        self._unit_of = {i: u for u, unit in enumerate(self.units) for i in unit.leaves}
         for u, unit in enumerate(self.units):
             if unit.kind == "stack":
                 self._run_stack(u, unit)

@@ -212,6 +212,7 @@ class ColumnarPattern(Evaluator):
         self._total = total
         self._unit = 0
         self._slot_attrs: dict[str, IntArray] = {}
+        self._fields: dict[str, dict[str, IntArray]] = {}  # class -> field -> value ids, for every frame
         ts = timestamps_by_position(classes)
         self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
         segments: list[tuple[int, int, Segment]] = []
@@ -231,7 +232,7 @@ class ColumnarPattern(Evaluator):
         for rows in self._classes:
             matching = [i for i, t in enumerate(transitions) if t.event.fullmatch(rows.name)]
             if matching:
-                out.append((Frame(rows, rows.positions * K), matching))
+                out.append((Frame(rows, rows.positions * K, self._fields.setdefault(rows.name, {})), matching))
         return out
 
     def _add(self, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
@@ -328,29 +329,27 @@ class ColumnarPattern(Evaluator):
         decided = self._loop(relevant, start_choice, start_key, end_choice, end_key)
         for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
             self._touch_start_tests(fsm, frame, matching, _np(decided.pending_saw))
-        i64 = lambda xs: _np(xs) if isinstance(xs, array) else np.array(xs, dtype=np.int64)  # noqa: E731
-        made_slot, made_at = i64(decided.made_slot), i64(decided.made_at)
+        made_slot, made_at = _np(decided.made_slot), _np(decided.made_at)
         self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
-        start_slot, start_at = i64(decided.start_slot), i64(decided.start_at)
+        start_slot, start_at = _np(decided.start_slot), _np(decided.start_at)
         slot_by_position = np.zeros(self._total, dtype=np.int64)
         slot_by_position[start_at] = start_slot
         for frame, matching in starts:  # the start actions, per transition taken
+            taken = np.flatnonzero(np.isin(frame.rows.positions, start_at))
+            choice = start_choice[frame.rows.positions[taken]]
+            frame.scenario = slot_by_position[frame.rows.positions]
             for t in matching:
-                taken = np.flatnonzero(np.isin(frame.rows.positions, start_at))
-                choice = start_choice[frame.rows.positions[taken]]
-                rows = taken[choice == t]
-                frame.scenario = slot_by_position[frame.rows.positions]
-                self._run_actions(fsm.starts[t], frame, rows, _START)
+                self._run_actions(fsm.starts[t], frame, taken[choice == t], _START)
         self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
                   self.values_of_times(start_at))
         self._control(fsm, start_slot, start_at, _STARTED + 1, fsm.running, IN_PROGRESS)
-        end_slot, end_at = i64(decided.end_slot), i64(decided.end_at)
+        end_slot, end_at = _np(decided.end_slot), _np(decided.end_at)
         started_at = self._started_at(decided)
         self._control(fsm, end_slot, end_at, _END + 1, fsm.final, MATCHED)
         # after every write that makes a scenario attribute: nulling one that is null changes nothing;
         # and not state, status, state/<final>/startTime: written again at the same time, the last wins
         self._null_slots(fsm, end_slot, end_at, _END, skip={"state", "status", f"state/{fsm.final}/startTime"})
-        abandoned = i64(decided.abandoned)
+        abandoned = np.array(decided.abandoned, dtype=np.int64)
         self._null_slots(fsm, abandoned, np.full(len(abandoned), self._total, dtype=np.int64), 0)
         return self._segments(fsm, ends, decided, started_at)
 

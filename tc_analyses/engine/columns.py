@@ -220,9 +220,13 @@ class WriteLog:
         return np.where(hit, values[np.maximum(at, 0)], 0)
 
     def _keys(self, attrs: IntArray, orders: IntArray) -> IntArray:
+        """(attribute, order) as one sortable int64, made in place of one copy."""
         if len(attrs) and int(attrs.max()) >= (2**62) // self.span:
             raise NotColumnar("too many attributes and events for one 64-bit key")
-        return attrs.astype(np.int64) * self.span + orders
+        keys = attrs.astype(np.int64)
+        keys *= self.span
+        keys += orders
+        return keys
 
 
 @dataclass
@@ -453,11 +457,7 @@ class Evaluator:
                 column.append(piece)
         self.log.parts.clear()
         attrs, orders, values = (_joined(columns, i, dtype) for i, dtype in ((0, np.int32), (1, np.int64), (2, np.int32)))
-        if len(attrs) and int(attrs.max()) >= 2**62 // self.log.span:
-            raise NotColumnar("too many attributes and events for one 64-bit key")
-        keys = attrs.astype(np.int64)  # (attribute, order) as one int64: one sort
-        keys *= self.log.span
-        keys += orders
+        keys = self.log._keys(attrs, orders)  # (attribute, order) as one int64: one sort
         order = np.argsort(keys, kind="stable")  # equal keys (one change writing twice): in log order
         del keys
         orders = orders[order]

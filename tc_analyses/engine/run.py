@@ -99,8 +99,8 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
           progress: Callable[[int], None] | None = None, engine: str = "auto") -> BuiltAnalyses:
     """Run every state provider and pattern of `xml_files` on the trace.
 
-    `engine`: "auto" runs state providers on columns where they allow it (engine/columnar.py)
-    and the rest event by event, each analysis over only the events it handles; "interpreter"
+    `engine`: "auto" runs providers and patterns on columns where they allow it (engine/columnar.py,
+    engine/columnar_pattern.py) and the rest event by event, each analysis over only the events it handles; "interpreter"
     runs every analysis event by event, over the events it handles; "events" is the plain
     event-by-event run over every event, the reference the others are tested against.
 
@@ -137,8 +137,7 @@ def _run_provider(provider: StateProvider, source: _Source, names: set[str], eng
         try:
             system = run_columnar(provider, source.classes(), span)
             built.engines[provider.id] = "columns"
-            if progress is not None:
-                progress(sum(len(rows) for rows in source.classes() if rows.name in provider.handled(names)))
+            _advance(progress, source, provider.handled(names))
             return system
         except NotColumnar:
             pass
@@ -154,12 +153,19 @@ def _run_pattern(pattern: Pattern, source: _Source, names: set[str], engine: str
         try:
             result = run_columnar_pattern(pattern, source.classes(), span)
             built.engines[pattern.id] = "columns"
+            _advance(progress, source, pattern.handled(names))
             return result
         except NotColumnar:
             pass
     built.engines[pattern.id] = "events"
     taken = None if engine == "events" else pattern.handled(names)
     return pattern.run(_counted(source.events(taken, follow=True), progress), span)
+
+
+def _advance(progress: Callable[[int], None] | None, source: _Source, names: set[str] | None) -> None:
+    """A run on columns counts the events of the classes it took, as the event-by-event run counts."""
+    if progress is not None:
+        progress(sum(len(rows) for rows in source.classes() if names is None or rows.name in names))
 
 
 def _loaded(load: Callable[[Path], list[Any]], path: Path) -> list[Any]:
