@@ -18,8 +18,8 @@ from tc_analyses.engine.columnar import NotColumnar, run_columnar
 from tc_analyses.engine.events import LOST_EVENT, EventClassRows, EventOrder, iter_ctf_events, rows_of
 from tc_analyses.engine.state_system import StateSystem
 from tc_analyses.engine.columnar_pattern import run_columnar_pattern
-from tc_analyses.engine.xml_pattern import Pattern, PatternStateSystem, Segment, load_patterns
-from tc_analyses.engine.xml_provider import Event, StateProvider, load_providers
+from tc_analyses.engine.xml_pattern import Pattern, Segment, load_patterns
+from tc_analyses.engine.xml_provider import Event, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
 from tc_analyses.reader.metadata import is_dfcompass_trace
@@ -121,45 +121,33 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
     names = set(built.classes) | {LOST_EVENT}
     for path, provider in providers:
         with _malformed(provider.id, [path]):
-            built.systems[provider.id] = _run_provider(provider, events, names, engine, progress, span, built)
+            built.systems[provider.id] = _run(provider, events, names, engine, progress, span, built)
     for path, pattern in patterns:
         with _malformed(pattern.id, [path]):
-            segments, system = _run_pattern(pattern, events, names, engine, progress, span, built)
+            segments, system = _run(pattern, events, names, engine, progress, span, built)
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
     _check_matches(built)
     return built
 
 
-def _run_provider(provider: StateProvider, source: _Source, names: set[str], engine: str,
-                  progress: Callable[[int], None] | None, span: tuple[int, int], built: BuiltAnalyses) -> StateSystem:
+def _run(analysis: Any, source: _Source, names: set[str], engine: str, progress: Callable[[int], None] | None,
+         span: tuple[int, int], built: BuiltAnalyses) -> Any:
+    """One provider (its state system) or pattern (its segments and state system): on columns
+    when `engine` allows it and the analysis does, else event by event."""
+    pattern = isinstance(analysis, Pattern)
+    handled = analysis.handled(names)
     if engine == "auto":
         try:
-            system = run_columnar(provider, source.classes(), span)
-            built.engines[provider.id] = "columns"
-            _advance(progress, source, provider.handled(names))
-            return system
-        except NotColumnar:
-            pass
-    built.engines[provider.id] = "events"
-    handled = None if engine == "events" else provider.handled(names)
-    return provider.run(_counted(source.events(handled), progress), span)
-
-
-def _run_pattern(pattern: Pattern, source: _Source, names: set[str], engine: str,
-                 progress: Callable[[int], None] | None, span: tuple[int, int], built: BuiltAnalyses
-                 ) -> tuple[list[Segment], PatternStateSystem]:
-    if engine == "auto":
-        try:
-            result = run_columnar_pattern(pattern, source.classes(), span)
-            built.engines[pattern.id] = "columns"
-            _advance(progress, source, pattern.handled(names))
+            result = (run_columnar_pattern if pattern else run_columnar)(analysis, source.classes(), span)
+            built.engines[analysis.id] = "columns"
+            _advance(progress, source, handled)
             return result
         except NotColumnar:
             pass
-    built.engines[pattern.id] = "events"
-    taken = None if engine == "events" else pattern.handled(names)
-    return pattern.run(_counted(source.events(taken, follow=True), progress), span)
+    built.engines[analysis.id] = "events"
+    events = source.events(None if engine == "events" else handled, follow=pattern)
+    return analysis.run(_counted(events, progress), span)
 
 
 def _advance(progress: Callable[[int], None] | None, source: _Source, names: set[str] | None) -> None:
