@@ -1,9 +1,13 @@
 """Build a whole trace from events with their own timestamps (imports, GPU buffers, test traces).
 
-Unlike a live :class:`~tracer.session.Session`, events may arrive in any order. The builder keeps
-them until :meth:`TraceBuilder.close`, then writes each stream sorted by time. Strings given for
-``sid`` fields are interned, and each ``dfc:string_def`` (and ``dfc:device_info``) is stamped with
-1 ns before its first use, so definitions always precede uses, as live traces guarantee too.
+Unlike a live :class:`~tracer.session.Session`, events may arrive in any order. Each event is
+packed into its CTF record as it is added (a few dozen bytes, not a Python object), and a stream
+whose records pass a budget spills them to a scratch file, so memory stays bounded however large
+the trace. :meth:`TraceBuilder.close` writes each stream sorted by time (equal times keep the order
+given by ``order=``, then the order of adding). Strings given for ``sid`` fields are interned, and
+each ``dfc:string_def`` (and ``dfc:device_info``) is stamped with 1 ns before its first use, so
+definitions always precede uses, as live traces guarantee too. Nothing is written to the trace
+directory before :meth:`~TraceBuilder.close`.
 
 >>> import tempfile, os
 >>> out = os.path.join(tempfile.mkdtemp(), "t")
@@ -16,14 +20,55 @@ them until :meth:`TraceBuilder.close`, then writes each stream sorted by time. S
 from __future__ import annotations
 
 import os
+import shutil
+import struct
+import tempfile
 import uuid as uuid_mod
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 from tracer import schema
-from tracer.ctf import TraceDirectory
+from tracer.ctf import TraceDirectory, TraceExistsError
 
 _STRINGS_KEY = "strings"
 _DEVICES_KEY = "devices"
+_SORT_KEY = struct.Struct("<qq")  # (timestamp, order) before each packed record: how a stream sorts
+SPILL_BYTES = 16 << 20  # packed records held in memory, all streams together, before they go to scratch files
+
+
+class _Layout:
+    """How a class's events are packed: the sort key, then the CTF record (id, timestamp, fields)."""
+
+    def __init__(self, cls: schema.EventClass) -> None:
+        self.cls = cls
+        self.record = struct.Struct("<qq" + cls.struct_format)
+        self.sids = tuple(i for i, f in enumerate(cls.fields) if f.type == "sid")
+
+
+_LAYOUTS = {cls.short: _Layout(cls) for cls in schema.CATALOGUE if not cls.is_variable}
+
+
+class _Stream:
+    """The packed records of one (class, key) stream: in memory, then in a scratch file."""
+
+    def __init__(self, layout: _Layout, key: str) -> None:
+        self.layout, self.cls, self.key = layout, layout.cls, key
+        self.buffer = bytearray()
+        self.scratch: Path | None = None
+        self.count = 0
+        self.last: tuple[int, int] = (-(1 << 63), -(1 << 63))
+        self.in_order = True  # added in (timestamp, order) order: no sort at close
+
+    def spill(self, folder: Path, index: int) -> None:
+        if self.scratch is None:
+            self.scratch = folder / f"{index}.rec"
+        with open(self.scratch, "ab") as f:
+            f.write(self.buffer)
+        self.buffer = bytearray()
+
+    def records(self) -> bytes:
+        data = self.scratch.read_bytes() if self.scratch is not None else b""
+        return data + bytes(self.buffer) if data else bytes(self.buffer)
 
 
 class TraceBuilder:
@@ -40,16 +85,29 @@ class TraceBuilder:
         overwrite: bool = False,
         packet_size: int = 64 * 1024,
         absolute_clock: bool = True,
+        device_order: Callable[[str], Any] | None = None,
+        scratch_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._trace = TraceDirectory(path, clock_offset_ns=clock_offset_ns, trace_uuid=trace_uuid,
-                                     hostname=hostname, env=env, overwrite=overwrite, packet_size=packet_size,
-                                     absolute_clock=absolute_clock)
-        self.path = self._trace.path
-        self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        """`device_order`: a sort key on device names that fixes the devices' final indices (the
+        indices :meth:`device` returns are then provisional and remapped at close); None keeps
+        the order of first use. `scratch_dir`: where spilled records go (a private folder is made
+        inside it, and removed at close); default the system's temporary folder."""
+        self.path = Path(path)
+        if (self.path / "metadata").exists() and not overwrite:
+            raise TraceExistsError(f"{self.path}: already holds a trace (metadata exists)")
+        self._directory_args: dict[str, Any] = dict(
+            clock_offset_ns=clock_offset_ns, trace_uuid=trace_uuid, hostname=hostname, env=env, overwrite=overwrite,
+            packet_size=packet_size, absolute_clock=absolute_clock)
+        self._trace: TraceDirectory | None = None
+        self._streams: dict[tuple[str, str], _Stream] = {}
+        self._buffered = 0
+        self._scratch_parent = scratch_dir
+        self._scratch: Path | None = None
         self._strings: dict[str, int] = {}
         self._first_use: list[int] = []  # sid -> earliest timestamp seen
         self._devices: dict[str, int] = {}
         self._device_rows: dict[int, list[Any]] = {}
+        self._device_order = device_order
 
     def intern(self, text: str, ts: int) -> int:
         """The string id of `text`; its definition is stamped with the earliest `ts` seen."""
@@ -62,7 +120,7 @@ class TraceBuilder:
         return sid
 
     def device(self, name: str, ts: int, model: str = "") -> int:
-        """The trace-local index of device `name`; described at the earliest `ts` seen."""
+        """The index of device `name` (provisional with `device_order`); described at the earliest `ts` seen."""
         index = self._devices.get(name)
         if index is None:
             index = self._devices[name] = len(self._devices)
@@ -72,36 +130,114 @@ class TraceBuilder:
             self._device_rows[index][0] = ts
         return index
 
-    def add(self, short_name: str, key: str, ts: int, *values: Any) -> None:
-        """Add one event of class `short_name` to stream `key`; str values of sid fields are interned."""
-        cls = schema.BY_SHORT[short_name]
+    def add(self, short_name: str, key: str, ts: int, *values: Any, order: int = 0) -> None:
+        """Add one event of class `short_name` to stream `key`; str values of sid fields are interned.
+
+        `order` places events of one stream that share a timestamp (lower first); equal ones keep
+        the order they were added in."""
+        layout = _LAYOUTS[short_name]
+        cls = layout.cls
         if len(values) != len(cls.fields):
             raise TypeError(f"{cls.name} takes {len(cls.fields)} values ({', '.join(cls.field_names)}), got {len(values)}")
-        row = tuple(
-            self.intern(v, ts) if f.type == "sid" and isinstance(v, str) else v for f, v in zip(cls.fields, values)
-        )
-        self._rows.setdefault((short_name, key), []).append((ts, *row))
+        if layout.sids:
+            row = list(values)
+            for position in layout.sids:
+                if isinstance(row[position], str):
+                    row[position] = self.intern(row[position], ts)
+            values = tuple(row)
+        stream = self._streams.get((short_name, key))
+        if stream is None:
+            stream = self._streams[(short_name, key)] = _Stream(layout, key)
+        try:
+            packed = layout.record.pack(ts, order, cls.id, ts, *values)
+        except struct.error as exc:
+            raise ValueError(f"{cls.name} at {ts}: a value does not fit its field ({exc})") from None
+        if stream.in_order:
+            if (ts, order) < stream.last:
+                stream.in_order = False
+            else:
+                stream.last = (ts, order)
+        stream.buffer += packed
+        stream.count += 1
+        self._buffered += len(packed)
+        if self._buffered > SPILL_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="dfc-build-", dir=self._scratch_parent))
+        for index, stream in enumerate(self._streams.values()):
+            if stream.buffer:
+                stream.spill(self._scratch, index)
+        self._buffered = 0
 
     def close(self) -> None:
         """Write every stream (sorted by time) and close the trace."""
+        try:
+            self._write()
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Drop what was added and not written (the scratch files too); nothing else is touched."""
+        self._streams.clear()
+        self._buffered = 0
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _write(self) -> None:
+        trace = self._trace = TraceDirectory(self.path, **self._directory_args)
+        remap = self._final_device_indices()
         # Definitions go 1 ns before their first use: readers that order equal timestamps
         # arbitrarily across streams (Trace Compass) still see them first.
-        for index, (ts, *fields) in sorted(self._device_rows.items()):
-            name, kind, ordinal, model = fields[1], fields[2], fields[3], fields[4]
-            self.add("device_info", _DEVICES_KEY, max(ts - 1, 0), index, name, kind, ordinal, model)
+        for ts, index, name, kind, ordinal, model in sorted((row for row in self._device_rows.values()),
+                                                            key=lambda row: remap[row[1]]):
+            self.add("device_info", _DEVICES_KEY, max(ts - 1, 0), remap[index], name, kind, ordinal, model)
         self._device_rows.clear()
         strings = [(max(ts - 1, 0), sid, text) for (text, sid), ts in zip(self._strings.items(), self._first_use)]
         if strings:
-            self._trace.write_events(schema.STRING_DEF, _STRINGS_KEY, strings)
-        for (short_name, key), rows in sorted(self._rows.items()):
-            self._trace.write_events(schema.BY_SHORT[short_name], key, rows)
-        self._rows.clear()
-        self._trace.close()
+            trace.write_events(schema.STRING_DEF, _STRINGS_KEY, strings)
+        for (short_name, key), stream in sorted(self._streams.items()):
+            moved = short_name != "device_info" and any(i != j for i, j in enumerate(remap))
+            trace.write_records(stream.cls, key, self._sorted_records(stream, remap if moved else None))
+        trace.close()
+
+    def _final_device_indices(self) -> list[int]:
+        """provisional device index -> final index."""
+        names = sorted(self._devices, key=self._devices.__getitem__)
+        if self._device_order is not None:
+            names.sort(key=self._device_order)
+        final = {name: i for i, name in enumerate(names)}
+        return [final[name] for name in sorted(self._devices, key=self._devices.__getitem__)]
+
+    @staticmethod
+    def _sorted_records(stream: _Stream, remap: list[int] | None) -> Iterator[tuple[int, bytes]]:
+        """(timestamp, CTF record) in the stream's order, device fields remapped when asked."""
+        size, head, data = stream.layout.record.size, _SORT_KEY.size, stream.records()
+        if stream.in_order:
+            order: Iterable[int] = range(stream.count)
+        else:
+            keys = list(struct.iter_unpack(f"<qq{size - head}x", data))
+            order = sorted(range(stream.count), key=keys.__getitem__)  # stable: equal keys keep the adding order
+            del keys
+        ctf = struct.Struct("<" + stream.cls.struct_format)
+        positions = [2 + p for p in stream.cls.device_positions] if remap is not None else []
+        for i in order:
+            start = i * size
+            ts = _SORT_KEY.unpack_from(data, start)[0]
+            if positions:
+                values = list(ctf.unpack_from(data, start + head))
+                for p in positions:
+                    values[p] = remap[values[p]]  # type: ignore[index]
+                yield ts, ctf.pack(*values)
+            else:
+                yield ts, data[start + head:start + size]
 
     def events_written(self) -> dict[str, int]:
         """Events written per class name ("dfc:node_begin"...), complete once closed."""
         counts: dict[str, int] = {}
-        for stream in self._trace.streams.values():
+        for stream in self._trace.streams.values() if self._trace is not None else ():
             counts[stream.cls.name] = counts.get(stream.cls.name, 0) + stream.events_written
         return counts
 

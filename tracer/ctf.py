@@ -205,6 +205,24 @@ class TraceDirectory:
             stream.write_packet(body, len(chunk), int(chunk[0][0]), int(chunk[-1][0]))  # type: ignore[call-overload]
         return stream
 
+    def write_records(self, cls: schema.EventClass, key: str, records: Iterable[tuple[int, bytes]]) -> StreamFile:
+        """Write already packed records of a fixed-size class, given in time order as (timestamp, record)."""
+        stream = self.stream(cls, key)
+        per_packet = records_per_packet(cls, self.packet_size)
+        body: list[bytes] = []
+        first = last = 0
+        for ts, record in records:
+            if not body:
+                first = ts
+            body.append(record)
+            last = ts
+            if len(body) == per_packet:
+                stream.write_packet(b"".join(body), len(body), first, last)
+                body = []
+        if body:
+            stream.write_packet(b"".join(body), len(body), first, last)
+        return stream
+
     def close(self) -> None:
         for stream in list(self.streams.values()):
             stream.close()

@@ -39,6 +39,7 @@ FIELD_TYPES: Final[dict[str, tuple[str, int, str, str]]] = {
 HEADER_FORMAT: Final = "HQ"
 HEADER_SIZE: Final = struct.calcsize("<" + HEADER_FORMAT)
 
+DEVICE_FIELDS: Final = ("device", "src_device", "dst_device")  # fields holding a device index
 NO_STEP: Final = 0xFFFFFFFF  # `step` value of nodes recorded outside any step
 UNKNOWN_BYTES: Final = 0  # `bytes` value when the size of a tensor is not known
 
@@ -79,6 +80,11 @@ class EventClass:
     @property
     def is_variable(self) -> bool:
         return any(f.type == "string" for f in self.fields)
+
+    @property
+    def device_positions(self) -> tuple[int, ...]:
+        """Positions (in ``fields``) of the fields that hold a device index."""
+        return tuple(i for i, f in enumerate(self.fields) if f.name in DEVICE_FIELDS)
 
     @property
     def field_names(self) -> tuple[str, ...]:

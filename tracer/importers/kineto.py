@@ -21,8 +21,8 @@ from typing import Any
 from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.ctf import TraceExistsError
-from tracer.importers.kineto_convert import DEVICE_FIELDS, Converter
-from tracer.importers.kineto_source import KinetoImportError, as_int, load_document
+from tracer.importers.kineto_convert import Converter
+from tracer.importers.kineto_source import KinetoFile, KinetoImportError, as_int
 from tracer.importers.kineto_summary import ImportSummary, wall_clock_origin
 
 _IMPORT_NAMESPACE = uuid.UUID("5b0f5a4e-6d1c-4f1e-9a51-dfc0a1b2c3d4")  # dfcompass imports
@@ -87,46 +87,49 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     src, out = Path(src), Path(out)
     if (out / "metadata").exists() and not overwrite:
         raise TraceExistsError(f"{out}: already holds a trace (use --overwrite to replace it)")
-    doc, events = load_document(src)
-    conv = Converter(src, doc, events)
-    conv.convert()
-    source_events = len(events)
-    if not conv.rows:
-        raise KinetoImportError(src, f"nothing to import: none of the {source_events} events is a cpu_op, runtime "
-                                "call, GPU activity, user annotation or [memory] event")
-    conv.describe_threads()
-    events.clear()  # converted: the parsed events (one dict each, most of the memory) go before the trace is built
-    stamps = [row[2] for row in conv.rows]
-    first, last = min(stamps), max(stamps)
-    origin, base = wall_clock_origin(doc, first)
-    offset, shift = _rebase(first, base)
-    models = _models(doc)
-    devices = sorted(conv.first_use, key=_device_order)  # cpu first, then GPUs by ordinal
+    source = KinetoFile(src)
+    conv = Converter(source)
+    conv.scan()  # the whole file is read and checked once before anything is converted
+    if conv.first is None or conv.last is None:
+        raise KinetoImportError(src, f"nothing to import: none of the {conv.source_events} events is a cpu_op, "
+                                "runtime call, GPU activity, user annotation or [memory] event")
+    origin, base = wall_clock_origin(source.doc, conv.first)
+    offset, shift = _rebase(conv.first, base)
+    models = _models(source.doc)
     # The same file always gives the same trace UUID; a clock with a wall-time origin is absolute,
-    # so the ranks of one job imported one by one still open together in babeltrace2.
-    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(doc, src), overwrite=overwrite,
-                           trace_uuid=content_uuid(src), absolute_clock=origin != "unknown")
-    index = {name: builder.device(name, conv.first_use[name] - shift, models.get(name, "")) for name in devices}
-    for short, key, ts, values in conv.rows:
-        positions = DEVICE_FIELDS[short]
-        if positions:
-            values = tuple(index[v] if i in positions else v for i, v in enumerate(values))
-        builder.add(short, key, ts - shift, *values)
-    builder.close()
-    with_launch = sum(1 for c in conv.gpu_ids if c is not None and c in conv.api_ids)
+    # so the ranks of one job imported one by one still open together in babeltrace2. Nothing is
+    # written to `out` before the builder closes: a conversion error leaves no trace behind.
+    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(source.doc, src), overwrite=overwrite,
+                           trace_uuid=content_uuid(src), absolute_clock=origin != "unknown",
+                           device_order=_device_order, scratch_dir=_existing_parent(out))
+    try:
+        conv.convert(builder, shift, models)
+        builder.close()
+    finally:
+        builder.discard()
+    devices = sorted(conv.first_use, key=_device_order)  # cpu first, then GPUs by ordinal
+    gpu_events = len(conv.gpu_corr) + conv.gpu_without_corr
     return ImportSummary(
-        source=str(src), output=str(out), source_events=source_events,
+        source=str(src), output=str(out), source_events=conv.source_events,
         events_per_class=dict(sorted(builder.events_written().items(), key=lambda kv: schema.BY_NAME[kv[0]].id)),
         skipped=dict(sorted(conv.skipped.items())),
         devices={name: models.get(name, "") for name in devices},
         gpu_streams={d: sorted(conv.gpu_streams[d]) for d in devices if d in conv.gpu_streams},
         threads=len(conv.first_thread),
-        steps=sorted({row[3][0] for row in conv.rows if row[0] == "step_begin"}),
+        steps=sorted(conv.step_numbers),
         remapped_ids={k: m.remapped for k, m in (("tid", conv.tids), ("pid", conv.pids), ("stream", conv.streams))
                       if m.remapped},
-        correlation={"gpu_with_launch": with_launch, "gpu_without_launch": len(conv.gpu_ids) - with_launch,
+        correlation={"gpu_with_launch": conv.with_launch, "gpu_without_launch": gpu_events - conv.with_launch,
                      "api_joined_by_flow": conv.joined["api"], "gpu_joined_by_flow": conv.joined["gpu"],
                      "ac2g_flow_events": conv.ac2g},
         clock_origin=origin, clock_offset_ns=offset,
-        first_ns=offset + first - shift, last_ns=offset + last - shift,
+        first_ns=offset + conv.first - shift, last_ns=offset + conv.last - shift,
     )
+
+
+def _existing_parent(out: Path) -> Path | None:
+    """The nearest existing folder above `out`: spilled records stay on the output's file system."""
+    for folder in out.absolute().parents:
+        if folder.is_dir():
+            return folder
+    return None

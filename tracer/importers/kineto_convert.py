@@ -1,24 +1,31 @@
-"""The conversion proper: Kineto events to rows of dfcompass events (see docs/import-kineto.md).
+"""The conversion proper: Kineto events to dfcompass events (see docs/import-kineto.md).
 
-Rows keep Kineto's time (ns) and device *names*; :func:`tracer.importers.kineto.import_kineto`
-rebases the time and turns names into device indices when it writes them.
+Two passes over the file, each reading it as a stream (:class:`KinetoFile`), so memory does not
+grow with the file: :meth:`Converter.scan` gathers what converting an event needs from the rest
+of the file (names, flows, steps, ids, the start order of the ops, the time span);
+:meth:`Converter.convert` then converts each event as it is read and hands it to a
+:class:`~tracer.builder.TraceBuilder`, rebased to the trace clock, with device names for the
+builder to index.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from array import array
 from bisect import bisect_right
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from tracer import schema
+from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.copy_kinds import copy_ends
 from tracer.importers.kineto_source import (
     U32_MAX,
     U64_MAX,
     IdMap,
+    KinetoFile,
     KinetoImportError,
     as_int,
     copy_kind,
@@ -33,12 +40,10 @@ _API_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 _CPU_KINDS = frozenset({"node", "step", "api", "memory", "annotation"})
+_CORRELATED = frozenset({"api", "sync", "kernel", "memcpy", "memset"})  # kinds whose events carry a correlation id
 # c10::DeviceType values that [memory] events carry in "Device Type".
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
-DEVICE_FIELDS = {
-    c.short: tuple(i for i, f in enumerate(c.fields) if f.name in ("device", "src_device", "dst_device"))
-    for c in schema.CATALOGUE
-}
+DEVICE_FIELDS = {c.short: c.device_positions for c in schema.CATALOGUE}
 
 
 MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
@@ -140,16 +145,39 @@ def _skip_key(event: dict[str, Any]) -> str:
     return "instant" if ph in ("i", "I") else f"ph={ph}"
 
 
-class Converter:
-    """Two passes over traceEvents: scan (metadata, flows, steps, ids), then convert to rows."""
+_COMMS_ARGS = ("Process Group Name", "Group size", "In msg nelems", "dtype")
 
-    def __init__(self, path: Path, doc: dict[str, Any], events: list[Any]) -> None:
-        self.path, self.doc, self.events = path, doc, events
+
+class Converter:
+    """Two passes over traceEvents: :meth:`scan` (metadata, flows, steps, ids, op order, span),
+    then :meth:`convert` (each event to dfcompass events, straight into a builder)."""
+
+    def __init__(self, source: KinetoFile) -> None:
+        self.path, self.source = source.path, source
+        self.doc = source.doc
+        self.source_events = 0
         self.process_names: dict[Any, str] = {}
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.flows: dict[tuple[Any, Any, int], int] = {}  # (pid, tid, ts ns) -> ac2g flow id
+        self.wanted_flows: set[tuple[Any, Any, int]] = set()  # slices that need one (no args.correlation)
         self.steps: dict[Any, list[tuple[int, int, int]]] = {}  # pid -> sorted (begin, end, step)
-        self.rows: list[tuple[str, str, int, tuple[Any, ...]]] = []  # (class, stream key, ts, fields)
+        self.first: int | None = None  # Kineto ns of the first and last converted event
+        self.last: int | None = None
+        self.node_ids = array("I")  # the n-th op of the file -> its node id (ops numbered in start order)
+        self.collective_seq: dict[int, int] = {}  # the n-th op of the file, a c10d op -> its seq
+        self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}  # flow id -> {"s"|"f": (pid, tid, ts)}
+        self.node_at: dict[tuple[Any, Any, int], tuple[int, int, str]] = {}  # flow point -> deepest (end, id, key)
+        # (raw pid, raw tid) -> sorted (ts ns, the args that size it) of record_param_comms: a collective's
+        # size and process group, in newer Kineto files
+        self.comms_params: dict[tuple[Any, Any], list[tuple[int, int]]] = {}  # -> (ts, index in comms_args)
+        self.comms_args: list[dict[str, Any]] = []
+        self.fwdbwd_points: set[tuple[Any, Any, int]] = set()
+        self.tids = self.pids = self.streams = IdMap(())
+        self.rank = 0xFFFFFFFF  # distributedInfo.rank, once scan() has read the file
+        # pass 2
+        self.builder: TraceBuilder | None = None
+        self.shift = 0
+        self.models: dict[str, str] = {}
         self.skipped: dict[str, int] = {}
         self.first_use: dict[str, int] = {}  # device name -> first ts
         self.first_pid: dict[int, int] = {}
@@ -157,23 +185,17 @@ class Converter:
         self.raw_pid: dict[int, Any] = {}  # mapped id -> id as in the file, to find metadata names
         self.raw_thread: dict[tuple[int, int], tuple[Any, Any]] = {}
         self.gpu_streams: dict[str, set[int]] = {}
-        self.api_ids: set[int] = set()
-        self.gpu_ids: list[int | None] = []
-        self.api_calls: list[tuple[str, int, int, int]] = []  # (stream key, begin, tid, correlation id)
+        self.step_numbers: set[int] = set()
+        # runtime calls with a correlation id, and the GPU activities' ids: launches are the calls
+        # whose id an activity has; kept as arrays, not objects
+        self.api_begin, self.api_tid, self.api_corr = array("q"), array("I"), array("Q")
+        self.gpu_corr = array("Q")
+        self.gpu_without_corr = 0
+        self.with_launch = 0
         self.joined = {"api": 0, "gpu": 0}
         self.ac2g = 0
-        self.node_id = 0
-        self.tids = self.pids = self.streams = IdMap(())
-        info = doc.get("distributedInfo")
-        rank = as_int(info.get("rank")) if isinstance(info, dict) else None
-        self.rank = rank if rank is not None and 0 <= rank <= 0xFFFFFFFE else 0xFFFFFFFF
-        self.collectives = 0  # c10d ops converted so far: the next one's seq
+        self.nodes_seen = 0
         self.annotation_id = 0
-        self.node_at: dict[tuple[Any, Any, int], tuple[int, int, str]] = {}  # (pid, tid, begin) -> deepest (end, id, key)
-        self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}  # flow id -> {"s"|"f": (pid, tid, ts)}
-        # (raw pid, raw tid) -> sorted (ts ns, event index) of record_param_comms: a collective's
-        # size and process group, in newer Kineto files
-        self.comms_params: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
 
     # ------------------------------------------------------------------ checked access
     def fail(self, index: int, event: dict[str, Any], problem: str) -> KinetoImportError:
@@ -226,36 +248,89 @@ class Converter:
         return f"cuda:{device}"
 
     # ------------------------------------------------------------------ pass 1
-    def scan(self) -> tuple[IdMap, IdMap, IdMap]:
+    def scan(self) -> None:
+        """Read the whole file once (every parse error surfaces here) and gather what pass 2 needs."""
         tids, pids, streams = set(), set(), set()
-        for index, event in enumerate(self.events):
+        begins, ends = array("q"), array("q")  # of the file's ops, in file order
+        collectives: list[int] = []  # the file-order numbers of the c10d ops
+        comms_args: list[dict[str, Any]] = []
+        for index, event in enumerate(self.source.events()):
+            self.source_events = index + 1
             if not isinstance(event, dict):
                 raise KinetoImportError(self.path, f"traceEvents[{index}] is a JSON {type(event).__name__}, "
                                         "not an object")
             ph = event.get("ph")
             if ph == "M":
                 self.metadata(event)
-            elif isinstance(ph, str) and ph in _FLOW_PHASES and event.get("cat") == "ac2g":
-                # Kineto's flow id is the correlation id; the flow point sits at its slice's ts.
-                flow_id, ts = as_int(event.get("id")), us_to_ns(event.get("ts"))
-                if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX:
-                    key = (self.raw_id(index, event, "pid"), self.raw_id(index, event, "tid"), ts)
-                    self.flows.setdefault(key, flow_id)
+            elif ph in ("s", "f") and event.get("cat") == "fwdbwd" and self.usable_fwdbwd(event):
+                point = (event.get("pid"), event.get("tid"), us_to_ns(event.get("ts")) or 0)
+                self.fwdbwd.setdefault(event.get("id"), {})[str(ph)] = point
             kind = _kind(event)
+            if kind is None:
+                continue
             if kind in _CPU_KINDS:
                 tids.add(self.raw_id(index, event, "tid"))
                 pids.add(self.raw_id(index, event, "pid"))
-            elif kind is not None:
+            else:
                 streams.add(self.stream_of(index, event))
+            begin, end = self.time(index, event)
+            if kind in _CORRELATED and self.given_correlation(event) is None and _is_id(event.get("pid")) \
+                    and _is_id(event.get("tid")):
+                self.wanted_flows.add((event.get("pid"), event.get("tid"), begin))
+            if kind != "memory" or as_int(self.args(event).get("Bytes")) != 0:  # a 0-byte [memory] gives no event
+                self.first = begin if self.first is None else min(self.first, begin)
+                self.last = end if self.last is None else max(self.last, end)
+            if kind == "node":
+                if collective_kind(str(event.get("name", ""))) is not None:
+                    collectives.append(len(begins))
+                if event.get("name") == "record_param_comms":
+                    thread = (event.get("pid"), event.get("tid"))
+                    self.comms_params.setdefault(thread, []).append((begin, len(comms_args)))
+                    args = self.args(event)
+                    comms_args.append({k: args[k] for k in _COMMS_ARGS if k in args})
+                begins.append(begin)
+                ends.append(end)
             step = _step_number(event) if kind in ("node", "step") else None
             if step is not None:
-                begin, end = self.time(index, event)
                 if step >= schema.NO_STEP:
                     raise self.fail(index, event, "step number does not fit 32 bits")
                 self.steps.setdefault(event.get("pid"), []).append((begin, end, step))
         for intervals in self.steps.values():
             intervals.sort()
-        return IdMap(tids), IdMap(pids), IdMap(streams)
+        for params in self.comms_params.values():
+            params.sort()
+        self.comms_args = comms_args
+        if self.wanted_flows:
+            self.scan_flows()
+        # Ops are numbered in start order, an enclosing op before the ops it contains: by begin, then
+        # by end descending, then in file order (two stable sorts of plain ints: no tuple per op).
+        order = sorted(range(len(begins)), key=ends.__getitem__, reverse=True)
+        order.sort(key=begins.__getitem__)
+        self.node_ids = array("I", bytes(4 * len(order)))
+        for rank, k in enumerate(order):
+            self.node_ids[k] = rank & 0xFFFFFFFF
+        for seq, k in enumerate(sorted(collectives, key=self.node_ids.__getitem__)):
+            self.collective_seq[k] = seq
+        self.fwdbwd_points = {point for ends_ in self.fwdbwd.values() for point in ends_.values()}
+        self.tids, self.pids, self.streams = IdMap(tids), IdMap(pids), IdMap(streams)
+        info = self.doc.get("distributedInfo")
+        given = as_int(info.get("rank")) if isinstance(info, dict) else None
+        self.rank = given if given is not None and 0 <= given <= 0xFFFFFFFE else 0xFFFFFFFF
+
+    def scan_flows(self) -> None:
+        """The ac2g flow points at the slices that lack args.correlation: another read of the file,
+        made only when some do (Kineto writes the id into args nowadays, and there are as many flow
+        points as GPU activities and their calls)."""
+        for event in self.source.events():
+            ph = event.get("ph")
+            if isinstance(ph, str) and ph in _FLOW_PHASES and event.get("cat") == "ac2g":
+                # Kineto's flow id is the correlation id; the flow point sits at its slice's ts.
+                flow_id, ts = as_int(event.get("id")), us_to_ns(event.get("ts"))
+                pid, tid = event.get("pid"), event.get("tid")
+                if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX and _is_id(pid) and _is_id(tid):
+                    key = (pid, tid, ts)
+                    if key in self.wanted_flows:
+                        self.flows.setdefault(key, flow_id)
 
     def metadata(self, event: dict[str, Any]) -> None:
         name = self.args(event).get("name")
@@ -266,42 +341,42 @@ class Converter:
         elif event.get("name") == "thread_name":  # Kineto may rename a thread: the last name wins
             self.thread_names[(event.get("pid"), event.get("tid"))] = name
 
-    # ------------------------------------------------------------------ pass 2
-    def convert(self) -> None:
-        self.tids, self.pids, self.streams = self.scan()
-        nodes: list[tuple[int, int, int]] = []
-        for index, event in enumerate(self.events):
-            if self.convert_event(index, event, nodes) != "node":
-                self.events[index] = None  # done with it: only node events are read again (below)
-        for params in self.comms_params.values():
-            params.sort()
-        nodes.sort(key=lambda n: (n[0], -n[1], n[2]))  # ids in start order, parents first
-        for begin, end, index in nodes:
-            self.node(begin, end, index, self.events[index])
-        self.fwdbwd_links()
-        launched = set(self.gpu_ids)
-        for key, begin, tid, corr in self.api_calls:  # calls whose GPU work is in the file
-            if corr in launched:
-                self.add("launch", key, begin, tid, corr)
+    @staticmethod
+    def usable_fwdbwd(event: dict[str, Any]) -> bool:
+        """A fwdbwd flow point (Kineto links a forward op to its backward op) with a time and ids."""
+        return (us_to_ns(event.get("ts")) is not None and _is_id(event.get("pid")) and _is_id(event.get("tid"))
+                and _is_id(event.get("id")))
 
-    def convert_event(self, index: int, event: dict[str, Any], nodes: list[tuple[int, int, int]]) -> str | None:
-        """Convert one event (a node is only queued in `nodes`, converted in start order later); its kind."""
+    # ------------------------------------------------------------------ pass 2
+    def convert(self, builder: TraceBuilder, shift: int, models: dict[str, str]) -> None:
+        """Convert every event into `builder`, at Kineto time - `shift`; `models` names the GPUs."""
+        self.builder, self.shift, self.models = builder, shift, models
+        for index, event in enumerate(self.source.events()):
+            self.convert_event(index, event)
+        self.fwdbwd_links()
+        launched = set(self.gpu_corr)
+        for begin, tid, corr in zip(self.api_begin, self.api_tid, self.api_corr):  # calls whose GPU work is in the file
+            if corr in launched:
+                self.add("launch", str(tid), begin, tid, corr)
+        api_ids = set(self.api_corr)
+        self.with_launch = sum(1 for corr in self.gpu_corr if corr in api_ids)
+        self.describe_threads()
+
+    def convert_event(self, index: int, event: dict[str, Any]) -> None:
         kind = _kind(event)
         if kind is None:
-            if event.get("ph") == "M":
-                return kind
-            if isinstance(event.get("ph"), str) and event.get("ph") in _FLOW_PHASES and event.get("cat") == "ac2g":
+            ph, cat = event.get("ph"), event.get("cat")
+            if ph == "M":
+                return
+            if isinstance(ph, str) and ph in _FLOW_PHASES and cat == "ac2g":
                 self.ac2g += 1
-                return kind
-            if event.get("ph") in ("s", "f") and event.get("cat") == "fwdbwd" and self.fwdbwd_point(index, event):
-                return kind
+                return
+            if ph in ("s", "f") and cat == "fwdbwd" and self.usable_fwdbwd(event):
+                return
             key = _skip_key(event)
             self.skipped[key] = self.skipped.get(key, 0) + 1
         elif kind == "node":
-            nodes.append((*self.time(index, event), index))
-            if event.get("name") == "record_param_comms":
-                thread = (event.get("pid"), event.get("tid"))
-                self.comms_params.setdefault(thread, []).append((nodes[-1][0], index))
+            self.node(index, event)
         elif kind == "step":
             self.step(index, event)
         elif kind == "api":
@@ -314,7 +389,6 @@ class Converter:
             self.annotation(index, event, on_gpu=kind == "gpu_annotation")
         else:
             self.gpu(kind, index, event)
-        return kind
 
     def cpu_ids(self, event: dict[str, Any], ts: int) -> tuple[int, int]:
         pid, tid = self.pids[event.get("pid")], self.tids[event.get("tid")]
@@ -326,12 +400,20 @@ class Converter:
         self.raw_thread[(pid, tid)] = (event.get("pid"), event.get("tid"))
         return pid, tid
 
-    def add(self, short: str, key: str, ts: int, *values: Any) -> None:
-        for position in DEVICE_FIELDS[short]:
-            name = values[position]
-            if ts < self.first_use.get(name, ts + 1):
-                self.first_use[name] = ts
-        self.rows.append((short, key, ts, values))
+    def add(self, short: str, key: str, ts: int, *values: Any, order: int = 0) -> None:
+        """One dfcompass event into the builder: time rebased, device names given to the builder."""
+        builder = self.builder
+        assert builder is not None, "convert() sets the builder"
+        positions = DEVICE_FIELDS[short]
+        if positions:
+            row = list(values)
+            for position in positions:
+                name = row[position]
+                if ts < self.first_use.get(name, ts + 1):
+                    self.first_use[name] = ts
+                row[position] = builder.device(name, ts - self.shift, self.models.get(name, ""))
+            values = tuple(row)
+        builder.add(short, key, ts - self.shift, *values, order=order)
 
     def step_of(self, raw_pid: Any, ts: int) -> int:
         intervals = self.steps.get(raw_pid)
@@ -341,36 +423,33 @@ class Converter:
                 return intervals[at][2]
         return schema.NO_STEP
 
-    def node(self, begin: int, end: int, index: int, event: dict[str, Any]) -> None:
+    def node(self, index: int, event: dict[str, Any]) -> None:
+        begin, end = self.time(index, event)
         _, tid = self.cpu_ids(event, begin)
         op = str(event.get("name", ""))
         scope = self.args(event).get("Module Hierarchy")
         name = scope if isinstance(scope, str) and scope else op
-        node_id = self.node_id & 0xFFFFFFFF
-        self.node_id += 1
+        nth = self.nodes_seen
+        self.nodes_seen += 1
+        node_id = self.node_ids[nth]
+        order = node_id + 1  # a stream's events at one time: in start order, after those of other kinds
         key = str(tid)
         at = (event.get("pid"), event.get("tid"), begin)
-        known = self.node_at.get(at)
-        if known is None or end < known[0]:  # a flow binds to the deepest slice starting there
-            self.node_at[at] = (end, node_id, key)
-        self.add("node_begin", key, begin, node_id, op, name, "cpu", tid, self.step_of(event.get("pid"), begin))
-        self.add("node_end", key, end, node_id, "cpu", tid)
+        if at in self.fwdbwd_points:
+            known = self.node_at.get(at)
+            if known is None or end < known[0]:  # a flow binds to the deepest slice starting there
+                self.node_at[at] = (end, node_id, key)
+        self.add("node_begin", key, begin, node_id, op, name, "cpu", tid, self.step_of(event.get("pid"), begin),
+                 order=order)
+        self.add("node_end", key, end, node_id, "cpu", tid, order=order)
         shapes = input_args(self.args(event))
         if shapes is not None:
-            self.add("node_args", key, begin, node_id, *shapes)
+            self.add("node_args", key, begin, node_id, *shapes, order=order)
         kind = collective_kind(op)
         if kind is not None:
-            self.collective(key, begin, end, node_id, kind, event)
+            self.collective(key, begin, end, node_id, kind, event, self.collective_seq[nth])
         if _step_number(event) is not None:
-            self.step(index, event)
-
-    def fwdbwd_point(self, index: int, event: dict[str, Any]) -> bool:
-        """Keep one end of a fwdbwd flow (Kineto links a forward op to its backward op); False if unusable."""
-        ts = us_to_ns(event.get("ts"))
-        if ts is None or not _is_id(event.get("pid")) or not _is_id(event.get("tid")):
-            return False
-        self.fwdbwd.setdefault(event.get("id"), {})[str(event.get("ph"))] = (event.get("pid"), event.get("tid"), ts)
-        return True
+            self.step(index, event, order=order)
 
     def fwdbwd_links(self) -> None:
         """dfc:node_link for each fwdbwd flow whose two ends sit at the start of a node."""
@@ -412,31 +491,37 @@ class Converter:
         self.add("annotation_end", key, end, device, track, self.annotation_id)
         self.annotation_id = (self.annotation_id + 1) & 0xFFFFFFFF
 
-    def collective(self, key: str, begin: int, end: int, node_id: int, kind: str, event: dict[str, Any]) -> None:
+    def collective(self, key: str, begin: int, end: int, node_id: int, kind: str, event: dict[str, Any],
+                   seq: int) -> None:
         """dfc:collective of a c10d op, sized from the record_param_comms inside it when the file has one."""
         group, size, nbytes = "", 0, 0
         params = self.comms_params.get((event.get("pid"), event.get("tid")), [])
         at = bisect_right(params, (begin, -1))
         if at < len(params) and params[at][0] <= end:
-            args = self.args(self.events[params[at][1]])
+            args = self.comms_args[params[at][1]]
             group = str(args.get("Process Group Name", ""))[:200]
             size = min(max(as_int(args.get("Group size")) or 0, 0), 0xFFFFFFFF)
             elements = as_int(args.get("In msg nelems")) or 0
             nbytes = min(max(elements, 0) * DTYPE_BYTES.get(str(args.get("dtype")), 0), U64_MAX)
-        self.add("collective", key, begin, node_id, self.rank, kind, group, size, self.collectives, nbytes)
-        self.collectives += 1
+        self.add("collective", key, begin, node_id, self.rank, kind, group, size, seq, nbytes, order=node_id + 1)
 
-    def step(self, index: int, event: dict[str, Any]) -> None:
+    def step(self, index: int, event: dict[str, Any], order: int = 0) -> None:
         begin, end = self.time(index, event)
         _, tid = self.cpu_ids(event, begin)
         step = _step_number(event)
-        self.add("step_begin", str(tid), begin, step, tid)
-        self.add("step_end", str(tid), end, step, tid)
+        assert step is not None, "only ProfilerStep#N slices are steps"
+        self.step_numbers.add(step)
+        self.add("step_begin", str(tid), begin, step, tid, order=order)
+        self.add("step_end", str(tid), end, step, tid, order=order)
+
+    def given_correlation(self, event: dict[str, Any]) -> int | None:
+        value = as_int(self.args(event).get("correlation"))
+        return value if value is not None and 0 <= value <= U64_MAX else None
 
     def correlation(self, event: dict[str, Any], ts: int, side: str) -> int | None:
         """args.correlation, else the id of the ac2g flow point on this slice (counted as a join)."""
-        value = as_int(self.args(event).get("correlation"))
-        if value is not None and 0 <= value <= U64_MAX:
+        value = self.given_correlation(event)
+        if value is not None:
             return value
         pid, tid = event.get("pid"), event.get("tid")
         flow = self.flows.get((pid, tid, ts)) if _is_id(pid) and _is_id(tid) else None
@@ -448,13 +533,13 @@ class Converter:
         begin, end = self.time(index, event)
         _, tid = self.cpu_ids(event, begin)
         corr = self.correlation(event, begin, "api")
-        if corr is not None:
-            self.api_ids.add(corr)
         name, key = str(event.get("name", "")), str(tid)
         self.add("api_enter", key, begin, tid, name, corr or 0)
         self.add("api_exit", key, end, tid, name, corr or 0)
         if corr is not None:
-            self.api_calls.append((key, begin, tid, corr))
+            self.api_begin.append(begin)
+            self.api_tid.append(tid)
+            self.api_corr.append(corr)
 
     def gpu(self, kind: str, index: int, event: dict[str, Any]) -> None:
         begin, end = self.time(index, event)
@@ -462,7 +547,10 @@ class Converter:
         stream = self.streams[self.stream_of(index, event)]
         self.gpu_streams.setdefault(device, set()).add(stream)
         corr = self.correlation(event, begin, "gpu")
-        self.gpu_ids.append(corr)
+        if corr is None:
+            self.gpu_without_corr += 1
+        else:
+            self.gpu_corr.append(corr)
         key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
         if kind == "kernel":
             dims = _dims(args.get("grid")) + _dims(args.get("block"))

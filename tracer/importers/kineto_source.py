@@ -8,13 +8,16 @@ file and a one-line message.
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import io
 import json
 import os
+import re
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from tracer.copy_kinds import copy_kind_of
 
@@ -33,36 +36,165 @@ class KinetoImportError(ValueError):
         super().__init__(f"{self.path}: {self.problem}")
 
 
-def load_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
-    """The top-level object and its ``traceEvents`` list (a bare JSON array is accepted too)."""
-    raw = path.read_bytes()  # OSError (missing file...) goes to the caller as it is
-    if raw[:2] == _GZIP_MAGIC:  # by content, not by name: a renamed file still imports
+_CHUNK = 1 << 20  # bytes read at a time
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SEPARATOR = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+_RETRY_MARGIN = 16  # a parse error this close to the end of the text read so far may be a cut value
+
+
+class KinetoFile:
+    """A Kineto file read as a stream, one trace event at a time.
+
+    :meth:`events` reads the file again at every call (gzip recognised by content) and yields the
+    entries of ``traceEvents`` one by one; only the event being converted is ever a Python object.
+    The top-level object's other members (``deviceProperties``, ``baseTimeNanoseconds``...) land
+    in :attr:`doc` as the reading passes them, so :attr:`doc` is complete once a read is done. A
+    bare JSON array (Chrome's "JSON array format") is accepted too.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.doc: dict[str, Any] = {}
+
+    def events(self) -> Iterator[Any]:
+        text = _Text(self.path)
+        first = text.peek()
+        if first == "[":
+            text.take()
+            yield from text.items()
+        elif first == "{":
+            yield from self._members(text)
+        else:
+            value = text.value()
+            raise KinetoImportError(self.path, f"the top level is a JSON {type(value).__name__}, not an object")
+        if text.peek():
+            raise text.error("Extra data")
+
+    def _members(self, text: "_Text") -> Iterator[Any]:
+        text.take()
+        found = False
+        if text.peek() == "}":
+            text.take()
+        else:
+            while True:
+                if text.peek() != '"':
+                    raise text.error("Expecting property name enclosed in double quotes")
+                key = text.value()
+                if text.peek() != ":":
+                    raise text.error("Expecting ':' delimiter")
+                text.take()
+                if key == "traceEvents":
+                    if found:
+                        raise KinetoImportError(self.path, "two 'traceEvents' members")
+                    found = True
+                    if text.peek() != "[":
+                        events = text.value()
+                        raise KinetoImportError(self.path, f"'traceEvents' is a JSON {type(events).__name__}, not a list")
+                    text.take()
+                    yield from text.items()
+                else:
+                    self.doc[key] = text.value()
+                if text.peek() == ",":
+                    text.take()
+                    continue
+                if text.peek() == "}":
+                    text.take()
+                    break
+                raise text.error("Expecting ',' delimiter")
+        if not found:
+            raise KinetoImportError(self.path, "no 'traceEvents' list: not a Chrome/Kineto trace")
+
+
+class _Text:
+    """The file's text, decoded as it is read, with the JSON values parsed one at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as probe:  # OSError (missing file...) goes to the caller as it is
+            gzipped = probe.read(2) == _GZIP_MAGIC
+        self._file: io.BufferedIOBase = gzip.open(path, "rb") if gzipped else open(path, "rb")
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._bytes_read = 0
+        self._dropped = 0  # characters before `buf`
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self._decode = json.JSONDecoder(parse_float=Decimal).raw_decode
+
+    def _more(self) -> bool:
+        """Read the next chunk into the buffer; False at the end of the file."""
+        if self.eof:
+            return False
         try:
-            raw = gzip.decompress(raw)
+            data = self._file.read(_CHUNK)
         except (EOFError, OSError, zlib.error) as exc:
-            raise KinetoImportError(path, f"bad gzip data: {exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise KinetoImportError(path, f"not UTF-8 text (byte {exc.start})") from None
-    try:
-        doc = json.loads(text, parse_float=Decimal)
-    except json.JSONDecodeError as exc:
-        raise KinetoImportError(path, f"not JSON: {exc}") from None
-    except RecursionError:
-        raise KinetoImportError(path, "not JSON: nested too deeply") from None
-    except (ValueError, ArithmeticError) as exc:  # past Python's digit limit, or Decimal's exponent range
-        raise KinetoImportError(path, f"a number the importer cannot hold: {type(exc).__name__} {exc}") from None
-    if isinstance(doc, list):  # Chrome's "JSON array format"
-        return {}, doc
-    if not isinstance(doc, dict):
-        raise KinetoImportError(path, f"the top level is a JSON {type(doc).__name__}, not an object")
-    events = doc.get("traceEvents")
-    if events is None:
-        raise KinetoImportError(path, "no 'traceEvents' list: not a Chrome/Kineto trace")
-    if not isinstance(events, list):
-        raise KinetoImportError(path, f"'traceEvents' is a JSON {type(events).__name__}, not a list")
-    return doc, events
+            raise KinetoImportError(self.path, f"bad gzip data: {exc}") from None
+        try:
+            text = self._decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise KinetoImportError(self.path, f"not UTF-8 text (byte {self._bytes_read + exc.start})") from None
+        self._bytes_read += len(data)
+        if not data:
+            self.eof = True
+            self._file.close()
+        self._dropped += self.pos
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end), without taking it."""
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf) or not self._more():
+                return self.buf[self.pos:self.pos + 1]
+
+    def take(self) -> None:
+        self.pos += 1
+
+    def value(self) -> Any:
+        """The JSON value that starts at the next character."""
+        if self.pos >= len(self.buf) or self.buf[self.pos] in " \t\n\r":
+            self.peek()
+        while True:
+            try:
+                value, end = self._decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(self.buf) - _RETRY_MARGIN or exc.msg.startswith("Unterminated string")
+                if cut and self._more():
+                    continue
+                raise KinetoImportError(self.path, f"not JSON: {exc.msg} at character {self._dropped + exc.pos}") from None
+            except RecursionError:
+                raise KinetoImportError(self.path, "not JSON: nested too deeply") from None
+            except (ValueError, ArithmeticError) as exc:  # past Python's digit limit, or Decimal's exponent range
+                raise KinetoImportError(self.path, f"a number the importer cannot hold: {type(exc).__name__} {exc}") from None
+            if end == len(self.buf) and self._more():
+                continue  # a number may go on in the next chunk
+            self.pos = end
+            return value
+
+    def items(self) -> Iterator[Any]:
+        """The values of an array whose "[" was just taken, through its "]"."""
+        if self.peek() == "]":
+            self.take()
+            return
+        while True:
+            yield self.value()
+            found = _SEPARATOR.match(self.buf, self.pos)  # the usual case, without a call per character
+            if found is not None and found.end() < len(self.buf):
+                self.pos = found.end()
+                continue
+            following = self.peek()
+            self.take()
+            if following == "]":
+                return
+            if following != ",":
+                self.pos -= 1
+                raise self.error("Expecting ',' delimiter")
+
+    def error(self, problem: str) -> KinetoImportError:
+        where = "at the end of the file" if self.pos >= len(self.buf) else f"at character {self._dropped + self.pos}"
+        return KinetoImportError(self.path, f"not JSON: {problem} {where}")
 
 
 def describe(index: int, event: dict[str, Any]) -> str:
@@ -91,7 +223,11 @@ def us_to_ns(value: Any) -> int | None:
     if isinstance(value, int):
         return value * 1000 if abs(value) <= MAX_MAGNITUDE else None
     if isinstance(value, Decimal) and _bounded(value):
-        return int((value * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))
+        ns = value.scaleb(3)  # exact: only the exponent moves
+        whole = int(ns)
+        if ns == whole:  # the usual case: no digits past the ns
+            return whole
+        return int(ns.to_integral_value(rounding=ROUND_HALF_EVEN))
     return None
 
 
