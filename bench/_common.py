@@ -68,18 +68,30 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter_ns() - t0) / 1e9, value
 
 
+# Runs the command and reports its wall time, exit code and peak RSS. A child forked straight from
+# the bench process would report at least the bench's own RSS: Linux carries the forked memory's
+# high-water mark across exec into ru_maxrss. This small process forks the command instead.
+_SPAWNER = r"""
+import os, subprocess, sys, time
+start = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(time.perf_counter() - start, os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def run_child(argv: list[str], cwd: Path = REPO_ROOT, env: dict[str, str] | None = None) -> tuple[float, int]:
     """Run `argv` to its end in a fresh process (with `env` added to the environment): (wall
-    seconds, its peak RSS in KiB, ru_maxrss). A failure raises with the end of the child's stderr."""
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env={**os.environ, **env} if env else None)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        tail = child.stderr.read().decode(errors="replace")[-400:] if child.stderr else ""
-        raise RuntimeError(f"{' '.join(argv[:2])} ... failed: {tail}")
-    return seconds, usage.ru_maxrss
+    seconds, its own peak RSS in KiB). A failure raises with the end of the child's stderr."""
+    done = subprocess.run([sys.executable, "-c", _SPAWNER, *argv], cwd=cwd, capture_output=True,
+                          env={**os.environ, **env} if env else None)
+    try:
+        seconds, code, rss = done.stdout.split()
+    except ValueError:
+        raise RuntimeError(f"{' '.join(argv[:2])} ... could not run: {done.stderr.decode(errors='replace')[-400:]}")
+    if int(code) != 0:
+        raise RuntimeError(f"{' '.join(argv[:2])} ... failed: {done.stderr.decode(errors='replace')[-400:]}")
+    return float(seconds), int(rss)
 
 
 def babeltrace2_dummy(trace: Path) -> Callable[[], "Sample"]:
