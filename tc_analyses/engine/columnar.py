@@ -317,15 +317,16 @@ class ColumnarProvider(Evaluator):
         order = np.lexsort((bases, attrs))
         out = np.empty(len(order), dtype=np.int64)
         current: dict[int, int] = {}
-        items = self.values.items
+        item = self.values.item
         for n, (a, v, leaf) in enumerate(zip(attrs[order].tolist(), values[order].tolist(), leaves[order].tolist())):
-            new = items[v]
+            new = item(v)
             if self.leaves[leaf].increment and new is not None and new.kind in _NUMERIC:
-                old = items[current.get(a, 0)]
+                old = item(current.get(a, 0))
                 if old is not None and old.kind != new.kind:
                     raise XmlAnalysisError(self.leaves[leaf].value, f"increment of a {old.kind} attribute "
                                            f"{'/'.join(self.attrs.paths[a])} by a {new.kind}: the analysis fails")
-                v = self.values.intern(Value(new.kind, (old.value if old is not None else 0) + new.value))
+                base: Any = old.value if old is not None else 0  # numeric: _NUMERIC kinds only
+                v = self.values.intern(Value(new.kind, base + new.value))
             current[a] = v
             out[n] = v
         self.log.add(u, attrs[order], bases[order] * STEPS, out)
@@ -369,7 +370,7 @@ class _Recorder:
         return self.attrs.id_of(path)
 
     def ongoing(self, path: tuple[str, ...]) -> Value | None:
-        return self.values.items[self.current.get(self.attrs.id_of(path), 0)]
+        return self.values.item(self.current.get(self.attrs.id_of(path), 0))
 
     def modify(self, path: tuple[str, ...], value: Value | None, t: int) -> None:
         attr, value_id = self.attrs.id_of(path), self.values.intern(value)

@@ -492,13 +492,13 @@ class ColumnarPattern(Evaluator):
         if fixed or name_value is None:
             labels = [fixed or ""] * len(rows)
         else:
-            labels = ["null" if (v := self.values.items[i]) is None else str(v)
+            labels = ["null" if (v := self.values.item(i)) is None else str(v)
                       for i in self._value(name_value, frame, rows).tolist()]
         contents: list[dict[str, Any]] = [{} for _ in rows]
         for seg_field in element.iterfind("segContent/segField"):
             name, kind, value = seg_field.get("name"), seg_field.get("type"), seg_field.find("stateValue")
             if value is not None:
-                got = [self.values.items[i] for i in self._value(value, frame, rows).tolist()]
+                got = [self.values.item(i) for i in self._value(value, frame, rows).tolist()]
             else:
                 constant = seg_field.get("value")
                 got = [Value("string", constant) if constant else None] * len(rows)

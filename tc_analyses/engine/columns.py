@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tc_analyses.engine.events import EventClassRows
-from tc_analyses.engine.state_system import Attribute, StateSystem, StateTypeError, Value
+from tc_analyses.engine.state_system import Attribute, StateSystem, StateTypeError, Value, ValueColumn
 from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, force_type, typed_value
 
 Template = tuple["str | None", ...]  # a path's constants, None where a field or a query names the element
@@ -36,17 +36,32 @@ class NotColumnar(Exception):
 class Values:
     """Every distinct state value gets an id; 0 is null.
 
-    Longs, the values of most fields and of every time, also have a sorted numpy index, so a column
-    of them is interned with array operations and one Value object per new distinct number."""
+    Held as columns, not objects: a kind code (:attr:`KINDS`) and a payload per id, the number itself
+    for a long (most values: fields and every time), else an index into the few other values'
+    objects. :meth:`item` makes a long's Value when it is asked for. Longs also have a sorted numpy
+    index, so a column of them is interned with array operations."""
 
     KINDS = {"int": 1, "long": 2, "double": 3, "string": 4}
+    _LONG = KINDS["long"]
 
     def __init__(self) -> None:
-        self.items: list[Value | None] = [None]
-        self.kinds: list[int] = [0]  # KINDS of each id
+        self.kinds = array("b", [0])  # KINDS of each id
+        self._payload = array("q", [0])
+        self._objects: list[Value] = []  # values other than int64 longs
+        self._boxed: set[int] = set()  # ids of longs past 64 bits: among the objects
         self._ids: dict[Value, int] = {}
-        self._long_keys = np.zeros(0, dtype=np.int64)  # sorted numbers
-        self._long_ids = np.zeros(0, dtype=np.int64)
+        self._long_keys: IntArray | None = np.zeros(0, dtype=np.int64)  # sorted numbers
+        self._long_ids: IntArray | None = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def item(self, i: int) -> Value | None:
+        """The value of id `i`."""
+        kind = self.kinds[i]
+        if kind == self._LONG and i not in self._boxed:
+            return Value("long", self._payload[i])
+        return self._objects[self._payload[i]] if kind else None
 
     def intern(self, value: Value | None) -> int:
         if value is None:
@@ -55,18 +70,35 @@ class Values:
         if found is not None:
             return found
         if value.kind == "long" and isinstance(value.value, int) and -2**63 <= value.value < 2**63:
-            found = self._ids[value] = int(self.longs(np.array([value.value], dtype=np.int64))[0])
-            return found
-        if found is None:
-            found = self._ids[value] = len(self.items)
-            self.items.append(value)
-            self.kinds.append(self.KINDS[value.kind])
+            return int(self.longs(np.array([value.value], dtype=np.int64))[0])
+        found = self._ids[value] = len(self.kinds)
+        self.kinds.append(self.KINDS[value.kind])
+        self._payload.append(len(self._objects))
+        self._objects.append(value)
+        if value.kind == "long":
+            self._boxed.add(found)
         return found
+
+    def seal(self) -> None:
+        """Drop the index that interning uses (16 bytes a long) once the state systems are built; a
+        later :meth:`longs` builds it again."""
+        self._long_keys = self._long_ids = None
+
+    def _long_index(self) -> tuple[IntArray, IntArray]:
+        if self._long_keys is None or self._long_ids is None:
+            kinds = np.frombuffer(self.kinds, dtype=np.int8)
+            ids = np.flatnonzero(kinds == self._LONG)
+            ids = ids[~np.isin(ids, np.fromiter(self._boxed, np.int64, len(self._boxed)))]
+            numbers = np.frombuffer(self._payload, dtype=np.int64)[ids]
+            order = np.argsort(numbers, kind="stable")
+            self._long_keys, self._long_ids = numbers[order], ids[order].astype(np.int64)
+        return self._long_keys, self._long_ids
 
     def longs(self, numbers: IntArray) -> IntArray:
         """The ids of Value("long", n) for each n of an int64 array."""
         if not len(numbers):
             return np.zeros(0, dtype=np.int64)
+        self._long_keys, self._long_ids = self._long_index()
         unique, inverse = np.unique(numbers, return_inverse=True)
         at = np.searchsorted(self._long_keys, unique)
         known = at < len(self._long_keys)
@@ -75,9 +107,9 @@ class Values:
         ids[known] = self._long_ids[at[known]]
         new = unique[~known]
         if len(new):
-            ids[~known] = np.arange(len(self.items), len(self.items) + len(new), dtype=np.int64)
-            self.items.extend(Value("long", n) for n in new.tolist())
-            self.kinds.extend([self.KINDS["long"]] * len(new))
+            ids[~known] = np.arange(len(self.kinds), len(self.kinds) + len(new), dtype=np.int64)
+            self._payload.frombytes(new.astype(np.int64).tobytes())
+            self.kinds.frombytes(np.full(len(new), self._LONG, dtype=np.int8).tobytes())
             where = np.searchsorted(self._long_keys, new)  # both sorted: an insert, not a sort
             self._long_keys = np.insert(self._long_keys, where, new)
             self._long_ids = np.insert(self._long_ids, where, ids[~known])
@@ -88,7 +120,7 @@ class Values:
         if not len(ids):
             return ids
         unique, inverse = np.unique(ids, return_inverse=True)
-        return np.array([self.intern(fn(self.items[i])) for i in unique.tolist()], dtype=np.int64)[inverse]
+        return np.array([self.intern(fn(self.item(i))) for i in unique.tolist()], dtype=np.int64)[inverse]
 
     def of_raw(self, column: np.ndarray[Any, Any]) -> IntArray:
         """A field column as Trace Compass types it (typed_value), as value ids."""
@@ -349,7 +381,7 @@ class Evaluator:
         unique, inverse = np.unique(values, return_inverse=True)
         if text:
             return np.array([self.names.intern(str(i)) for i in unique.tolist()], dtype=np.int64)[inverse]
-        ids = [-1 if (v := self.values.items[i]) is None else self.names.intern(str(v)) for i in unique.tolist()]
+        ids = [-1 if (v := self.values.item(i)) is None else self.names.intern(str(v)) for i in unique.tolist()]
         return np.array(ids, dtype=np.int64)[inverse]
 
     def _query(self, path: list[Any], frame: Frame, rows: IntArray) -> IntArray:
@@ -440,8 +472,8 @@ class Evaluator:
             return np.zeros(0, dtype=bool)
         width = int(second.max()) + 1
         pairs, inverse = np.unique(first * width + second, return_inverse=True)  # one key per pair
-        items = self.values.items
-        outcome = np.array([_compare(items[a], items[b], operator) for a, b in
+        item = self.values.item
+        outcome = np.array([_compare(item(a), item(b), operator) for a, b in
                             (divmod(pair, width) for pair in pairs.tolist())], dtype=bool)
         return outcome[inverse.reshape(-1)]
 
@@ -479,6 +511,7 @@ class Evaluator:
         for a in range(1, len(self.attrs.paths)):  # the rest were made but never written: null throughout
             if a not in done:
                 self._attribute(ss, a, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.values.seal()  # the state system keeps the values, not the index that interned them
         return ss
 
     def _attributes_from(self, ss: StateSystem, attrs: IntArray, times: IntArray, values: IntArray) -> set[int]:
@@ -504,18 +537,18 @@ class Evaluator:
     def _attribute(self, ss: StateSystem, a: int, t: IntArray, v: IntArray) -> None:
         """Attribute `a` with its effective changes (times, value ids), closed at the state system's end.
         Plain lists: most attributes (one per correlation id, say) hold a handful of intervals."""
-        start, end, items = ss.start, ss.end, self.values.items
+        start, end, table = ss.start, ss.end, self.values
         path = self.attrs.paths[a]
         times, ids = t.tolist(), v.tolist()
         if not times or times[0] > start:  # null from the state system's start until the first change
             times.insert(0, start)
             ids.insert(0, 0)
-        values = [items[i] for i in ids]
-        attribute = Attribute(path, end + 1, values[-1])
+        attribute = Attribute(path, end + 1, table.item(ids[-1]))
         attribute.starts = array("q", times)
         attribute.ends = array("q", [x - 1 for x in times[1:]] + [end])
-        attribute.values = values
-        attribute.kind = next((x.kind for x in values if x is not None), None)
+        attribute.column = ValueColumn(array("i", ids), table.item)
+        first = next((i for i in ids if i), 0)
+        attribute.kind = value.kind if (value := table.item(first)) is not None else None
         ss._attributes[path] = attribute
         ss._children.setdefault(path[:-1], []).append(path)
 
@@ -532,7 +565,7 @@ class Evaluator:
         bad = np.flatnonzero(k != locked)
         if len(bad):
             at = written[bad[0]]
-            value = self.values.items[int(values[at])]
+            value = self.values.item(int(values[at]))
             held = [name for name, i in kind_ids.items() if i == locked[bad[0]]][0]
             assert value is not None
             raise StateTypeError(f"attribute {'/'.join(self.attrs.paths[int(attrs[at])])} holds {held} values, "

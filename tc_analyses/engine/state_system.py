@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Sequence, overload
 
 from tc_analyses.errors import DfcompassError
 
@@ -47,6 +47,31 @@ class Interval:
     value: Value | None
 
 
+class ValueColumn(Sequence["Value | None"]):
+    """An attribute's interval values as ids into a shared value table (the columnar engine's): four
+    bytes an interval, and a Value object only for the value asked for."""
+
+    def __init__(self, ids: array[int], item: Callable[[int], "Value | None"]) -> None:
+        self.ids, self._item = ids, item
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, at: int) -> Value | None: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[Value | None]: ...
+
+    def __getitem__(self, at: int | slice) -> Value | None | list[Value | None]:
+        if isinstance(at, slice):
+            return [self._item(i) for i in self.ids[at]]
+        return self._item(self.ids[at])
+
+    def __iter__(self) -> Iterator[Value | None]:
+        return map(self._item, self.ids)
+
+
 @dataclass
 class Attribute:
     path: tuple[str, ...]
@@ -55,12 +80,17 @@ class Attribute:
     kind: str | None = None  # locked type
     starts: array[int] = field(default_factory=lambda: array("q"))  # the ended intervals, columnar
     ends: array[int] = field(default_factory=lambda: array("q"))
-    values: list[Value | None] = field(default_factory=list)
+    values: list[Value | None] = field(default_factory=list)  # built event by event
+    column: ValueColumn | None = None  # built by the columnar engine, instead of `values`
 
     def end_interval(self, end: int) -> None:
         self.starts.append(self.start)
         self.ends.append(end)
         self.values.append(self.value)
+
+    def ended_values(self) -> Sequence[Value | None]:
+        """The value of each ended interval."""
+        return self.column if self.column is not None else self.values
 
 
 class StateSystem:
@@ -139,27 +169,27 @@ class StateSystem:
     def intervals(self, path: tuple[str, ...]) -> list[Interval]:
         """The ended intervals of `path`, as objects (made on each call)."""
         attr = self._attributes[path]
-        return [Interval(s, e, v) for s, e, v in zip(attr.starts, attr.ends, attr.values)]
+        return [Interval(s, e, v) for s, e, v in zip(attr.starts, attr.ends, attr.ended_values())]
 
     def items(self) -> Iterator[tuple[tuple[str, ...], list[Interval]]]:
         for path in self.paths():
             yield path, self.intervals(path)
 
-    def columns(self, path: tuple[str, ...]) -> tuple[array[int], array[int], list[Value | None]]:
-        """The ended intervals of `path` as (starts, ends, values), without making objects."""
+    def columns(self, path: tuple[str, ...]) -> tuple[array[int], array[int], Sequence[Value | None]]:
+        """The ended intervals of `path` as (starts, ends, values), without making interval objects."""
         attr = self._attributes[path]
-        return attr.starts, attr.ends, attr.values
+        return attr.starts, attr.ends, attr.ended_values()
 
     def query_at(self, path: tuple[str, ...], t: int) -> Value | None:
         """The value `path` holds at time `t` (Trace Compass's querySingleState); None outside the history."""
         attr = self._attributes[path]
         at = bisect.bisect_right(attr.starts, t) - 1
-        return attr.values[at] if at >= 0 and t <= attr.ends[at] else None
+        return attr.ended_values()[at] if at >= 0 and t <= attr.ends[at] else None
 
     def query_range(self, path: tuple[str, ...], t0: int, t1: int) -> list[Interval]:
         """The intervals of `path` that intersect [t0, t1] (Trace Compass's query2D, one attribute)."""
         attr = self._attributes[path]
         lo = max(bisect.bisect_right(attr.starts, t0) - 1, 0)
         hi = bisect.bisect_right(attr.starts, t1)
-        return [Interval(s, e, v) for s, e, v in zip(attr.starts[lo:hi], attr.ends[lo:hi], attr.values[lo:hi])
-                if e >= t0]
+        values = attr.ended_values()[lo:hi]
+        return [Interval(s, e, v) for s, e, v in zip(attr.starts[lo:hi], attr.ends[lo:hi], values) if e >= t0]
