@@ -95,8 +95,13 @@ def _dfc_source(trace: DfcTrace, built: BuiltAnalyses) -> _Source:
 ENGINES = ("auto", "interpreter", "events")
 
 
+SPILL_BYTES = 64 << 20  # a state system whose intervals take more goes to a mapped file (StateSystem.spill)
+_INTERVAL_BYTES = 20  # a start, an end and a value id
+
+
 def build(trace: str | Path | DfcTrace, xml_files: list[Path],
-          progress: Callable[[int], None] | None = None, engine: str = "auto") -> BuiltAnalyses:
+          progress: Callable[[int], None] | None = None, engine: str = "auto",
+          spill_bytes: int | None = SPILL_BYTES, spill_dir: str | Path | None = None) -> BuiltAnalyses:
     """Run every state provider and pattern of `xml_files` on the trace.
 
     `engine`: "auto" runs providers and patterns on columns where they allow it (engine/columnar.py,
@@ -106,6 +111,10 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
 
     `trace`: a path to any CTF trace (dfcompass traces through the fast reader, others through
     babeltrace2), or a dfcompass trace already read, so a caller that has one does not read it twice.
+
+    Each state system whose intervals pass `spill_bytes` (None: never) moves them to a memory-mapped
+    file in `spill_dir` as soon as it is built, so the ones built before do not add to the peak of
+    the next.
     """
     built = BuiltAnalyses(str(trace.path if isinstance(trace, DfcTrace) else trace))
     events = _event_source(trace, built)
@@ -122,13 +131,20 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
     for path, provider in providers:
         with _malformed(provider.id, [path]):
             built.systems[provider.id] = _run(provider, events, names, engine, progress, span, built)
+        _spill_if_large(built.systems[provider.id], spill_bytes, spill_dir)
     for path, pattern in patterns:
         with _malformed(pattern.id, [path]):
             segments, system = _run(pattern, events, names, engine, progress, span, built)
         built.segments[pattern.id] = segments
         built.systems[pattern.id] = system
+        _spill_if_large(system, spill_bytes, spill_dir)
     _check_matches(built)
     return built
+
+
+def _spill_if_large(system: StateSystem, limit: int | None, folder: str | Path | None) -> None:
+    if limit is not None and system.interval_count() * _INTERVAL_BYTES > limit:
+        system.spill(folder)
 
 
 def _run(analysis: Any, source: _Source, names: set[str], engine: str, progress: Callable[[int], None] | None,

@@ -17,6 +17,9 @@ about 24 bytes instead of two Python objects. :meth:`StateSystem.query_at` and
 from __future__ import annotations
 
 import bisect
+import mmap
+import os
+import tempfile
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence, overload
@@ -51,7 +54,7 @@ class ValueColumn(Sequence["Value | None"]):
     """An attribute's interval values as ids into a shared value table (the columnar engine's): four
     bytes an interval, and a Value object only for the value asked for."""
 
-    def __init__(self, ids: array[int], item: Callable[[int], "Value | None"]) -> None:
+    def __init__(self, ids: array[int] | memoryview, item: Callable[[int], "Value | None"]) -> None:
         self.ids, self._item = ids, item
 
     def __len__(self) -> int:
@@ -78,12 +81,14 @@ class Attribute:
     start: int  # start of the ongoing interval
     value: Value | None = None
     kind: str | None = None  # locked type
-    starts: array[int] = field(default_factory=lambda: array("q"))  # the ended intervals, columnar
-    ends: array[int] = field(default_factory=lambda: array("q"))
+    # the ended intervals, columnar; read-only views of a mapped file once spilled (StateSystem.spill)
+    starts: array[int] | memoryview = field(default_factory=lambda: array("q"))
+    ends: array[int] | memoryview = field(default_factory=lambda: array("q"))
     values: list[Value | None] = field(default_factory=list)  # built event by event
     column: ValueColumn | None = None  # built by the columnar engine, instead of `values`
 
     def end_interval(self, end: int) -> None:
+        assert isinstance(self.starts, array) and isinstance(self.ends, array), "a spilled attribute is closed"
         self.starts.append(self.start)
         self.ends.append(end)
         self.values.append(self.value)
@@ -175,7 +180,42 @@ class StateSystem:
         for path in self.paths():
             yield path, self.intervals(path)
 
-    def columns(self, path: tuple[str, ...]) -> tuple[array[int], array[int], Sequence[Value | None]]:
+    def interval_count(self) -> int:
+        return sum(len(a.starts) for a in self._attributes.values())
+
+    def spill(self, folder: str | os.PathLike[str] | None = None) -> int:
+        """Move the ended intervals' columns (times, and value ids where the columnar engine built
+        them) to a file in `folder` (default: the system's temporary folder), read back through a
+        memory map: the pages are the file's, which the OS reads in and drops as memory requires.
+        The file is unlinked at once and lives as long as the mapping. Call after :meth:`close`.
+        Returns the bytes moved."""
+        attributes = [a for a in self._attributes.values() if len(a.starts) and isinstance(a.starts, array)]
+        if not attributes:
+            return 0
+        fd, name = tempfile.mkstemp(prefix="dfc-states-", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for a in attributes:
+                    f.write(a.starts)
+                    f.write(a.ends)
+                    if a.column is not None:
+                        f.write(a.column.ids)
+                size = f.tell()
+            with open(name, "rb") as f:
+                mapped = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        finally:
+            os.unlink(name)
+        at = 0
+        for a in attributes:
+            n = len(a.starts)
+            a.starts, a.ends = mapped[at:at + 8 * n].cast("q"), mapped[at + 8 * n:at + 16 * n].cast("q")
+            at += 16 * n
+            if a.column is not None:
+                a.column.ids = mapped[at:at + 4 * n].cast("i")
+                at += 4 * n
+        return size
+
+    def columns(self, path: tuple[str, ...]) -> tuple[Sequence[int], Sequence[int], Sequence[Value | None]]:
         """The ended intervals of `path` as (starts, ends, values), without making interval objects."""
         attr = self._attributes[path]
         return attr.starts, attr.ends, attr.ended_values()

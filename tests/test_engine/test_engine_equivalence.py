@@ -49,6 +49,10 @@ def assert_same_as_reference(trace: Path, files: list[Path]) -> BuiltAnalyses:
     reference = snapshot(build(trace, files, engine="events"))
     built = build(trace, files)
     assert snapshot(built) == reference
+    spilled = build(trace, files, spill_bytes=0)  # every state system read back from a mapped file
+    assert all(isinstance(ss.columns(path)[0], memoryview) for ss in spilled.systems.values() for path in ss.paths()
+               if len(ss.columns(path)[0]))
+    assert snapshot(spilled) == reference
     return built
 
 

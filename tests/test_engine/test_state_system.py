@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tc_analyses.engine.state_system import Interval, StateSystem, Value
 
 
@@ -42,3 +46,21 @@ def test_equal_values_are_one_object() -> None:
     ss.close(10)
     held = [v for p, _ in ss.items() for v in ss.columns(p)[2] if v is not None]
     assert len(held) >= 4 and len({id(v) for v in held}) == len(set(held)) == 2
+
+
+def _answers(ss: StateSystem) -> list[object]:
+    return [(p, ss.intervals(p), [ss.query_at(p, t) for t in range(-1, 45)], ss.query_range(p, 12, 27),
+             [list(c) for c in ss.columns(p)]) for p in ss.paths()]
+
+
+def test_spilled_intervals_give_the_same_answers(tmp_path: Path) -> None:
+    ss = _system()
+    before = _answers(ss)
+    moved = ss.spill(tmp_path)
+    assert moved == 16 * 6  # two 8-byte times for each of the 6 intervals
+    assert list(tmp_path.iterdir()) == []  # the file is unlinked; the mapping keeps it
+    assert isinstance(ss.columns(("a",))[0], memoryview)
+    assert _answers(ss) == before
+    assert ss.spill(tmp_path) == 0  # nothing left to move
+    with pytest.raises(AssertionError, match="spilled"):
+        ss.attribute(("a",)).end_interval(50)
