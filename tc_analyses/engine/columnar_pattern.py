@@ -27,7 +27,7 @@ import re
 from collections import deque
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -35,8 +35,8 @@ from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Fram
                                         timestamps_by_position)
 from tc_analyses.engine.events import EventClassRows
 from tc_analyses.engine.state_system import Value
-from tc_analyses.engine.xml_pattern import (IN_PROGRESS, MATCHED, PENDING, Pattern, PatternStateSystem, Segment,
-                                            _event_pattern)
+from tc_analyses.engine.xml_pattern import (IN_PROGRESS, MATCHED, PENDING, Pattern, PatternStateSystem,
+                                            Segment, SegmentColumns, _event_pattern)
 from tc_analyses.engine.xml_provider import event_regex, force_type
 
 K = 64  # steps per event: creation 0-2, table actions 8-15, start actions 16-39, start 40-43,
@@ -205,7 +205,7 @@ class ColumnarPattern(Evaluator):
             and self.compiler._defined(path[1].get("value"), path[1]) == attribute
 
     # ------------------------------------------------------------------ running
-    def run(self, classes: list[EventClassRows], span: tuple[int, int]) -> tuple[list[Segment], PatternStateSystem]:
+    def run(self, classes: list[EventClassRows], span: tuple[int, int]) -> tuple[Sequence[Segment], PatternStateSystem]:
         total = max((int(r.positions.max()) + 1 for r in classes if len(r)), default=0)
         Evaluator.__init__(self, self.compiler, (total + 1) * K * STEPS + 1)
         self._classes = [rows for rows in classes if len(rows)]
@@ -215,16 +215,35 @@ class ColumnarPattern(Evaluator):
         self._fields: dict[str, dict[str, IntArray]] = {}  # class -> field -> value ids, for every frame
         ts = timestamps_by_position(classes)
         self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
-        segments: list[tuple[int, int, Segment]] = []
+        batches: list[_Batch] = []
         for fsm in (f for f in self.fsms if f.kind == "table"):  # their writes are what the others read
             self._run_table(fsm)
         for index, fsm in enumerate(self.fsms):
             if fsm.kind == "pair" and fsm.id in self.initial:
-                segments += [(at, index, s) for at, s in self._run_pair(fsm)]
-        segments.sort(key=lambda item: (item[0], item[1]))
+                batches += [batch._replace(fsm=index) for batch in self._run_pair(fsm)]
+        segments = self._segment_columns(batches)
         system = self.state_system(self._ts, span, K, PatternStateSystem)
         assert isinstance(system, PatternStateSystem)
-        return [s for _, _, s in segments], system
+        return segments, system
+
+    def _segment_columns(self, batches: list["_Batch"]) -> SegmentColumns:
+        """The batches' segments in the interpreter's order: by end event, then by fsm, then as emitted."""
+        def joined(column: Any, dtype: Any) -> IntArray:
+            parts = [np.asarray(column(b), dtype=dtype) for b in batches]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+        positions = joined(lambda b: b.positions, np.int64)
+        fsms = joined(lambda b: np.full(len(b.positions), b.fsm), np.int64)
+        order = np.lexsort((np.arange(len(positions)), fsms, positions))
+        names: dict[str, int] = {}
+        name_ids = joined(lambda b: [names.setdefault(n, len(names)) for n in b.names], np.int32)
+        fields: dict[str, IntArray] = {}
+        for name in dict.fromkeys(f for b in batches for f in b.fields):
+            fields[name] = joined(lambda b: b.fields.get(name, np.zeros(len(b.positions), np.int64)), np.int32)[order]
+        return SegmentColumns(_array("q", joined(lambda b: b.starts, np.int64)[order]),
+                              _array("q", joined(lambda b: b.stops, np.int64)[order]), list(names),
+                              _array("i", name_ids[order]), {k: _array("i", v) for k, v in fields.items()},
+                              self.values.item)
 
     def _frames(self, transitions: list[_Transition]) -> list[tuple[Frame, list[int]]]:
         """Each class some transition names, with the transitions (by index) whose event matches it."""
@@ -319,7 +338,7 @@ class ColumnarPattern(Evaluator):
             orders += [(where * K + step) * STEPS] * len(found)
         self._add(np.array(attrs, dtype=np.int64), np.array(orders, dtype=np.int64), np.zeros(len(attrs), dtype=np.int64))
 
-    def _run_pair(self, fsm: _Fsm) -> list[tuple[int, Segment]]:
+    def _run_pair(self, fsm: _Fsm) -> list["_Batch"]:
         self.scenario_fsm = fsm.id  # what #CurrentScenario names
         starts, ends = self._frames(fsm.starts), self._frames(fsm.ends)
         start_choice, start_key = self._start_facts(fsm, starts)
@@ -464,7 +483,7 @@ class ColumnarPattern(Evaluator):
         return _np(run.start_at)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
 
     def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: _Run,
-                  started_at: IntArray) -> list[tuple[int, Segment]]:
+                  started_at: IntArray) -> list["_Batch"]:
         """The segments of the end transitions' actions, each read at its end event."""
         slot_of = np.zeros(self._total, dtype=np.int64)  # by end position
         transition_of = np.full(self._total, -1, dtype=np.int64)
@@ -473,7 +492,7 @@ class ColumnarPattern(Evaluator):
         slot_of[end_at] = _np(run.end_slot)
         transition_of[end_at] = _np(run.end_transition)
         start_of[end_at] = started_at
-        out: list[tuple[int, Segment]] = []
+        out: list[_Batch] = []
         for frame, _ in ends:
             positions = frame.rows.positions
             frame = Frame(frame.rows, positions * K + _SEGMENT, frame.fields, slot_of[positions])
@@ -482,37 +501,53 @@ class ColumnarPattern(Evaluator):
                 rows = np.flatnonzero(taken == t)
                 for action in fsm.ends[t].actions:
                     for segment in action.iterfind("segment"):
-                        out += self._emit(segment, frame, rows, start_of)
+                        out.append(self._emit(segment, frame, rows, start_of))
         return out
 
-    def _emit(self, element: Any, frame: Frame, rows: IntArray, start_of: IntArray) -> list[tuple[int, Segment]]:
+    def _emit(self, element: Any, frame: Frame, rows: IntArray, start_of: IntArray) -> "_Batch":
         seg_type = element.find("segType")
         fixed = seg_type.get("segName") if seg_type is not None else None
         name_value = seg_type.find("segName/stateValue") if seg_type is not None else None
         if fixed or name_value is None:
             labels = [fixed or ""] * len(rows)
         else:
-            labels = ["null" if (v := self.values.item(i)) is None else str(v)
-                      for i in self._value(name_value, frame, rows).tolist()]
-        contents: list[dict[str, Any]] = [{} for _ in rows]
+            ids = self._value(name_value, frame, rows)
+            unique, inverse = np.unique(ids, return_inverse=True)
+            text = ["null" if (v := self.values.item(i)) is None else str(v) for i in unique.tolist()]
+            labels = [text[i] for i in inverse.reshape(-1).tolist()]
+        fields: dict[str, IntArray] = {}
         for seg_field in element.iterfind("segContent/segField"):
             name, kind, value = seg_field.get("name"), seg_field.get("type"), seg_field.find("stateValue")
+            if kind == "null":
+                continue
             if value is not None:
-                got = [self.values.item(i) for i in self._value(value, frame, rows).tolist()]
+                ids = self._value(value, frame, rows)
             else:
                 constant = seg_field.get("value")
-                got = [Value("string", constant) if constant else None] * len(rows)
-            for content, item in zip(contents, got):
-                if kind == "null" or item is None:
-                    continue
-                if kind is not None and kind != item.kind:
-                    item = force_type(item, kind, element)
-                assert item is not None
-                content[name] = item.value
+                ids = np.full(len(rows), self.values.intern(Value("string", constant)) if constant else 0, np.int64)
+            if kind is not None:  # as the field's type says: a value of another type is converted
+                ids = self.values.map(ids, lambda v: v if v is None or v.kind == kind else force_type(v, kind, element))
+            earlier = fields.get(name)
+            fields[name] = ids if earlier is None else np.where(ids != 0, ids, earlier)  # a null keeps the earlier one
         positions = frame.rows.positions[rows]
-        starts, stops = self._ts[start_of[positions]].tolist(), self._ts[positions].tolist()
-        return [(p, Segment(start, stop, label, content))
-                for p, start, stop, label, content in zip(positions.tolist(), starts, stops, labels, contents)]
+        return _Batch(positions, self._ts[start_of[positions]], self._ts[positions], labels, fields)
+
+
+class _Batch(NamedTuple):
+    """The segments one segment action emitted, as columns."""
+
+    positions: IntArray  # the end event of each
+    starts: IntArray
+    stops: IntArray
+    names: list[str]
+    fields: dict[str, IntArray]  # field -> value id of each segment, 0 where it has none
+    fsm: int = 0
+
+
+def _array(code: str, column: IntArray) -> array[int]:
+    out = array(code)
+    out.frombytes(column.astype(np.int64 if code == "q" else np.int32).tobytes())
+    return out
 
 
 def _facts(relevant: IntArray, *columns: IntArray) -> Iterator[tuple[int, ...]]:
@@ -533,6 +568,6 @@ def _text(element: Any) -> str:
 
 
 def run_columnar_pattern(pattern: Pattern, classes: list[EventClassRows], span: tuple[int, int]
-                         ) -> tuple[list[Segment], PatternStateSystem]:
+                         ) -> tuple[Sequence[Segment], PatternStateSystem]:
     """The pattern's segments and state system, on columns; NotColumnar for other shapes."""
     return ColumnarPattern(pattern).run(classes, span)

@@ -34,7 +34,7 @@ class BuiltAnalyses:
     lost: int = 0  # events the tracer reported lost
     classes: tuple[str, ...] = ()  # event names seen
     systems: dict[str, StateSystem] = field(default_factory=dict)  # analysis id -> state system
-    segments: dict[str, list[Segment]] = field(default_factory=dict)  # pattern id -> segments
+    segments: dict[str, Sequence[Segment]] = field(default_factory=dict)  # pattern id -> segments
     engines: dict[str, str] = field(default_factory=dict)  # analysis id -> how it ran: "columns" or "events"
 
     @property

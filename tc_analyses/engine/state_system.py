@@ -74,6 +74,14 @@ class ValueColumn(Sequence["Value | None"]):
     def __iter__(self) -> Iterator[Value | None]:
         return map(self._item, self.ids)
 
+    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same values, a list too
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ValueColumn({list(self)!r})"
+
 
 @dataclass
 class Attribute:
