@@ -70,7 +70,8 @@ class Values:
         if found is not None:
             return found
         if value.kind == "long" and isinstance(value.value, int) and -2**63 <= value.value < 2**63:
-            return int(self.longs(np.array([value.value], dtype=np.int64))[0])
+            found = self._ids[value] = int(self.longs(np.array([value.value], dtype=np.int64))[0])
+            return found
         found = self._ids[value] = len(self.kinds)
         self.kinds.append(self.KINDS[value.kind])
         self._payload.append(len(self._objects))
@@ -120,7 +121,12 @@ class Values:
         if not len(ids):
             return ids
         unique, inverse = np.unique(ids, return_inverse=True)
-        return np.array([self.intern(fn(self.item(i))) for i in unique.tolist()], dtype=np.int64)[inverse]
+        mapped_ids: list[int] = []
+        for i in unique.tolist():
+            value = self.item(i)
+            mapped = fn(value)
+            mapped_ids.append(i if mapped is value else self.intern(mapped))  # the same value keeps its id
+        return np.array(mapped_ids, dtype=np.int64)[inverse]
 
     def of_raw(self, column: np.ndarray[Any, Any]) -> IntArray:
         """A field column as Trace Compass types it (typed_value), as value ids."""

@@ -208,7 +208,7 @@ def _counted(events: Iterator[Event], progress: Callable[[int], None] | None) ->
 def _check_matches(built: BuiltAnalyses) -> None:
     """A trace that does not match the analyses gives a clear message, not empty output."""
     useful = [p for p, ss in built.systems.items() if any(
-        any(i.value is not None for i in intervals) for _, intervals in ss.items())]
+        any(v is not None for v in ss.columns(path)[2]) for path in ss.paths())]  # no interval objects
     if not useful and not any(built.segments.values()):
         shown = ", ".join(built.classes[:12]) + (" ..." if len(built.classes) > 12 else "")
         raise DfcompassError(f"{built.path}: none of the analyses found events they handle in this trace "
