@@ -60,10 +60,17 @@ class _Stream:
         self.in_order = True  # added in (timestamp, order) order: no sort at close
 
     def spill(self, folder: Path, index: int) -> None:
+        """Append the buffered records to the scratch file; on failure the file is as it was."""
         if self.scratch is None:
             self.scratch = folder / f"{index}.rec"
         with open(self.scratch, "ab") as f:
-            f.write(self.buffer)
+            kept = f.tell()
+            try:
+                f.write(self.buffer)
+                f.flush()
+            except OSError:
+                f.truncate(kept)
+                raise
         self.buffer = bytearray()
 
     def records(self) -> bytes:
@@ -164,12 +171,15 @@ class TraceBuilder:
             self._spill()
 
     def _spill(self) -> None:
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="dfc-build-", dir=self._scratch_parent))
-        for index, stream in enumerate(self._streams.values()):
-            if stream.buffer:
-                stream.spill(self._scratch, index)
-        self._buffered = 0
+        try:
+            if self._scratch is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="dfc-build-", dir=self._scratch_parent))
+            for index, stream in enumerate(self._streams.values()):
+                if stream.buffer:
+                    stream.spill(self._scratch, index)
+            self._buffered = 0
+        except OSError:  # no room for scratch files: the records stay in memory, as a small trace's do
+            self._buffered = -(1 << 62)  # and no more tries
 
     def close(self) -> None:
         """Write every stream (sorted by time) and close the trace."""

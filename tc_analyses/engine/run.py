@@ -144,7 +144,10 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
 
 def _spill_if_large(system: StateSystem, limit: int | None, folder: str | Path | None) -> None:
     if limit is not None and system.interval_count() * _INTERVAL_BYTES > limit:
-        system.spill(folder)
+        try:
+            system.spill(folder)
+        except OSError:  # no room or no temporary folder: the intervals stay in memory, as they were
+            pass
 
 
 def _run(analysis: Any, source: _Source, names: set[str], engine: str, progress: Callable[[int], None] | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,14 @@ def test_spilled_intervals_give_the_same_answers(tmp_path: Path) -> None:
     assert ss.spill(tmp_path) == 0  # nothing left to move
     with pytest.raises(AssertionError, match="spilled"):
         ss.attribute(("a",)).end_interval(50)
+
+
+def test_a_spill_that_cannot_be_written_keeps_the_intervals_in_memory(tmp_path: Path) -> None:
+    from tc_analyses.engine.run import _spill_if_large
+
+    ss = _system()
+    before = _answers(ss)
+    _spill_if_large(ss, 0, tmp_path / "missing-folder")
+    assert isinstance(ss.columns(("a",))[0], array) and _answers(ss) == before
+    _spill_if_large(ss, 0, tmp_path)
+    assert isinstance(ss.columns(("a",))[0], memoryview) and _answers(ss) == before

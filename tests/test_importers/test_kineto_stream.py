@@ -112,7 +112,7 @@ def test_a_conversion_error_leaves_no_trace_and_no_scratch(tmp_path: Path, monke
     src.write_text(json.dumps({"traceEvents": events}))
     with pytest.raises(KinetoImportError, match=r"traceEvents\[50\].*without an integer 'args.Bytes'"):
         import_kineto(src, tmp_path / "out")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["late-error.json"]  # no output, no .dfc-build-* folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late-error.json"]  # no output, no dfc-build-* folder
 
 
 def _build(path: Path, scratch: Path) -> None:
@@ -160,3 +160,11 @@ def test_a_value_that_does_not_fit_is_a_clear_error(tmp_path: Path) -> None:
         b.add("node_end", "main", 5, 1, 70000, 1)  # device is 16 bits
     b.discard()
     assert not (tmp_path / "t").exists()
+
+
+def test_no_room_for_scratch_files_keeps_the_records_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(builder_module, "SPILL_BYTES", 100)
+    _build(tmp_path / "memory", tmp_path)
+    _build(tmp_path / "nowhere", tmp_path / "missing-folder")  # mkdtemp fails: nothing is spilled
+    for name in sorted(p.name for p in (tmp_path / "memory").iterdir()):
+        assert (tmp_path / "memory" / name).read_bytes() == (tmp_path / "nowhere" / name).read_bytes(), name
