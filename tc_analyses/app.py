@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError
 from tc_analyses.inputs import JobInputs, Progress, TraceInputs, no_progress
@@ -91,23 +91,28 @@ def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate:
     return Built(written, check_files(xml, schema) if schema is not None else [], len(xml))
 
 
-def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None, csv_out: Path | None,
-           progress: Progress = no_progress) -> list[Any]:
+def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None,
+           progress: Progress = no_progress) -> Iterator[Any]:
     """The intervals of the XML analyses' state systems whose path matches `path_glob` (at time
-    `at`), written to `csv_out` as analysis,path,start,end,value when given (the analysis id tells
-    apart the state systems of several analyses, such as latency.xml's patterns)."""
+    `at`), as rows made one at a time (a state system can hold millions of intervals)."""
+    from tc_analyses.analyses.states import iter_rows
+
+    return iter_rows(TraceInputs(trace, progress).built(xml), path_glob, at)
+
+
+def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
+    """Write `rows` as analysis,path,start,end,value (the analysis id tells apart the state systems
+    of several analyses, such as latency.xml's patterns); the number of rows written."""
     import csv
 
-    from tc_analyses.analyses.states import rows
-
-    found = rows(TraceInputs(trace, progress).built(xml), path_glob, at)
-    if csv_out is not None:
-        with open(csv_out, "w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(["analysis", "path", "start", "end", "value"])
-            for row in found:
-                writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
-    return found
+    count = 0
+    with open(csv_out, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["analysis", "path", "start", "end", "value"])
+        for row in rows:
+            writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
+            count += 1
+    return count
 
 
 # ------------------------------------------------------------------------------------ analyze

@@ -181,10 +181,11 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
     from tc_analyses import app
 
     app.check_user_xml(xml, xsd)
-    found = app.states(trace, xml, path_glob, at, csv_out, _progress)
+    found = app.states(trace, xml, path_glob, at, _progress)
     if csv_out is not None:
-        click.echo(f"wrote {len(found)} intervals to {csv_out}")
-    for row in found if csv_out is None else ():
+        click.echo(f"wrote {app.write_states_csv(found, csv_out)} intervals to {csv_out}")
+        return
+    for row in found:
         click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
 
 

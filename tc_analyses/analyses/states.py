@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
+from typing import Iterator
 
 from tc_analyses.engine.run import BuiltAnalyses
-from tc_analyses.engine.state_system import Interval
+from tc_analyses.engine.state_system import Value
 
 
 @dataclass(frozen=True)
@@ -21,21 +22,27 @@ class StateRow:
     value: str | None
 
 
-def rows(built: BuiltAnalyses, path_glob: str = "*", at: int | None = None) -> list[StateRow]:
-    """Intervals of every attribute whose '/'-joined path matches `path_glob` (all at time `at`)."""
-    out = []
+def iter_rows(built: BuiltAnalyses, path_glob: str = "*", at: int | None = None) -> Iterator[StateRow]:
+    """Intervals of every attribute whose '/'-joined path matches `path_glob` (only the one holding
+    at time `at`, when given), one row at a time, read from the state systems' columns."""
     for analysis, ss in sorted(built.systems.items()):
-        for path, intervals in ss.items():
+        for path in ss.paths():
             joined = "/".join(path)
             if not fnmatch.fnmatchcase(joined, path_glob):
                 continue
-            for interval in _select(intervals, at):
-                value = None if interval.value is None else str(interval.value)
-                out.append(StateRow(analysis, joined, interval.start, interval.end, value))
-    return out
+            if at is not None:  # a point query: one binary search, not a scan
+                for interval in ss.query_range(path, at, at):
+                    yield StateRow(analysis, joined, interval.start, interval.end, _text(interval.value))
+                continue
+            starts, ends, values = ss.columns(path)
+            for start, end, value in zip(starts, ends, values):
+                yield StateRow(analysis, joined, start, end, _text(value))
 
 
-def _select(intervals: list[Interval], at: int | None) -> list[Interval]:
-    if at is None:
-        return intervals
-    return [i for i in intervals if i.start <= at <= i.end]
+def rows(built: BuiltAnalyses, path_glob: str = "*", at: int | None = None) -> list[StateRow]:
+    """:func:`iter_rows` as a list."""
+    return list(iter_rows(built, path_glob, at))
+
+
+def _text(value: Value | None) -> str | None:
+    return None if value is None else str(value)

@@ -80,7 +80,7 @@ def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], obj
         name, data = _xml_source(seed)
         xml = workdir / f"{seed}-{name}"
         xml.write_bytes(mutate_xml(data, seed))
-        return xml, lambda: app.states(TRACE, [xml], "*", None, None)
+        return xml, lambda: list(app.states(TRACE, [xml], "*", None))
     raise ValueError(f"unknown fuzz kind {kind!r}")
 
 

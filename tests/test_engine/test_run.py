@@ -40,3 +40,13 @@ def test_a_read_trace_builds_what_its_path_builds(xml_files: list[Path]) -> None
 
 def test_trace_facts_of_a_read_trace_are_those_of_its_path() -> None:
     assert trace_facts(read_trace(TRACE)) == trace_facts(TRACE)
+
+
+def test_rows_at_a_time_are_the_intervals_holding_then(xml_files: list[Path]) -> None:
+    built = build(TRACE, xml_files, spill_bytes=0)  # read back from mapped files, as large runs are
+    every = rows(built)
+    times = sorted({r.start for r in every})
+    for t in (times[0], times[len(times) // 3], times[-1], times[-1] + 10**12):
+        assert rows(built, at=t) == [r for r in every if r.start <= t <= r.end]
+    assert rows(built, "*/Threads/*", at=times[1]) == [r for r in rows(built, "*/Threads/*")
+                                                       if r.start <= times[1] <= r.end]

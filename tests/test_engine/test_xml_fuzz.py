@@ -25,7 +25,7 @@ def test_damaged_xml_runs_or_fails_with_one_line(tmp_path: Path) -> None:
         xml = tmp_path / f"{seed}-{name}"
         xml.write_bytes(mutate_xml(data, seed))
         try:
-            app.states(TRACE, [xml], "*", None, None)
+            list(app.states(TRACE, [xml], "*", None))
             outcomes["ran"] += 1
         except DfcompassError as exc:
             message = str(exc)
