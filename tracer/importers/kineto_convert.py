@@ -391,13 +391,18 @@ class Converter:
             self.gpu(kind, index, event)
 
     def cpu_ids(self, event: dict[str, Any], ts: int) -> tuple[int, int]:
-        pid, tid = self.pids[event.get("pid")], self.tids[event.get("tid")]
+        raw_pid, raw_tid = event.get("pid"), event.get("tid")
+        pid, tid = self.pids[raw_pid], self.tids[raw_tid]
+        thread = (pid, tid)
+        first = self.first_thread.get(thread)
+        if first is None:  # ids map one to one, so a thread's raw ids are those of its first event
+            self.first_thread[thread] = ts
+            self.raw_thread[thread] = (raw_pid, raw_tid)
+            self.raw_pid[pid] = raw_pid
+        elif ts < first:
+            self.first_thread[thread] = ts
         if ts < self.first_pid.get(pid, ts + 1):
             self.first_pid[pid] = ts
-        if ts < self.first_thread.get((pid, tid), ts + 1):
-            self.first_thread[(pid, tid)] = ts
-        self.raw_pid[pid] = event.get("pid")
-        self.raw_thread[(pid, tid)] = (event.get("pid"), event.get("tid"))
         return pid, tid
 
     def add(self, short: str, key: str, ts: int, *values: Any, order: int = 0) -> None:

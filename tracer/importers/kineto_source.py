@@ -222,7 +222,7 @@ def us_to_ns(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value * 1000 if abs(value) <= MAX_MAGNITUDE else None
-    if isinstance(value, Decimal) and _bounded(value):
+    if isinstance(value, Decimal) and value.is_finite() and (value.adjusted() <= _MAX_EXPONENT or value.is_zero()):
         ns = value.scaleb(3)  # exact: only the exponent moves
         whole = int(ns)
         if ns == whole:  # the usual case: no digits past the ns
