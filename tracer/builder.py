@@ -61,16 +61,20 @@ class _Stream:
 
     def spill(self, folder: Path, index: int) -> None:
         """Append the buffered records to the scratch file; on failure the file is as it was."""
-        if self.scratch is None:
-            self.scratch = folder / f"{index}.rec"
-        with open(self.scratch, "ab") as f:
-            kept = f.tell()
+        path = self.scratch if self.scratch is not None else folder / f"{index}.rec"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            kept = os.fstat(fd).st_size
             try:
-                f.write(self.buffer)
-                f.flush()
+                view = memoryview(self.buffer)
+                while view:  # unbuffered: what failed to go out is known, and cut back
+                    view = view[os.write(fd, view):]
             except OSError:
-                f.truncate(kept)
+                os.ftruncate(fd, kept)
                 raise
+        finally:
+            os.close(fd)
+        self.scratch = path  # only once a write worked
         self.buffer = bytearray()
 
     def records(self) -> bytes:
@@ -198,6 +202,12 @@ class TraceBuilder:
 
     def _write(self) -> None:
         trace = self._trace = TraceDirectory(self.path, **self._directory_args)
+        try:
+            self._write_streams(trace)
+        finally:
+            trace.close()
+
+    def _write_streams(self, trace: TraceDirectory) -> None:
         remap = self._final_device_indices()
         # Definitions go 1 ns before their first use: readers that order equal timestamps
         # arbitrarily across streams (Trace Compass) still see them first.
@@ -211,7 +221,6 @@ class TraceBuilder:
         for (short_name, key), stream in sorted(self._streams.items()):
             moved = short_name != "device_info" and any(i != j for i, j in enumerate(remap))
             trace.write_records(stream.cls, key, self._sorted_records(stream, remap if moved else None))
-        trace.close()
 
     def _final_device_indices(self) -> list[int]:
         """provisional device index -> final index."""

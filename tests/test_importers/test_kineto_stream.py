@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import resource
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,9 @@ def _document() -> str:
     events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
                    "ts": 1234560.5, "dur": 1.25, "args": {}})
     events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 12, "pid": PID, "tid": TID, "ts": 1234560.5})
-    head = json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 ✓"}]}, indent=2)
+    # numbers standing alone at the top level: a read can end right after "1712345678." or "1e"
+    head = json.dumps({"schemaVersion": 1, "traceStart": 1712345678.125, "scale": 1e-3,
+                       "deviceProperties": [{"id": 0, "name": "NVIDIA H100 ✓"}]}, indent=2)
     body = json.dumps(events, indent=2, ensure_ascii=False)
     return head[:-2] + ',\n  "traceEvents": ' + body + f',\n  "baseTimeNanoseconds": {base}\n}}\n'
 
@@ -115,15 +119,23 @@ def test_a_conversion_error_leaves_no_trace_and_no_scratch(tmp_path: Path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late-error.json"]  # no output, no dfc-build-* folder
 
 
+def _builder(path: Path, scratch: Path) -> TraceBuilder:
+    return TraceBuilder(path, clock_offset_ns=5, trace_uuid=uuid.UUID(int=7), scratch_dir=scratch,
+                        device_order=lambda name: (name != "cpu", name))
+
+
+def _fill(b: TraceBuilder) -> None:
+    gpu = b.device("cuda:1", ts=3)  # provisional index 0; "cpu" comes first in the trace
+    cpu = b.device("cpu", ts=20)
+    for i in range(300):
+        ts = (i * 7919) % 1000 + 10  # out of order
+        b.add("node_begin", f"t{i % 3}", ts, i, f"op{i % 5}", "n", cpu, i % 3, 0, order=-i)
+        b.add("kernel_begin", "q", ts, gpu, 7, i, "k", 1, 1, 1, 1, 1, 1)
+
+
 def _build(path: Path, scratch: Path) -> None:
-    with TraceBuilder(path, clock_offset_ns=5, trace_uuid=uuid.UUID(int=7), scratch_dir=scratch,
-                      device_order=lambda name: (name != "cpu", name)) as b:
-        gpu = b.device("cuda:1", ts=3)  # provisional index 0; "cpu" comes first in the trace
-        cpu = b.device("cpu", ts=20)
-        for i in range(300):
-            ts = (i * 7919) % 1000 + 10  # out of order
-            b.add("node_begin", f"t{i % 3}", ts, i, f"op{i % 5}", "n", cpu, i % 3, 0, order=-i)
-            b.add("kernel_begin", "q", ts, gpu, 7, i, "k", 1, 1, 1, 1, 1, 1)
+    with _builder(path, scratch) as b:
+        _fill(b)
 
 
 def test_spilled_records_give_the_same_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,3 +180,49 @@ def test_no_room_for_scratch_files_keeps_the_records_in_memory(tmp_path: Path, m
     _build(tmp_path / "nowhere", tmp_path / "missing-folder")  # mkdtemp fails: nothing is spilled
     for name in sorted(p.name for p in (tmp_path / "memory").iterdir()):
         assert (tmp_path / "memory" / name).read_bytes() == (tmp_path / "nowhere" / name).read_bytes(), name
+
+
+def _same_files(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_a_disk_that_fills_during_a_spill_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _build(tmp_path / "memory", tmp_path)
+    monkeypatch.setattr(builder_module, "SPILL_BYTES", 100)
+    b = _builder(tmp_path / "full", tmp_path)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, a write fails with EFBIG
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4001, hard))  # a scratch file fills in mid-record
+        _fill(b)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    b.close()
+    _same_files(tmp_path / "memory", tmp_path / "full")
+
+
+def test_a_scratch_file_that_cannot_be_opened_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _build(tmp_path / "memory", tmp_path)
+    monkeypatch.setattr(builder_module, "SPILL_BYTES", 100)
+    blocked = tmp_path / "blocked"
+    for index in range(5):
+        (blocked / f"{index}.rec").mkdir(parents=True)  # a folder where each scratch file would go
+    monkeypatch.setattr(builder_module.tempfile, "mkdtemp", lambda **_: str(blocked))
+    _build(tmp_path / "unopened", tmp_path)
+    _same_files(tmp_path / "memory", tmp_path / "unopened")
+    assert not blocked.exists()  # removed at close
+
+
+def test_processes_first_seen_at_one_time_are_described_by_pid(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": pid, "tid": 9, "ts": 10, "dur": 1} for pid in (7, 3)]
+    events += [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"p{pid}"}} for pid in (7, 3)]
+    src = tmp_path / "two.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    trace = read_trace(import_kineto(src, tmp_path / "out").output)
+    assert trace.table("process_info")["pid"].tolist() == [3, 7]
+    assert trace.table("process_info").text("name").tolist() == ["p3", "p7"]
+    assert trace.table("thread_info")["pid"].tolist() == [3, 7]  # one tid in two processes: one stream

@@ -602,8 +602,9 @@ class Converter:
         self.add(short, str(tid), ts, device, addr, min(abs(delta), U64_MAX), in_use)
 
     def describe_threads(self) -> None:
+        """Process and thread descriptions at their first events; at one time, by pid (and tid)."""
         for pid, ts in self.first_pid.items():
-            self.add("process_info", "process", ts, pid, self.process_names.get(self.raw_pid[pid], ""), "")
+            self.add("process_info", "process", ts, pid, self.process_names.get(self.raw_pid[pid], ""), "", order=pid)
         for (pid, tid), ts in self.first_thread.items():
             name = self.thread_names.get(self.raw_thread[(pid, tid)], "")
-            self.add("thread_info", str(tid), ts, pid, tid, name)
+            self.add("thread_info", str(tid), ts, pid, tid, name, order=pid)

@@ -58,17 +58,20 @@ class KinetoFile:
 
     def events(self) -> Iterator[Any]:
         text = _Text(self.path)
-        first = text.peek()
-        if first == "[":
-            text.take()
-            yield from text.items()
-        elif first == "{":
-            yield from self._members(text)
-        else:
-            value = text.value()
-            raise KinetoImportError(self.path, f"the top level is a JSON {type(value).__name__}, not an object")
-        if text.peek():
-            raise text.error("Extra data")
+        try:
+            first = text.peek()
+            if first == "[":
+                text.take()
+                yield from text.items()
+            elif first == "{":
+                yield from self._members(text)
+            else:
+                value = text.value()
+                raise KinetoImportError(self.path, f"the top level is a JSON {type(value).__name__}, not an object")
+            if text.peek():
+                raise text.error("Extra data")
+        finally:  # also when the caller stops early (a conversion error)
+            text.close()
 
     def _members(self, text: "_Text") -> Iterator[Any]:
         text.take()
@@ -142,6 +145,9 @@ class _Text:
         self.pos = 0
         return True
 
+    def close(self) -> None:
+        self._file.close()
+
     def peek(self) -> str:
         """The next character that is not white space ("" at the end), without taking it."""
         while True:
@@ -168,8 +174,8 @@ class _Text:
                 raise KinetoImportError(self.path, "not JSON: nested too deeply") from None
             except (ValueError, ArithmeticError) as exc:  # past Python's digit limit, or Decimal's exponent range
                 raise KinetoImportError(self.path, f"a number the importer cannot hold: {type(exc).__name__} {exc}") from None
-            if end == len(self.buf) and self._more():
-                continue  # a number may go on in the next chunk
+            if end >= len(self.buf) - _RETRY_MARGIN and self._more():
+                continue  # a number may go on in the next chunk ("1." then "5")
             self.pos = end
             return value
 
