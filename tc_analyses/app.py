@@ -35,7 +35,7 @@ Echo = Callable[[str], None]
 
 
 # --------------------------------------------------------------------- import, build-analyses
-def import_kineto(file: Path, output: Path, overwrite: bool) -> Any:
+def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress = no_progress) -> Any:
     """Convert a Kineto (PyTorch profiler) trace into a dfcompass trace; its ImportSummary. The
     importer's errors become dfcompass's (a bad FILE: exit 1; an existing OUTPUT: exit 2)."""
     from tc_analyses.errors import TraceError
@@ -44,7 +44,9 @@ def import_kineto(file: Path, output: Path, overwrite: bool) -> Any:
     from tracer.importers import import_kineto as convert
 
     try:
-        return convert(file, output, overwrite=overwrite)
+        # the bar counts the file's bytes over its two reads (a third, for flows, runs past the end)
+        with progress(f"importing {file.name}", 2 * file.stat().st_size, "bytes") as advance:
+            return convert(file, output, overwrite=overwrite, advance=advance)
     except KinetoImportError as exc:
         raise TraceError(exc.path, exc.problem) from None
     except TraceExistsError:
@@ -53,14 +55,15 @@ def import_kineto(file: Path, output: Path, overwrite: bool) -> Any:
         raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
 
 
-def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool) -> list[Any]:
+def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool,
+                      progress: Progress = no_progress) -> list[Any]:
     """Import the Kineto files of one job (one per rank) as a job folder: OUTPUT/<name>/ each,
     named after its file. Their clocks are absolute wall time, so babeltrace2 and Trace Compass
     open the folder as one job; the rank each file names is kept in its trace's environment."""
     from tc_analyses.reader.job import unique_names
 
     names = unique_names([_stem(f) for f in files])
-    return [import_kineto(f, output / name, overwrite) for f, name in zip(files, names)]
+    return [import_kineto(f, output / name, overwrite, progress) for f, name in zip(files, names)]
 
 
 def _stem(file: Path) -> str:

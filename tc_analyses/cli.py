@@ -102,10 +102,10 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
     from tc_analyses.export import reports
 
     if len(files) == 1:
-        summary = app.import_kineto(files[0], output, overwrite)
+        summary = app.import_kineto(files[0], output, overwrite, _progress)
         click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
         return
-    summaries = app.import_kineto_job(list(files), output, overwrite)
+    summaries = app.import_kineto_job(list(files), output, overwrite, _progress)
     if fmt == "json":
         click.echo(reports.to_json_document({"job": str(output), "traces": summaries}), nl=False)
     else:

@@ -226,3 +226,25 @@ def test_processes_first_seen_at_one_time_are_described_by_pid(tmp_path: Path) -
     assert trace.table("process_info")["pid"].tolist() == [3, 7]
     assert trace.table("process_info").text("name").tolist() == ["p3", "p7"]
     assert trace.table("thread_info")["pid"].tolist() == [3, 7]  # one tid in two processes: one stream
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_progress_counts_the_file_once_per_read(tmp_path: Path, gz: bool) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 2, "ts": 10 + i, "dur": 1} for i in range(50)]
+    text = json.dumps({"traceEvents": events}).encode()
+    src = tmp_path / "t.json"
+    src.write_bytes(gzip.compress(text) if gz else text)
+    counted: list[int] = []
+    import_kineto(src, tmp_path / "two", advance=counted.append)
+    assert sum(counted) == 2 * src.stat().st_size and all(n >= 0 for n in counted)
+    # a call without args.correlation: a third read, for the ac2g flows
+    src.write_text(json.dumps({"traceEvents": _document_events_needing_a_flow()}))
+    counted.clear()
+    import_kineto(src, tmp_path / "three", advance=counted.append)
+    assert sum(counted) == 3 * src.stat().st_size
+
+
+def _document_events_needing_a_flow() -> list[dict[str, Any]]:
+    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 5, "dur": 1,
+             "args": {}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 4, "pid": 1, "tid": 2, "ts": 5}]

@@ -16,7 +16,7 @@ import hashlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tracer import schema
 from tracer.builder import TraceBuilder
@@ -77,17 +77,19 @@ def _rebase(first: int, base: int) -> tuple[int, int]:
 
 
 def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                  overwrite: bool = False) -> ImportSummary:
+                  overwrite: bool = False, advance: Callable[[int], None] | None = None) -> ImportSummary:
     """Convert the Kineto file `src` (.json or .json.gz) into a dfcompass trace directory `out`.
 
     Raises :class:`KinetoImportError` for a file that is not a usable Kineto trace,
     :class:`~tracer.ctf.TraceExistsError` when `out` holds a trace and not `overwrite`, and
     OSError when a file cannot be read or written. Nothing is written unless the file converts.
+    `advance(n)` is told the bytes of `src` each read takes: two reads of the whole file, three when
+    some call or activity needs the ac2g flows for its correlation id (for a progress bar).
     """
     src, out = Path(src), Path(out)
     if (out / "metadata").exists() and not overwrite:
         raise TraceExistsError(f"{out}: already holds a trace (use --overwrite to replace it)")
-    source = KinetoFile(src)
+    source = KinetoFile(src, advance)  # read twice (three times when flows must give correlation ids)
     conv = Converter(source)
     conv.scan()  # the whole file is read and checked once before anything is converted
     if conv.first is None or conv.last is None:

@@ -17,7 +17,7 @@ import re
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from tracer.copy_kinds import copy_kind_of
 
@@ -52,12 +52,14 @@ class KinetoFile:
     bare JSON array (Chrome's "JSON array format") is accepted too.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, advance: Callable[[int], None] | None = None) -> None:
+        """`advance(n)`: told the bytes of the file (as stored, compressed or not) each read takes."""
         self.path = path
         self.doc: dict[str, Any] = {}
+        self._advance = advance
 
     def events(self) -> Iterator[Any]:
-        text = _Text(self.path)
+        text = _Text(self.path, self._advance)
         try:
             first = text.peek()
             if first == "[":
@@ -111,11 +113,13 @@ class KinetoFile:
 class _Text:
     """The file's text, decoded as it is read, with the JSON values parsed one at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, advance: Callable[[int], None] | None) -> None:
         self.path = path
-        with open(path, "rb") as probe:  # OSError (missing file...) goes to the caller as it is
-            gzipped = probe.read(2) == _GZIP_MAGIC
-        self._file: io.BufferedIOBase = gzip.open(path, "rb") if gzipped else open(path, "rb")
+        self._raw = open(path, "rb")  # OSError (missing file...) goes to the caller as it is
+        gzipped = self._raw.read(2) == _GZIP_MAGIC
+        self._raw.seek(0)
+        self._file: io.BufferedIOBase = gzip.GzipFile(fileobj=self._raw, mode="rb") if gzipped else self._raw
+        self._advance, self._stored = advance, 0  # bytes of the file read so far, as stored
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._bytes_read = 0
         self._dropped = 0  # characters before `buf`
@@ -137,9 +141,13 @@ class _Text:
         except UnicodeDecodeError as exc:
             raise KinetoImportError(self.path, f"not UTF-8 text (byte {self._bytes_read + exc.start})") from None
         self._bytes_read += len(data)
+        if self._advance is not None:
+            stored = self._raw.tell()
+            self._advance(stored - self._stored)
+            self._stored = stored
         if not data:
             self.eof = True
-            self._file.close()
+            self.close()
         self._dropped += self.pos
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
@@ -147,6 +155,7 @@ class _Text:
 
     def close(self) -> None:
         self._file.close()
+        self._raw.close()  # a GzipFile given a file object leaves it open
 
     def peek(self) -> str:
         """The next character that is not white space ("" at the end), without taking it."""
