@@ -218,17 +218,17 @@ class TraceBuilder:
         strings = [(max(ts - 1, 0), sid, text) for (text, sid), ts in zip(self._strings.items(), self._first_use)]
         if strings:
             trace.write_events(schema.STRING_DEF, _STRINGS_KEY, strings)
+        moved = remap if remap != list(range(len(remap))) else None
         for (short_name, key), stream in sorted(self._streams.items()):
-            moved = short_name != "device_info" and any(i != j for i, j in enumerate(remap))
-            trace.write_records(stream.cls, key, self._sorted_records(stream, remap if moved else None))
+            remapped = None if short_name == "device_info" else moved  # device_info was added with final indices
+            trace.write_records(stream.cls, key, self._sorted_records(stream, remapped))
 
     def _final_device_indices(self) -> list[int]:
         """provisional device index -> final index."""
-        names = sorted(self._devices, key=self._devices.__getitem__)
-        if self._device_order is not None:
-            names.sort(key=self._device_order)
-        final = {name: i for i, name in enumerate(names)}
-        return [final[name] for name in sorted(self._devices, key=self._devices.__getitem__)]
+        provisional = list(self._devices)  # insertion order is index order
+        ordered = sorted(provisional, key=self._device_order) if self._device_order is not None else provisional
+        final = {name: i for i, name in enumerate(ordered)}
+        return [final[name] for name in provisional]
 
     @staticmethod
     def _sorted_records(stream: _Stream, remap: list[int] | None) -> Iterator[tuple[int, bytes]]:

@@ -22,7 +22,7 @@ import os
 import tempfile
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, NamedTuple, Sequence, overload
+from typing import Callable, Iterator, NamedTuple, Sequence, TypeVar, overload
 
 from tc_analyses.errors import DfcompassError
 
@@ -50,7 +50,43 @@ class Interval:
     value: Value | None
 
 
-class ValueColumn(Sequence["Value | None"]):
+T = TypeVar("T")
+
+
+class MadeOnRead(Sequence[T]):
+    """A read-only sequence held as columns, whose items are made when read (:meth:`_make`); equal
+    to any sequence of the same items, a list too."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _make(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, at: int) -> T: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[T]: ...
+
+    def __getitem__(self, at: int | slice) -> T | list[T]:
+        if isinstance(at, slice):
+            return [self._make(i) for i in range(len(self))[at]]
+        return self._make(range(len(self))[at])
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._make, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+class ValueColumn(MadeOnRead["Value | None"]):
     """An attribute's interval values as ids into a shared value table (the columnar engine's): four
     bytes an interval, and a Value object only for the value asked for."""
 
@@ -60,27 +96,11 @@ class ValueColumn(Sequence["Value | None"]):
     def __len__(self) -> int:
         return len(self.ids)
 
-    @overload
-    def __getitem__(self, at: int) -> Value | None: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[Value | None]: ...
-
-    def __getitem__(self, at: int | slice) -> Value | None | list[Value | None]:
-        if isinstance(at, slice):
-            return [self._item(i) for i in self.ids[at]]
-        return self._item(self.ids[at])
+    def _make(self, i: int) -> Value | None:
+        return self._item(self.ids[i])
 
     def __iter__(self) -> Iterator[Value | None]:
-        return map(self._item, self.ids)
-
-    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same values, a list too
-        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"ValueColumn({list(self)!r})"
+        return map(self._item, self.ids)  # no index arithmetic: this is how the summary reads
 
 
 @dataclass

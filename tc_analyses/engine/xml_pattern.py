@@ -36,10 +36,10 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, overload
+from typing import Any, Callable, Iterable
 
 
-from tc_analyses.engine.state_system import StateSystem, Value
+from tc_analyses.engine.state_system import MadeOnRead, StateSystem, Value
 from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, analysis_elements, content_field,
                                              event_regex, force_type, null_subtree, typed_value)
 from tc_analyses.errors import DfcompassError
@@ -59,7 +59,7 @@ class Segment:
         return self.end - self.start
 
 
-class SegmentColumns(Sequence[Segment]):
+class SegmentColumns(MadeOnRead[Segment]):
     """Segments held as columns (the columnar engine's): start, end, a name id and a value id per
     content field for each segment, about 20 bytes plus 4 per field; a :class:`Segment` is made
     when one is asked for."""
@@ -79,28 +79,6 @@ class SegmentColumns(Sequence[Segment]):
             if value is not None:
                 content[name] = value.value
         return Segment(self.starts[i], self.ends[i], self.names[self.name_ids[i]], content)
-
-    @overload
-    def __getitem__(self, at: int) -> Segment: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[Segment]: ...
-
-    def __getitem__(self, at: int | slice) -> Segment | list[Segment]:
-        if isinstance(at, slice):
-            return [self._make(i) for i in range(len(self))[at]]
-        return self._make(range(len(self))[at])
-
-    def __iter__(self) -> Iterator[Segment]:
-        return map(self._make, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same segments, a list too
-        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"SegmentColumns({list(self)!r})"
 
 
 class PatternStateSystem(StateSystem):
