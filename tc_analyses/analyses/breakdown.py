@@ -34,13 +34,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, AnnotationRun, ApiCall, GpuOp, StepRun, SyncRun
+from tc_analyses.model.activity import Activity, GpuOp, GpuTable
+from tc_analyses.model.tables import TableT
 from tc_analyses.model.intervals import union_ns
 from tc_analyses.model.window import Window, restrict
 from tc_analyses.reader.fast import DfcTrace
@@ -56,6 +57,7 @@ _NOT_COMPUTE = re.compile(r"(nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(.*Sync)|(Strea
                           r"|(runFunction)|(hip)|(job_exe)|(packet)|(pe_exe)|(cpum_exe_subgraph)|(hccl)"
                           r"|(collective_subgraph_execution)")
 KINDS = ("compute", "communication", "memory", "other")
+T = TypeVar("T")
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 
@@ -143,11 +145,42 @@ def kernel_type(op: GpuOp) -> str:
     return "compute"
 
 
-def gpu_events(activity: Activity) -> list[GpuOp]:
+def per_kind_and_name(ops: GpuTable, decide: Callable[[GpuOp], T]) -> tuple[list[T], np.ndarray[Any, Any]]:
+    """`decide` applied once per distinct (kind, name) of `ops` (to an operation of that kind and
+    name), and the index of each operation's answer."""
+    if not len(ops):
+        return [], np.zeros(0, dtype=np.int64)
+    width = len(ops.labels("name")) + 1
+    pairs, inverse = np.unique(ops.column("kind").astype(np.int64) * width + ops.column("name"), return_inverse=True)
+    kinds, names = ops.labels("kind"), ops.labels("name")
+    decided = [decide(GpuOp(str(kinds[p // width]), "", 0, 0, 0, 0, str(names[p % width]))) for p in pairs.tolist()]
+    return decided, inverse.reshape(-1)
+
+
+def kernel_types(ops: GpuTable) -> np.ndarray[Any, Any]:
+    """Index into :data:`KINDS` of each operation's :func:`kernel_type`."""
+    decided, inverse = per_kind_and_name(ops, lambda op: KINDS.index(kernel_type(op)))
+    return np.asarray(decided, dtype=np.int64)[inverse] if len(ops) else np.zeros(0, dtype=np.int64)
+
+
+def gpu_events(activity: Activity) -> GpuTable:
     """Every interval on a GPU queue as HTA counts them: the operations and the synchronisations
-    (CUPTI's cuda_sync, kind ``sync``, named by their kind; a context sync has queue -1)."""
-    syncs = [GpuOp("sync", s.device, s.queue, s.correlation_id, s.start, s.end, s.kind) for s in activity.syncs]
-    return sorted(activity.gpu + syncs, key=lambda o: (o.start, o.device, o.queue))
+    (CUPTI's cuda_sync, kind ``sync``, named by their kind; a context sync has queue -1), by
+    (start, device, queue)."""
+    syncs = activity.syncs
+    if not len(syncs):
+        return activity.gpu
+    n = len(syncs)
+    blank = np.zeros(n, dtype=np.int32)
+    as_ops = GpuTable({"kind": blank, "device": syncs.column("device"), "queue": syncs.column("queue"),
+                       "correlation_id": syncs.column("correlation_id"), "start": syncs.column("start"),
+                       "end": syncs.column("end"), "name": syncs.column("kind"), "bytes": np.zeros(n, np.int64),
+                       "src_device": blank, "dst_device": blank},
+                      {"kind": np.array(["sync"], dtype=object), "device": syncs.labels("device"),
+                       "name": syncs.labels("kind"), "src_device": np.array([""], dtype=object),
+                       "dst_device": np.array([""], dtype=object)})
+    events = GpuTable.concat([activity.gpu, as_ops])
+    return events.take(np.lexsort((events.column("queue"), events.column("device"), events.column("start"))))
 
 
 def _path(activity: Activity, trace: DfcTrace | str | os.PathLike[str] | None) -> str:
@@ -159,39 +192,32 @@ def _path(activity: Activity, trace: DfcTrace | str | os.PathLike[str] | None) -
 def kept_activity(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[Activity, bool]:
     """`activity` without its last step when `exclude_last_step` (the analysis window's rule,
     :mod:`tc_analyses.model.window`), and whether that cut anything; raises without GPU operations."""
-    if not activity.gpu:
+    if not len(activity.gpu):
         raise AnalysisUnavailable(f"{trace}: no GPU operations (dfc:kernel/memcpy/memset events) to break down")
     kept, scope = restrict(activity, Window(include_last_step=not exclude_last_step))
-    if not kept.gpu:
+    if not len(kept.gpu):
         raise AnalysisUnavailable(f"{trace}: none of the {len(activity.gpu)} GPU operations was launched before the "
                                   "last profiler step (try --include-last-step)")
     return kept, scope.cut_last_step
-
-
-def kept_ops(activity: Activity, trace: str, exclude_last_step: bool = True) -> tuple[list[GpuOp], bool]:
-    """The GPU operations analysed, and whether the last-step filter applied; raises if none."""
-    kept, cut = kept_activity(activity, trace, exclude_last_step)
-    return list(kept.gpu), cut
-
-
-def _union(ops: Sequence[GpuOp]) -> int:
-    return union_ns([o.start for o in ops], [o.end for o in ops])
 
 
 def _pct(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def _device_time(device: str, ops: list[GpuOp]) -> DeviceTime:
-    by_type: dict[str, list[GpuOp]] = {k: [] for k in KINDS}
-    for op in ops:
-        by_type[kernel_type(op)].append(op)
-    span = max(o.end for o in ops) - min(o.start for o in ops)
-    busy = _union(ops)
-    compute = _union(by_type["compute"])
+def _device_time(device: str, ops: GpuTable, types: np.ndarray[Any, Any]) -> DeviceTime:
+    starts, ends = ops.column("start"), ops.column("end")
+
+    def union(*kinds: str) -> int:
+        mask = np.isin(types, [KINDS.index(k) for k in kinds])
+        return union_ns(starts[mask], ends[mask])
+
+    span = int(ends.max()) - int(starts.min())
+    busy = union_ns(starts, ends)
+    compute = union("compute")
     # Exclusive shares of the non-compute time: what runs without anything of a higher rank.
-    with_comm = _union(by_type["compute"] + by_type["communication"])
-    with_memory = _union(by_type["compute"] + by_type["communication"] + by_type["memory"])
+    with_comm = union("compute", "communication")
+    with_memory = union("compute", "communication", "memory")
     idle = span - busy
     non_compute = span - compute - idle
     return DeviceTime(device, len(ops), span, busy, idle, compute, non_compute, with_comm - compute,
@@ -205,36 +231,32 @@ def temporal_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[s
     path = _path(activity, trace)
     kept, filtered = kept_activity(activity, path, exclude_last_step)
     ops = gpu_events(kept)  # HTA counts GPU synchronisations as GPU time (type other)
-    per_device: dict[str, list[GpuOp]] = {}
-    for op in ops:
-        per_device.setdefault(op.device, []).append(op)
-    devices = tuple(_device_time(d, per_device[d]) for d in sorted(per_device))
+    types = kernel_types(ops)
+    device = ops.column("device")
+    devices = tuple(_device_time(str(ops.labels("device")[d]), ops.take(device == d), types[device == d])
+                    for d in np.unique(device).tolist())  # labels are sorted: by device name
     return TemporalBreakdown(path, filtered, len({s.step for s in activity.steps}), len(kept.gpu),
-                             len(activity.gpu) - len(kept.gpu), devices, _device_time(ALL_DEVICES, ops))
+                             len(activity.gpu) - len(kept.gpu), devices, _device_time(ALL_DEVICES, ops, types))
 
 
-def _gap_stats(gaps: list[int]) -> GapStats:
-    if not gaps:
+def _gap_stats(gaps: np.ndarray[Any, Any]) -> GapStats:
+    if not len(gaps):
         return GapStats(0, 0, 0, 0.0, 0)
-    return GapStats(len(gaps), sum(gaps), min(gaps), float(np.median(gaps)), max(gaps))
+    return GapStats(len(gaps), int(gaps.sum()), int(gaps.min()), float(np.median(gaps)), int(gaps.max()))
 
 
-def _queue_idle(activity: Activity, device: str, queue: int, ops: list[GpuOp], threshold: int) -> QueueIdle:
-    gaps: dict[str, list[int]] = {c: [] for c in CATEGORIES}
-    ops = sorted(ops, key=lambda o: o.start)
-    for prev, op in zip(ops, ops[1:]):
-        gap = op.start - prev.end
-        launch = activity.launch_of(op)
-        if launch is not None and launch.start > prev.end:
-            gaps["host_wait"].append(gap)
-        elif gap < threshold:  # negative gaps (overlap on one queue) land here too, as in HTA
-            gaps["kernel_wait"].append(gap)
-        else:
-            gaps["other"].append(gap)
-    sums = {c: sum(g) for c, g in gaps.items()}
+def _queue_idle(device: str, queue: int, starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any],
+                launch_starts: np.ndarray[Any, Any], threshold: int) -> QueueIdle:
+    """The gaps of one queue's operations (by start; `launch_starts` -1 where not launched)."""
+    gap = starts[1:] - ends[:-1]
+    host = launch_starts[1:] > ends[:-1]  # -1: no launch recorded, never host wait
+    # negative gaps (overlap on one queue) are kernel wait too, as in HTA
+    kernel = ~host & (gap < threshold)
+    gaps = {"host_wait": gap[host], "kernel_wait": gap[kernel], "other": gap[~host & ~kernel]}
+    sums = {c: int(g.sum()) for c, g in gaps.items()}
     idle = sum(sums.values())
     ratio = {c: sums[c] / idle if idle else 0.0 for c in CATEGORIES}
-    return QueueIdle(device, queue, len(ops), idle, sums["host_wait"], sums["kernel_wait"], sums["other"],
+    return QueueIdle(device, queue, len(starts), idle, sums["host_wait"], sums["kernel_wait"], sums["other"],
                      ratio["host_wait"], ratio["kernel_wait"], ratio["other"],
                      {c: _gap_stats(g) for c, g in gaps.items()})
 
@@ -244,24 +266,30 @@ def idle_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[str] 
                    exclude_last_step: bool = True) -> IdleBreakdown:
     """The gaps on each GPU queue split into host wait, kernel wait and other."""
     path = _path(activity, trace)
-    ops, filtered = kept_ops(activity, path, exclude_last_step)
-    per_queue: dict[tuple[str, int], list[GpuOp]] = {}
-    for op in ops:
-        per_queue.setdefault((op.device, op.queue), []).append(op)
-    queues = tuple(_queue_idle(activity, d, q, per_queue[(d, q)], consecutive_kernel_delay_ns)
-                   for d, q in sorted(per_queue))
-    return IdleBreakdown(path, filtered, consecutive_kernel_delay_ns,
-                         sum(1 for o in ops if activity.launch_of(o) is None), queues,
+    kept, filtered = kept_activity(activity, path, exclude_last_step)
+    ops = kept.gpu
+    launch = kept.launch_indexes()
+    launch_starts = np.where(launch >= 0, kept.api.column("start")[np.maximum(launch, 0)] if len(kept.api) else -1, -1)
+    device, queue, starts = ops.column("device"), ops.column("queue"), ops.column("start")
+    order = np.lexsort((starts, queue, device))  # by device name, queue, then start (stable)
+    key = device[order] * (int(queue.max()) - int(queue.min()) + 1) + (queue[order] - int(queue.min()))
+    cuts = np.flatnonzero(np.append(True, key[1:] != key[:-1]))
+    queues = []
+    for lo, hi in zip(cuts.tolist(), np.append(cuts[1:], len(order)).tolist()):
+        rows = order[lo:hi]
+        queues.append(_queue_idle(str(ops.labels("device")[device[rows[0]]]), int(queue[rows[0]]), starts[rows],
+                                  ops.column("end")[rows], launch_starts[rows], consecutive_kernel_delay_ns))
+    return IdleBreakdown(path, filtered, consecutive_kernel_delay_ns, int((launch < 0).sum()), tuple(queues),
                          sum(q.host_wait_ns for q in queues), sum(q.kernel_wait_ns for q in queues),
                          sum(q.other_ns for q in queues))
 
 
 # ---------------------------------------------------------------------------- HTA's µs reading
-def _up(t: int, offset: int) -> int:
+def _up(t: Any, offset: int) -> Any:
     return -((-(t + offset)) // 1000) * 1000 - offset
 
 
-def _down(t: int, offset: int) -> int:
+def _down(t: Any, offset: int) -> Any:
     return ((t + offset) // 1000) * 1000 - offset
 
 
@@ -273,28 +301,14 @@ def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
     + `clock_offset_ns` (the trace's clock offset; for imported Kineto files Kineto's ns plus a
     base that is a whole number of µs). For files with whole-µs stamps this changes nothing.
     """
-    def span(start: int, end: int) -> tuple[int, int]:
-        return _up(start, clock_offset_ns), _down(end, clock_offset_ns)
+    def rounded(table: TableT) -> TableT:
+        return table.with_columns(start=_up(table.column("start"), clock_offset_ns),
+                                  end=_down(table.column("end"), clock_offset_ns))
 
-    def ops(items: Iterable[GpuOp]) -> list[GpuOp]:
-        return [replace(o, start=s, end=e) for o in items for s, e in [span(o.start, o.end)]]
-
-    def calls(items: Iterable[ApiCall]) -> list[ApiCall]:
-        return [replace(c, start=s, end=e) for c in items for s, e in [span(c.start, c.end)]]
-
-    def steps(items: Iterable[StepRun]) -> list[StepRun]:
-        return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
-
-    def syncs(items: Iterable[SyncRun]) -> list[SyncRun]:
-        return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
-
-    def annotations(items: Iterable[AnnotationRun]) -> list[AnnotationRun]:
-        return [replace(r, start=s, end=e) for r in items for s, e in [span(r.start, r.end)]]
-
-    return replace(activity, steps=steps(activity.steps), api=calls(activity.api), gpu=ops(activity.gpu),
-                   syncs=syncs(activity.syncs), annotations=annotations(activity.annotations), _launch={})
-
-
+    steps = [replace(r, start=int(_up(r.start, clock_offset_ns)), end=int(_down(r.end, clock_offset_ns)))
+             for r in activity.steps]
+    return replace(activity, steps=steps, api=rounded(activity.api), gpu=rounded(activity.gpu),
+                   syncs=rounded(activity.syncs), annotations=rounded(activity.annotations), _launch={})
 
 
 @dataclass(frozen=True)

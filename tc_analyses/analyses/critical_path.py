@@ -134,8 +134,9 @@ class _Walk:
         self.activity = activity
         self.pieces = cpu_pieces(activity)
         self.piece_ends = {tid: [p.end for p in ps] for tid, ps in self.pieces.items()}
+        self.ops = list(activity.gpu)  # the walk compares operations by identity: one object each
         self.queues: dict[tuple[str, int], list[GpuOp]] = defaultdict(list)
-        for op in activity.gpu:
+        for op in self.ops:
             self.queues[(op.device, op.queue)].append(op)
         for ops in self.queues.values():
             ops.sort(key=lambda o: (o.start, o.end))
@@ -181,7 +182,7 @@ def _gpu_bound(op: GpuOp) -> str:
 def critical_path(activity: Activity) -> list[Segment]:
     """The critical path's segments, in time order (see the module docstring)."""
     walk = _Walk(activity)
-    items: list[Item] = [p for ps in walk.pieces.values() for p in ps] + list(activity.gpu)
+    items: list[Item] = [p for ps in walk.pieces.values() for p in ps] + walk.ops
     if not items:
         return []
     current: Item = max(items, key=lambda i: (i.end, isinstance(i, GpuOp)))
@@ -234,7 +235,7 @@ def run(inputs: Inputs, options: Options) -> Result:
     """The GPU-aware critical path of the analysis window; the ``options["top"]`` intervals with most
     time on it are listed."""
     activity = inputs.activity
-    if not activity.gpu:
+    if not len(activity.gpu):
         raise AnalysisUnavailable(f"{inputs.path}: no GPU operations in {inputs.scope.window}: the GPU-aware critical "
                                   "path needs kernels and their launches (`dfcompass parallelism` plans CPU graphs)")
     segments = critical_path(activity)

@@ -22,15 +22,16 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 from statistics import stdev
 
 import numpy as np
 
-from tc_analyses.analyses.breakdown import gpu_events, kernel_type
+from tc_analyses.analyses.breakdown import KINDS, gpu_events, kernel_types, per_kind_and_name
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, GpuOp
+from tc_analyses.model.activity import Activity, GpuOp, GpuTable
 from tc_analyses.model.intervals import merge_intervals
 
 TYPES = ("compute", "communication", "memory")  # the types whose time is broken down (HTA's order)
@@ -95,12 +96,24 @@ def display_name(op: GpuOp) -> str:
     return op.name
 
 
-def type_times(ops: list[GpuOp]) -> list[TypeTime]:
+def _merged_of(ops: GpuTable, mask: np.ndarray[Any, Any]) -> list[tuple[int, int]]:
+    starts, ends = merge_intervals(ops.column("start")[mask], ops.column("end")[mask])
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _type_masks(ops: GpuTable) -> dict[str, np.ndarray[Any, Any]]:
+    """Type name -> mask of the operations of that type (:func:`kernel_type`)."""
+    types = kernel_types(ops)
+    return {kind: types == KINDS.index(kind) for kind in KINDS}
+
+
+def type_times(ops: GpuTable) -> list[TypeTime]:
     """The time each combination of compute, communication and memory runs, longest first."""
+    masks = _type_masks(ops)
     points: list[tuple[int, int]] = []  # (time, +bit / -bit)
     for index, kind in enumerate(TYPES):
         bit = 1 << index
-        for start, end in _merged([o for o in ops if kernel_type(o) == kind]):
+        for start, end in _merged_of(ops, masks[kind]):
             points += [(start, bit), (end, -bit)]
     points.sort()
     spent: dict[int, int] = defaultdict(int)
@@ -121,16 +134,21 @@ def _stats(name: str, kind: str, durations: list[int], type_total: int) -> Kerne
                        stdev(durations) if len(durations) > 1 else 0.0, 100.0 * total / type_total if type_total else 0.0)
 
 
-def per_name(ops: list[GpuOp], top: int, duration_ratio: float) -> list[KernelStats]:
+def per_name(ops: GpuTable, top: int, duration_ratio: float) -> list[KernelStats]:
     """Each type's kernels by name, the first `top` by total time and ``others`` for the rest."""
+    masks = _type_masks(ops)
+    names, which = per_kind_and_name(ops, display_name)
+    durations = ops.column("end") - ops.column("start")
     rows: list[KernelStats] = []
     for kind in TYPES:
-        by_name: dict[str, list[int]] = defaultdict(list)
-        for op in ops:
-            if kernel_type(op) == kind:
-                by_name[display_name(op)].append(op.duration)
-        if not by_name:
+        mine = np.flatnonzero(masks[kind])
+        if not len(mine):
             continue
+        by_name: dict[str, list[int]] = defaultdict(list)
+        order = mine[np.argsort(which[mine], kind="stable")]  # by name, each name's ops in table order
+        groups = np.flatnonzero(np.append(True, which[order][1:] != which[order][:-1]))
+        for lo, hi in zip(groups.tolist(), np.append(groups[1:], len(order)).tolist()):
+            by_name[names[int(which[order[lo]])]] += durations[order[lo:hi]].tolist()
         type_total = sum(sum(d) for d in by_name.values())
         ordered = sorted(by_name, key=lambda n: (-sum(by_name[n]), n))
         folded: set[str] = set()
@@ -145,14 +163,10 @@ def per_name(ops: list[GpuOp], top: int, duration_ratio: float) -> list[KernelSt
     return rows
 
 
-def _merged(ops: list[GpuOp]) -> list[tuple[int, int]]:
-    starts, ends = merge_intervals([o.start for o in ops], [o.end for o in ops])
-    return list(zip(starts.tolist(), ends.tolist()))
-
-
-def comm_comp_overlap(ops: list[GpuOp]) -> float | None:
+def comm_comp_overlap(ops: GpuTable) -> float | None:
     """Percent of the communication kernels' time during which compute kernels also run."""
-    comm, comp = (_merged([o for o in ops if kernel_type(o) == kind]) for kind in ("communication", "compute"))
+    masks = _type_masks(ops)
+    comm, comp = (_merged_of(ops, masks[kind]) for kind in ("communication", "compute"))
     if not comm:
         return None
     overlap, j = 0, 0
@@ -167,20 +181,23 @@ def comm_comp_overlap(ops: list[GpuOp]) -> float | None:
 
 
 def kernel_annotations(activity: Activity) -> dict[int, str]:
-    """id(operation) -> the GPU user annotation it is attributed to: of the annotations on its device and
-    queue that overlap it, the shortest (the leaf), as HTA's get_gpu_kernels_with_user_annotations."""
-    per_queue: dict[tuple[str, int], list[GpuOp]] = defaultdict(list)
-    for op in activity.gpu:
-        per_queue[(op.device, op.queue)].append(op)
+    """Index in ``activity.gpu`` -> the GPU user annotation the operation is attributed to: of the
+    annotations on its device and queue that overlap it, the shortest (the leaf), as HTA's
+    get_gpu_kernels_with_user_annotations."""
+    gpu = activity.gpu
+    starts, ends = gpu.column("start").tolist(), gpu.column("end").tolist()
+    per_queue: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i, key in enumerate(zip(gpu.text("device").tolist(), gpu.column("queue").tolist())):
+        per_queue[key].append(i)
     for ops in per_queue.values():
-        ops.sort(key=lambda o: o.start)
+        ops.sort(key=lambda i: starts[i])
     found: dict[int, str] = {}
     for annotation in sorted((a for a in activity.annotations if a.on_gpu), key=lambda a: -(a.end - a.start)):
         ops = per_queue.get((annotation.device, annotation.track), [])
-        hi = bisect.bisect_left([o.start for o in ops], annotation.end)
-        for op in ops[:hi]:
-            if op.end > annotation.start and op.end > op.start:  # half-open: an empty interval overlaps nothing
-                found[id(op)] = annotation.name
+        hi = bisect.bisect_left([starts[i] for i in ops], annotation.end)
+        for i in ops[:hi]:
+            if ends[i] > annotation.start and ends[i] > starts[i]:  # half-open: an empty interval overlaps nothing
+                found[i] = annotation.name
     return found
 
 
@@ -190,11 +207,10 @@ def annotation_stats(activity: Activity) -> list[AnnotationStats]:
     for a in activity.annotations:
         if a.on_gpu:
             durations[a.name].append(a.end - a.start)
-    attributed = kernel_annotations(activity)
     kernels: dict[str, list[int]] = defaultdict(list)
-    for op in activity.gpu:
-        if id(op) in attributed:
-            kernels[attributed[id(op)]].append(op.duration)
+    op_ns = (activity.gpu.column("end") - activity.gpu.column("start")).tolist()
+    for i, name in kernel_annotations(activity).items():
+        kernels[name].append(op_ns[i])
     rows = []
     for name in sorted(durations):
         d = durations[name]
@@ -225,7 +241,7 @@ def run(inputs: Inputs, options: Options) -> Result:
     """The kernel breakdown of the analysis window: ``options["top"]`` names per type,
     ``options["duration_ratio"]`` of the cumulative time before folding into ``others``."""
     ops = gpu_events(inputs.activity)
-    if not any(kernel_type(o) in TYPES for o in ops):
+    if not np.isin(kernel_types(ops), [KINDS.index(t) for t in TYPES]).any():
         raise AnalysisUnavailable(f"{inputs.path}: no GPU kernels, copies or memsets in {inputs.scope.window}")
     types = type_times(ops)
     kernels = per_name(ops, int(options["top"]), float(options["duration_ratio"]))

@@ -29,10 +29,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import Activity, GpuOp, NodeRun, read_activity
+from tc_analyses.model.activity import Activity, GpuTable, NodeRun, NodeTable, read_activity
 from tc_analyses.reader import read_trace
 from tc_analyses.reader.fast import DfcTrace
 from tracer import copy_kinds
@@ -156,7 +158,7 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
     activity = activity if activity is not None else read_activity(dfc)
     path = str(dfc.path)
     events = _memory_events(dfc, activity)
-    copies = [g for g in activity.gpu if g.kind == "memcpy"]
+    copies = activity.gpu.take(activity.gpu.codes_where("kind", lambda kind: kind == "memcpy"))
     edges = _cross_device_edges(dfc, activity)
     if not events and not copies and not edges:
         raise AnalysisUnavailable(f"{path}: no memory events (dfc:mem_alloc/dfc:mem_free), copies "
@@ -243,20 +245,21 @@ class _StepIndex:
 class _NodeIndex:
     """The outermost node open at a time, when exactly one is open on all threads together."""
 
-    def __init__(self, nodes: list[NodeRun]) -> None:
-        per_tid: dict[int, list[NodeRun]] = defaultdict(list)
-        for n in nodes:
-            if n.outermost:
-                per_tid[n.tid].append(n)  # outermost nodes of one thread do not overlap
-        self._runs = [(run, [n.start for n in run]) for run in per_tid.values()]
+    def __init__(self, nodes: NodeTable) -> None:
+        self._nodes = nodes
+        outer = np.flatnonzero(nodes.column("outermost")) if len(nodes) else np.zeros(0, dtype=np.int64)
+        tids = nodes.column("tid")[outer] if len(nodes) else outer
+        # outermost nodes of one thread do not overlap: (starts, ends, node indexes) per thread
+        self._runs = [(nodes.column("start")[index], nodes.column("end")[index], index)
+                      for index in (outer[tids == tid] for tid in np.unique(tids).tolist())]
 
     def at(self, ts: int) -> str:
         open_nodes = []
-        for run, starts in self._runs:
-            i = bisect.bisect_right(starts, ts) - 1
-            if i >= 0 and run[i].end >= ts:
-                open_nodes.append(run[i])
-        return _label(open_nodes[0]) if len(open_nodes) == 1 else UNKNOWN
+        for starts, ends, index in self._runs:
+            i = int(np.searchsorted(starts, ts, side="right")) - 1
+            if i >= 0 and ends[i] >= ts:
+                open_nodes.append(int(index[i]))
+        return _label(self._nodes[open_nodes[0]]) if len(open_nodes) == 1 else UNKNOWN
 
 
 def _label(node: NodeRun) -> str:
@@ -327,15 +330,26 @@ def _churn(device: str, rows: list[_Row], steps: _StepIndex, span: tuple[int, in
 
 # --- copies ----------------------------------------------------------------------------------
 
-def _copy_kinds(copies: list[GpuOp]) -> tuple[CopyKindStats, ...]:
+def _per_copy_kind(copies: GpuTable) -> dict[str, tuple[int, int, int]]:
+    """Copy kind (``HtoD pageable``...) -> (copies, bytes, ns), summed with numpy over the table."""
+    codes = copies.column("name")
+    labels = copies.labels("name") if len(copies) else np.zeros(0, dtype=object)
+    count = np.bincount(codes, minlength=len(labels))
+    nbytes = np.bincount(codes, weights=copies.column("bytes"), minlength=len(labels))
+    ns = np.bincount(codes, weights=copies.column("end") - copies.column("start"), minlength=len(labels))
+    # float64 sums are exact up to 2**53 (9 PB, 104 days): far beyond one trace
+    return {str(label): (int(count[i]), int(nbytes[i]), int(ns[i])) for i, label in enumerate(labels) if count[i]}
+
+
+def _copy_kinds(copies: GpuTable) -> tuple[CopyKindStats, ...]:
     sums: dict[tuple[str, str], list[int]] = {}
-    for c in copies:
-        direction = direction_of(c.name)
+    for name, (n, b, ns) in _per_copy_kind(copies).items():
+        direction = direction_of(name)
         if direction in ("HtoD", "DtoH"):
-            entry = sums.setdefault((direction, host_memory_of(c.name)), [0, 0, 0])
-            entry[0] += 1
-            entry[1] += c.bytes
-            entry[2] += c.duration
+            entry = sums.setdefault((direction, host_memory_of(name)), [0, 0, 0])
+            entry[0] += n
+            entry[1] += b
+            entry[2] += ns
     order = {"HtoD": 0, "DtoH": 1, "pageable": 0, "pinned": 1, UNKNOWN: 2}
     return tuple(CopyKindStats(d, h, n, b, ns, b / ns if ns else 0.0)
                  for (d, h), (n, b, ns) in sorted(sums.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]])))
@@ -358,15 +372,15 @@ def _host_test(activity: Activity) -> Callable[[str], bool]:
     return lambda name: not activity.device_named(name).is_gpu
 
 
-def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: list[GpuOp], is_host: Callable[[str], bool]
+def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: GpuTable, is_host: Callable[[str], bool]
                   ) -> float | None:
     """Time of the extra moves at the trace's own bandwidth per direction; None if it has no copies."""
     if not tensors:
         return 0.0
     rate: dict[str, tuple[int, int]] = {}
-    for c in copies:
-        b, ns = rate.get(direction_of(c.name), (0, 0))
-        rate[direction_of(c.name)] = (b + c.bytes, ns + c.duration)
+    for name, (_, nbytes, duration) in _per_copy_kind(copies).items():
+        b, ns = rate.get(direction_of(name), (0, 0))
+        rate[direction_of(name)] = (b + nbytes, ns + duration)
     total = 0.0
     for t in tensors:
         kind = "HtoD" if is_host(t.src_device) else "DtoH" if is_host(t.dst_device) else "DtoD"
@@ -377,7 +391,7 @@ def _estimated_ns(tensors: tuple[RepeatedTensor, ...], copies: list[GpuOp], is_h
     return total
 
 
-def _repeated_uploads(activity: Activity, copies: list[GpuOp], steps: _StepIndex) -> tuple[RepeatedUpload, ...]:
+def _repeated_uploads(activity: Activity, copies: GpuTable, steps: _StepIndex) -> tuple[RepeatedUpload, ...]:
     if steps.count < 2:
         return ()  # "every step" needs steps to compare
     groups: dict[tuple[str, str, str, int], list[tuple[int, int]]] = defaultdict(list)  # -> (step, ns)

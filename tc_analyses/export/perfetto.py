@@ -84,7 +84,7 @@ def _track(queue: int, lane: int) -> int:
 def _process(out: _Builder, trace: DfcTrace, label: str, base: int) -> None:
     activity: Activity = read_activity(trace)
     out.meta(base, f"{label}: host", sort=base)
-    events = gpu_events(activity)
+    events = list(gpu_events(activity))
     gpus = sorted({o.device for o in events})
     gpu_pid = {device: base + 1 + i for i, device in enumerate(gpus)}
     for device, pid in gpu_pid.items():
@@ -92,7 +92,7 @@ def _process(out: _Builder, trace: DfcTrace, label: str, base: int) -> None:
     for tid in sorted({n.tid for n in activity.nodes} | {c.tid for c in activity.api}):
         out.meta(base, f"thread {tid}", tid)
     lane = lanes(events)  # work overlapping on one queue (PDL) goes to a sub-track, never dropped
-    for device, queue, number in sorted({(o.device, o.queue, lane[id(o)]) for o in events}):
+    for device, queue, number in sorted({(o.device, o.queue, number) for o, number in zip(events, lane)}):
         name = "device-wide" if queue < 0 else f"stream {queue}"
         out.meta(gpu_pid[device], name if not number else f"{name} (overlap lane {number})", _track(queue, number))
     for s in activity.steps:
@@ -105,8 +105,8 @@ def _process(out: _Builder, trace: DfcTrace, label: str, base: int) -> None:
         out.slice("gpu_user_annotation" if a.on_gpu else "user_annotation", a.name, pid, a.track, a.start, a.end)
     for c in activity.api:
         out.slice("runtime", c.name, base, c.tid, c.start, c.end, correlation=c.correlation_id)
-    for op in events:
-        pid, track = gpu_pid[op.device], _track(op.queue, lane[id(op)])
+    for op, number in zip(events, lane):
+        pid, track = gpu_pid[op.device], _track(op.queue, number)
         out.slice(op.kind, display_name(op), pid, track, op.start, op.end, correlation=op.correlation_id,
                   **({"bytes": op.bytes} if op.kind in ("memcpy", "memset") else {}))
         call = activity.call_with_correlation(op.correlation_id)

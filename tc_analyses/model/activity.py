@@ -9,6 +9,10 @@ all need the same joins, so they are made once here:
   the framework op that issued it;
 * each GPU operation's **launch**: the API call with the same correlation id.
 
+Node runs, API calls, GPU operations, annotations and synchronisations are held as columns
+(:class:`~tc_analyses.model.tables.RunTable`): the analyses work on the arrays, and an object
+such as :class:`NodeRun` is made only when a row is read.
+
 Intervals whose begin or end was not recorded (a truncated trace) are left out and counted in
 ``unpaired``. All times are nanoseconds on the trace clock.
 
@@ -20,14 +24,14 @@ and :attr:`Device.is_gpu` tells CPUs from GPUs by the recorded kind. Interval un
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from tc_analyses.reader.fast import DfcTrace
+from tc_analyses.model.tables import RunTable, encode
+from tc_analyses.reader.fast import DfcTrace, EventTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,20 +173,55 @@ class SyncRun:
     end: int
 
 
+class NodeTable(RunTable[NodeRun]):
+    row = NodeRun
+    texts = ("op", "name", "device")
+
+
+class ApiTable(RunTable[ApiCall]):
+    row = ApiCall
+    texts = ("name",)
+
+
+class GpuTable(RunTable[GpuOp]):
+    row = GpuOp
+    texts = ("kind", "device", "name", "src_device", "dst_device")
+
+
+class AnnotationTable(RunTable[AnnotationRun]):
+    row = AnnotationRun
+    texts = ("name", "device")
+
+
+class SyncTable(RunTable[SyncRun]):
+    row = SyncRun
+    texts = ("device", "kind")
+
+
 @dataclass
 class Activity:
+    """The paired intervals of a trace. Lists of row objects given here become tables."""
+
     path: str
-    nodes: list[NodeRun]  # by start time
+    nodes: NodeTable  # by start time, enclosing nodes first
     steps: list[StepRun]  # by start time
-    api: list[ApiCall]  # by start time
-    gpu: list[GpuOp]  # by start time
+    api: ApiTable  # by start time
+    gpu: GpuTable  # by start time
     devices: dict[int, Device]  # the devices the trace describes, by index
     unpaired: int = 0
     span: tuple[int, int] = (0, 0)  # first and last event time of the trace
-    annotations: list[AnnotationRun] = field(default_factory=list)  # by start time
-    syncs: list[SyncRun] = field(default_factory=list)  # by start time
+    annotations: AnnotationTable = field(default_factory=AnnotationTable.empty)  # by start time
+    syncs: SyncTable = field(default_factory=SyncTable.empty)  # by start time
     windowed: bool = False  # already restricted to an analysis window (tc_analyses.model.window)
     _launch: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.nodes = NodeTable.of(self.nodes)
+        self.api = ApiTable.of(self.api)
+        self.gpu = GpuTable.of(self.gpu)
+        self.annotations = AnnotationTable.of(self.annotations)
+        self.syncs = SyncTable.of(self.syncs)
+        self.steps = list(self.steps)
 
     def device(self, index: int) -> Device:
         """The device of index `index`: as described, or :meth:`Device.undescribed`."""
@@ -196,11 +235,32 @@ class Activity:
                 return device
         return Device.named(name)
 
+    def calls_with_correlation(self, correlation_ids: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Index in :attr:`api` of the call with each correlation id (the last one when several
+        share it), -1 where none was recorded or the id is 0 (none)."""
+        ids = np.asarray(correlation_ids, dtype=np.int64)
+        corr = self.api.column("correlation_id")
+        with_id = np.flatnonzero(corr != 0)
+        # the last call of each id wins, as a dict built in order keeps it
+        order = with_id[np.argsort(corr[with_id], kind="stable")]
+        keys = corr[order]
+        if not len(keys):
+            return np.full(len(ids), -1, dtype=np.int64)
+        last = np.append(keys[1:] != keys[:-1], True)
+        keys, order = keys[last], order[last]
+        at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        return np.where((keys[at] == ids) & (ids != 0), order[at], -1)
+
+    def launch_indexes(self) -> np.ndarray[Any, Any]:
+        """Index in :attr:`api` of each GPU operation's launch call (same correlation id), -1 if none."""
+        return self.calls_with_correlation(self.gpu.column("correlation_id"))
+
     def _call_index(self, correlation_id: int) -> int:
         if not correlation_id:
             return -1
         if not self._launch:
-            self._launch = {c.correlation_id: i for i, c in enumerate(self.api) if c.correlation_id}
+            corr = self.api.column("correlation_id").tolist()
+            self._launch = {c: i for i, c in enumerate(corr) if c}
         return self._launch.get(correlation_id, -1)
 
     def launch_index(self, op: GpuOp) -> int:
@@ -241,9 +301,23 @@ def read_activity(trace: DfcTrace) -> Activity:
 
 
 _NONE_U32 = 4294967295  # "none" in a u32 field of the catalogue
+Array = np.ndarray[Any, Any]
 
 
-def _annotations(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[AnnotationRun], int]:
+def _device_names(devices: dict[int, Device], indexes: Array) -> Array:
+    """The name of the device of each index (object array): as described, else ``device<index>``."""
+    names = _names(devices)
+    seen, inverse = np.unique(np.asarray(indexes, dtype=np.int64), return_inverse=True)
+    return np.array([_name(names, i) for i in seen.tolist()] + [""], dtype=object)[:-1][inverse.reshape(-1)]
+
+
+def _text(table: EventTable, column: str) -> Array:
+    """A text column (object array), its missing strings read as ""."""
+    values = table.text(column)
+    return np.where(values == None, "", values) if len(values) else np.zeros(0, dtype=object)  # noqa: E711
+
+
+def _annotations(trace: DfcTrace, devices: dict[int, Device]) -> tuple[AnnotationTable, int]:
     names = _names(devices)
     begins, ends = trace.table("annotation_begin"), trace.table("annotation_end")
     end_of = {(d, t, a): ts for d, t, a, ts in zip(ends["device"].tolist(), ends["track"].tolist(),
@@ -257,10 +331,10 @@ def _annotations(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[Anno
             device = devices.get(dev, Device.undescribed(dev))
             runs.append(AnnotationRun(name or "", _name(names, dev), track, ts, end, device.is_gpu))
     runs.sort(key=lambda a: (a.start, -a.end))
-    return runs, len(begins) - len(runs) + len(end_of)
+    return AnnotationTable.from_rows(runs), len(begins) - len(runs) + len(end_of)
 
 
-def _syncs(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[SyncRun], int]:
+def _syncs(trace: DfcTrace, devices: dict[int, Device]) -> tuple[SyncTable, int]:
     names = _names(devices)
     begins, ends = trace.table("sync_begin"), trace.table("sync_end")
     end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
@@ -278,7 +352,7 @@ def _syncs(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[SyncRun], 
         runs.append(SyncRun(_name(names, dev), -1 if queue == _NONE_U32 else queue, corr, kind or "",
                             -1 if wait == _NONE_U32 else wait, ts, pending.popleft()))
     runs.sort(key=lambda r: (r.start, r.device, r.queue))
-    return runs, unpaired + sum(len(q) for q in end_times.values())
+    return SyncTable.from_rows(runs), unpaired + sum(len(q) for q in end_times.values())
 
 
 def _names(devices: dict[int, Device]) -> dict[int, str]:
@@ -291,28 +365,39 @@ def _name(names: dict[int, str], index: int) -> str:
     return found if found is not None else Device.undescribed(index).name
 
 
-def _nodes(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[NodeRun], int]:
-    names = _names(devices)
+def _nodes(trace: DfcTrace, devices: dict[int, Device]) -> tuple[NodeTable, int]:
     begins, ends = trace.table("node_begin"), trace.table("node_end")
-    end_of = dict(zip(ends["node_id"].tolist(), ends["timestamp"].tolist()))
-    raw = []
-    for nid, ts, op, name, dev, tid, step in zip(
-            begins["node_id"].tolist(), begins["timestamp"].tolist(), begins.text("op").tolist(),
-            begins.text("name").tolist(), begins["device"].tolist(), begins["tid"].tolist(),
-            begins["step"].tolist()):
-        end = end_of.pop(nid, None)
-        if end is not None:
-            raw.append((ts, -end, nid, op or "", name or "", _name(names, dev), tid, step))
-    unpaired = len(begins) - len(raw) + len(end_of)
-    raw.sort()  # by start, enclosing nodes first
-    open_until: dict[int, int] = {}  # tid -> end of the outermost open node
-    nodes = []
-    for ts, neg_end, nid, op, name, device, tid, step in raw:
-        outermost = ts >= open_until.get(tid, -1)
-        if outermost:
-            open_until[tid] = -neg_end
-        nodes.append(NodeRun(nid, op, name, device, tid, step, ts, -neg_end, outermost))
-    return nodes, unpaired
+    begin_ids, end_ids = begins["node_id"].astype(np.int64), ends["node_id"].astype(np.int64)
+    # An id's last end pairs with its first begin; other begins and ends of the id stay unpaired.
+    end_keys, last = np.unique(end_ids[::-1], return_index=True)
+    end_times = ends["timestamp"].astype(np.int64)[::-1][last]
+    begin_keys, first = np.unique(begin_ids, return_index=True)
+    at = np.minimum(np.searchsorted(end_keys, begin_keys), max(len(end_keys) - 1, 0))
+    found = (end_keys[at] == begin_keys) if len(end_keys) else np.zeros(len(begin_keys), dtype=bool)
+    rows, end = first[found], end_times[at[found]]
+    unpaired = len(begins) - len(rows) + len(end_keys) - len(rows)
+    start = begins["timestamp"].astype(np.int64)[rows]
+    order = np.lexsort((begin_ids[rows], -end, start))  # by start, enclosing nodes first
+    rows, start, end = rows[order], start[order], end[order]
+    tids = begins["tid"].astype(np.int64)[rows]
+    columns = {"node_id": begin_ids[rows], "tid": tids, "step": begins["step"].astype(np.int64)[rows],
+               "start": start, "end": end, "outermost": _outermost(tids, start, end)}
+    labels = {}
+    for name, values in (("op", _text(begins, "op")[rows]), ("name", _text(begins, "name")[rows]),
+                         ("device", _device_names(devices, begins["device"][rows]))):
+        columns[name], labels[name] = encode(values)
+    return NodeTable(columns, labels), int(unpaired)
+
+
+def _outermost(tids: Array, starts: Array, ends: Array) -> Array:
+    """1 for each node (by start, enclosing first) that no earlier node of its thread encloses."""
+    out = np.zeros(len(tids), dtype=np.int64)
+    open_until: dict[int, int] = {}  # tid -> end of its outermost open node
+    for i, (tid, start, end) in enumerate(zip(tids.tolist(), starts.tolist(), ends.tolist())):
+        if start >= open_until.get(tid, -1):
+            open_until[tid] = end
+            out[i] = 1
+    return out
 
 
 def _steps(trace: DfcTrace) -> tuple[list[StepRun], int]:
@@ -330,17 +415,6 @@ def _steps(trace: DfcTrace) -> tuple[list[StepRun], int]:
     unpaired += sum(len(q) for q in pending.values())
     steps.sort(key=lambda s: (s.start, s.tid))
     return steps, unpaired
-
-
-def _outermost_index(nodes: list[NodeRun]) -> dict[int, tuple[list[int], list[int]]]:
-    """tid -> (starts, node indexes) of its outermost nodes, for bisecting."""
-    per_tid: dict[int, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for i, n in enumerate(nodes):
-        if n.outermost:
-            starts, indexes = per_tid[n.tid]
-            starts.append(n.start)
-            indexes.append(i)
-    return per_tid
 
 
 def _pair_in_order(begin_keys: list[np.ndarray[Any, Any]], begin_ts: np.ndarray[Any, Any],
@@ -364,7 +438,7 @@ def _pair_in_order(begin_keys: list[np.ndarray[Any, Any]], begin_ts: np.ndarray[
     return by_begin, by_end
 
 
-def _api(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
+def _api(trace: DfcTrace, nodes: NodeTable) -> tuple[ApiTable, int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
     # Calls pair first in, first out per (thread, name, correlation id): correlation ids tell
     # calls apart, and a call of zero duration has its exit at its enter's timestamp.
@@ -374,75 +448,71 @@ def _api(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
     if paired is None:
         return _api_slow(trace, nodes)
     by_enter, by_exit = paired
-    starts, ends = enters["timestamp"][by_enter], exits["timestamp"][by_exit]
-    tids = enters["tid"][by_enter]
+    return _api_table(nodes, enters["tid"][by_enter], _text(enters, "name")[by_enter],
+                      enters["correlation_id"][by_enter], enters["timestamp"][by_enter],
+                      exits["timestamp"][by_exit]), 0
+
+
+def _api_table(nodes: NodeTable, tids: Any, names: Any, corrs: Any, starts: Any, ends: Any) -> ApiTable:
+    """The calls by (start, thread), each with its owner node."""
+    tids, corrs, starts, ends = (np.asarray(c, dtype=np.int64) for c in (tids, corrs, starts, ends))
     order = np.lexsort((tids, starts))
-    starts, ends, tids = starts[order], ends[order], tids[order]
-    names = enters.text("name")[by_enter][order]
-    corrs = enters["correlation_id"][by_enter][order]
-    owners = _owners(nodes, tids, starts)
-    calls = [ApiCall(tid, name or "", corr, start, end, owner) for tid, name, corr, start, end, owner in zip(
-        tids.tolist(), names.tolist(), corrs.tolist(), starts.tolist(), ends.tolist(), owners.tolist())]
-    return calls, 0
+    tids, corrs, starts, ends = tids[order], corrs[order], starts[order], ends[order]
+    codes, labels = encode(np.asarray(names, dtype=object)[order])
+    return ApiTable({"tid": tids, "name": codes, "correlation_id": corrs, "start": starts, "end": ends,
+                     "owner": _owners(nodes, tids, starts)}, {"name": labels})
 
 
-def _owners(nodes: list[NodeRun], tids: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _owners(nodes: NodeTable, tids: Array, starts: Array) -> Array:
     """Index of the outermost node open on each call's thread at its start, -1 when none."""
     owners = np.full(len(starts), -1, dtype=np.int64)
-    for tid, (node_starts, indexes) in _outermost_index(nodes).items():
+    outer = np.flatnonzero(nodes.column("outermost")) if len(nodes) else np.zeros(0, dtype=np.int64)
+    node_tids = nodes.column("tid")[outer] if len(nodes) else outer
+    for tid in np.unique(node_tids).tolist():
         mine = np.flatnonzero(tids == tid)
         if not len(mine):
             continue
-        index = np.asarray(indexes, dtype=np.int64)
-        node_ends = np.fromiter((nodes[i].end for i in indexes), np.int64, len(indexes))
-        at = np.searchsorted(np.asarray(node_starts, dtype=np.int64), starts[mine], side="right") - 1
+        index = outer[node_tids == tid]  # by start
+        node_starts, node_ends = nodes.column("start")[index], nodes.column("end")[index]
+        at = np.searchsorted(node_starts, starts[mine], side="right") - 1
         inside = (at >= 0) & (starts[mine] <= node_ends[np.maximum(at, 0)])
         owners[mine[inside]] = index[at[inside]]
     return owners
 
 
-def _api_slow(trace: DfcTrace, nodes: list[NodeRun]) -> tuple[list[ApiCall], int]:
+def _api_slow(trace: DfcTrace, nodes: NodeTable) -> tuple[ApiTable, int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
     exit_times: dict[tuple[int, str, int], deque[int]] = defaultdict(deque)
     for ts, tid, name, corr in zip(exits["timestamp"].tolist(), exits["tid"].tolist(),
-                                   exits.text("name").tolist(), exits["correlation_id"].tolist()):
-        exit_times[(tid, name or "", corr)].append(ts)
-    owners = _outermost_index(nodes)
-    calls, unpaired = [], 0
-    for ts, tid, name, corr in zip(enters["timestamp"].tolist(), enters["tid"].tolist(),
-                                   enters.text("name").tolist(), enters["correlation_id"].tolist()):
-        pending = exit_times.get((tid, name or "", corr))
+                                   _text(exits, "name").tolist(), exits["correlation_id"].tolist()):
+        exit_times[(tid, name, corr)].append(ts)
+    kept: list[int] = []
+    ends: list[int] = []
+    unpaired = 0
+    for i, (ts, tid, name, corr) in enumerate(zip(enters["timestamp"].tolist(), enters["tid"].tolist(),
+                                                  _text(enters, "name").tolist(),
+                                                  enters["correlation_id"].tolist())):
+        pending = exit_times.get((tid, name, corr))
         while pending and pending[0] < ts:
             pending.popleft()  # an exit whose enter was not recorded
             unpaired += 1
         if not pending:
             unpaired += 1
             continue
-        calls.append(ApiCall(tid, name or "", corr, ts, pending.popleft(), _owner(owners, nodes, tid, ts)))
+        kept.append(i)
+        ends.append(pending.popleft())
     unpaired += sum(len(q) for q in exit_times.values())
-    calls.sort(key=lambda c: (c.start, c.tid))
-    return calls, unpaired
-
-
-def _owner(owners: dict[int, tuple[list[int], list[int]]], nodes: list[NodeRun], tid: int, ts: int) -> int:
-    found = owners.get(tid)
-    if not found:
-        return -1
-    starts, indexes = found
-    at = bisect.bisect_right(starts, ts) - 1
-    if at < 0:
-        return -1
-    node = nodes[indexes[at]]
-    return indexes[at] if node.start <= ts <= node.end else -1
+    rows = np.asarray(kept, dtype=np.int64)
+    return _api_table(nodes, enters["tid"][rows], _text(enters, "name")[rows], enters["correlation_id"][rows],
+                      enters["timestamp"][rows], ends), unpaired
 
 
 _GPU_CLASSES = (("kernel", "kernel_begin", "kernel_end"), ("memcpy", "memcpy_begin", "memcpy_end"),
                 ("memset", "memset_begin", "memset_end"))
 
 
-def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[GpuOp], int]:
-    names = _names(devices)
-    ops: list[GpuOp] = []
+def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[GpuTable, int]:
+    parts: list[dict[str, Array]] = []
     unpaired = 0
     for kind, begin_name, end_name in _GPU_CLASSES:
         begins, ends = trace.table(begin_name), trace.table(end_name)
@@ -452,44 +522,65 @@ def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[list[GpuOp], int]
         paired = _pair_in_order([begins[k] for k in keys], begins["timestamp"], [ends[k] for k in keys],
                                 ends["timestamp"])
         if paired is not None:
-            by_begin, by_end = paired
-            details = _details(kind, begins, names)
-            ops += [GpuOp(kind, _name(names, dev), queue, corr, start, end, *details[i])
-                    for i, dev, queue, corr, start, end in zip(
-                        by_begin.tolist(), begins["device"][by_begin].tolist(), begins["queue"][by_begin].tolist(),
-                        begins["correlation_id"][by_begin].tolist(), begins["timestamp"][by_begin].tolist(),
-                        ends["timestamp"][by_end].tolist())]
+            rows, end_times = paired[0], ends["timestamp"][paired[1]]
+        else:
+            rows, end_times, lost = _pair_slow(begins, ends)
+            unpaired += lost
+        parts.append(_gpu_part(kind, begins, rows, end_times, devices))
+    if not parts:
+        return GpuTable.empty(), unpaired
+    joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    device = _device_names(devices, joined.pop("device_index"))
+    device_codes, device_labels = encode(device)  # labels sorted: codes order as names do
+    order = np.lexsort((joined["queue"], device_codes, joined["start"]))  # stable: kinds keep their order
+    columns: dict[str, Array] = {"device": device_codes[order]}
+    labels: dict[str, Array] = {"device": device_labels}
+    for name, values in joined.items():
+        if values.dtype == object:
+            columns[name], labels[name] = encode(values[order])
+        else:
+            columns[name] = values[order]
+    return GpuTable(columns, labels), unpaired
+
+
+def _pair_slow(begins: EventTable, ends: EventTable) -> tuple[Array, Array, int]:
+    """(begin rows, their end times, unpaired) pairing first in, first out per (device, queue,
+    correlation id); an end before its key's next begin has no begin and is dropped."""
+    end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
+    for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),
+                                    ends["queue"].tolist(), ends["correlation_id"].tolist()):
+        end_times[(dev, queue, corr)].append(ts)
+    rows, paired, unpaired = [], [], 0
+    for i, (ts, dev, queue, corr) in enumerate(zip(begins["timestamp"].tolist(), begins["device"].tolist(),
+                                                   begins["queue"].tolist(), begins["correlation_id"].tolist())):
+        pending = end_times.get((dev, queue, corr))
+        while pending and pending[0] < ts:
+            pending.popleft()  # an end whose begin was not recorded
+            unpaired += 1
+        if not pending:
+            unpaired += 1
             continue
-        end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
-        for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),
-                                        ends["queue"].tolist(), ends["correlation_id"].tolist()):
-            end_times[(dev, queue, corr)].append(ts)
-        details = _details(kind, begins, names)
-        for i, (ts, dev, queue, corr) in enumerate(zip(begins["timestamp"].tolist(), begins["device"].tolist(),
-                                                       begins["queue"].tolist(),
-                                                       begins["correlation_id"].tolist())):
-            pending = end_times.get((dev, queue, corr))
-            while pending and pending[0] < ts:
-                pending.popleft()  # an end whose begin was not recorded
-                unpaired += 1
-            if not pending:
-                unpaired += 1
-                continue
-            name, nbytes, src, dst = details[i]
-            ops.append(GpuOp(kind, _name(names, dev), queue, corr, ts, pending.popleft(),
-                             name, nbytes, src, dst))
-        unpaired += sum(len(q) for q in end_times.values())
-    ops.sort(key=lambda o: (o.start, o.device, o.queue))
-    return ops, unpaired
+        rows.append(i)
+        paired.append(pending.popleft())
+    unpaired += sum(len(q) for q in end_times.values())
+    return np.asarray(rows, dtype=np.int64), np.asarray(paired, dtype=np.int64), unpaired
 
 
-def _details(kind: str, begins: Any, names: dict[int, str]) -> list[tuple[str, int, str, str]]:
-    """(name, bytes, source device, destination device) of each begin event, in table order."""
+def _gpu_part(kind: str, begins: EventTable, rows: Array, end_times: Array,
+              devices: dict[int, Device]) -> dict[str, Array]:
+    """The columns of one class's paired operations (device as indexes, texts as object arrays)."""
+    n = len(rows)
+    blank = np.full(n, "", dtype=object)
     if kind == "kernel":
-        return [(name or "", 0, "", "") for name in begins.text("name").tolist()]
-    if kind == "memset":
-        return [("memset", b, "", "") for b in begins["bytes"].tolist()]
-    return [(k or "", b, _name(names, s), _name(names, d))
-            for k, b, s, d in zip(begins.text("copy_kind").tolist(), begins["bytes"].tolist(),
-                                  begins["src_device"].tolist(), begins["dst_device"].tolist())]
-
+        name, nbytes, src, dst = _text(begins, "name")[rows], np.zeros(n, np.int64), blank, blank
+    elif kind == "memset":
+        name, nbytes, src, dst = np.full(n, "memset", dtype=object), begins["bytes"][rows], blank, blank
+    else:
+        name, nbytes = _text(begins, "copy_kind")[rows], begins["bytes"][rows]
+        src = _device_names(devices, begins["src_device"][rows])
+        dst = _device_names(devices, begins["dst_device"][rows])
+    return {"kind": np.full(n, kind, dtype=object), "device_index": begins["device"][rows].astype(np.int64),
+            "queue": begins["queue"][rows].astype(np.int64),
+            "correlation_id": begins["correlation_id"][rows].astype(np.int64),
+            "start": begins["timestamp"][rows].astype(np.int64), "end": np.asarray(end_times, dtype=np.int64),
+            "name": name, "bytes": np.asarray(nbytes, dtype=np.int64), "src_device": src, "dst_device": dst}

@@ -8,31 +8,32 @@ generated Trace Compass analysis assigns ``GPU/<device>/Queues/<queue>/lane <n>`
 
 >>> from tc_analyses.model.activity import GpuOp
 >>> a, b, c = (GpuOp("kernel", "cuda:0", 7, i, s, e, "k") for i, (s, e) in enumerate([(0, 10), (5, 20), (10, 15)]))
->>> [lanes([a, b, c])[id(o)] for o in (a, b, c)]
+>>> lanes([a, b, c])
 [0, 1, 0]
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from typing import Sequence
 
 from tc_analyses.model.activity import GpuOp
 
 
-def lanes(ops: Iterable[GpuOp]) -> dict[int, int]:
-    """id(operation) -> its lane on its (device, queue), first free lane at its start."""
-    per_queue: dict[tuple[str, int], list[GpuOp]] = defaultdict(list)
-    for op in ops:
-        per_queue[(op.device, op.queue)].append(op)
-    found: dict[int, int] = {}
+def lanes(ops: Sequence[GpuOp]) -> list[int]:
+    """The lane of each operation (in the order given) on its (device, queue): the first lane
+    free at its start."""
+    per_queue: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)  # (start, end, position)
+    for i, op in enumerate(ops):
+        per_queue[(op.device, op.queue)].append((op.start, op.end, i))
+    found = [0] * len(ops)
     for queue_ops in per_queue.values():
         busy_until: list[int] = []  # per lane, the end of its operation
-        for op in sorted(queue_ops, key=lambda o: (o.start, o.end)):
-            lane = next((i for i, end in enumerate(busy_until) if end <= op.start), len(busy_until))
+        for start, end, i in sorted(queue_ops):
+            lane = next((n for n, until in enumerate(busy_until) if until <= start), len(busy_until))
             if lane == len(busy_until):
-                busy_until.append(op.end)
+                busy_until.append(end)
             else:
-                busy_until[lane] = op.end
-            found[id(op)] = lane
+                busy_until[lane] = end
+            found[i] = lane
     return found

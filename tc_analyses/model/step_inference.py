@@ -25,6 +25,8 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from tc_analyses.model.activity import Activity, NodeRun, StepRun
 from tracer.schema import NO_STEP
 
@@ -104,6 +106,7 @@ def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float
 
 def with_steps(activity: Activity, inferred: InferredSteps) -> Activity:
     """`activity` with every node run numbered by its inferred step, and the steps as step runs."""
-    nodes = [replace(run, step=inferred.step_of(run.start)) for run in activity.nodes]
+    starts = activity.nodes.column("start").tolist()
+    nodes = activity.nodes.with_columns(step=np.fromiter(map(inferred.step_of, starts), np.int64, len(starts)))
     steps = [StepRun(i, inferred.tid, start, end) for i, (start, end) in enumerate(inferred.windows)]
     return replace(activity, nodes=nodes, steps=steps)

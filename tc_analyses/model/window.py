@@ -25,14 +25,15 @@ Examples
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import re
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from tc_analyses.errors import ConfigurationError
-from tc_analyses.model.activity import Activity, SyncRun
+from tc_analyses.model.activity import Activity, GpuTable, SyncTable
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _STEPS = re.compile(r"^(?:ProfilerStep#|step\s*)?(\d+)(?:\s*-\s*(?:ProfilerStep#|step\s*)?(\d+))?$", re.IGNORECASE)
@@ -184,30 +185,32 @@ def restrict(activity: Activity, window: Window) -> tuple[Activity, Scope]:
 
 
 def _apply(activity: Activity, window: Window, ranges: list[tuple[int, int]], cut: bool) -> tuple[Activity, Scope]:
-    starts = [r[0] for r in ranges]
+    bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
 
-    def inside(t: int) -> bool:
-        at = bisect.bisect_right(starts, t) - 1
-        return at >= 0 and t < ranges[at][1]
+    def inside(times: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        at = np.searchsorted(bounds[:, 0], times, side="right") - 1
+        return (at >= 0) & (times < bounds[np.maximum(at, 0), 1])
 
-    nodes = [n for n in activity.nodes if inside(n.start)]
-    api = [c for c in activity.api if inside(c.start)]
-    gpu = []
-    for op in activity.gpu:
-        launch = activity.launch_of(op)
-        if (inside(launch.start) if launch is not None else not cut and inside(op.start)):
-            gpu.append(op)
-    steps = [s for s in activity.steps if inside(s.start)]
-    annotations = [a for a in activity.annotations if inside(a.start)]
-    syncs = [s for s in activity.syncs if _sync_inside(activity, s, inside, cut)]
+    def launched_inside(table: GpuTable | SyncTable) -> np.ndarray[Any, Any]:
+        """GPU work belongs where the API call with its correlation id is; unlaunched work, by its start."""
+        call = activity.calls_with_correlation(table.column("correlation_id"))
+        call_start = activity.api.column("start")[np.maximum(call, 0)] if len(activity.api) else call
+        return np.where(call >= 0, inside(call_start), inside(table.column("start")) & (not cut))
+
+    node_kept = np.flatnonzero(inside(activity.nodes.column("start")))
+    nodes = activity.nodes.take(node_kept)
+    api = activity.api.take(inside(activity.api.column("start")))
+    # owners are node indexes: renumber them into the kept nodes (-1 for a node left out)
+    owner = api.column("owner")
+    at = np.minimum(np.searchsorted(node_kept, owner), max(len(node_kept) - 1, 0))
+    renumbered = np.where((owner >= 0) & (node_kept[at] == owner), at, -1) if len(node_kept) else np.full_like(owner, -1)
+    api = api.with_columns(owner=renumbered)
+    gpu = activity.gpu.take(launched_inside(activity.gpu))
+    syncs = activity.syncs.take(launched_inside(activity.syncs))
+    steps = [s for s in activity.steps if inside(np.asarray([s.start]))[0]]
+    annotations = activity.annotations.take(inside(activity.annotations.column("start")))
     dropped = (len(activity.nodes) - len(nodes)) + (len(activity.api) - len(api)) + (len(activity.gpu) - len(gpu))
     span = (max(activity.span[0], ranges[0][0]), min(activity.span[1], ranges[-1][1]))
     kept = replace(activity, nodes=nodes, steps=steps, api=api, gpu=gpu, annotations=annotations, syncs=syncs,
                    span=span, windowed=True, _launch={})
     return kept, Scope(str(window), tuple(ranges), tuple(sorted({s.step for s in steps})), cut, dropped)
-
-
-def _sync_inside(activity: Activity, sync: SyncRun, inside: Callable[[int], bool], cut: bool) -> bool:
-    """A GPU synchronisation belongs where the API call with its correlation id is, as GPU operations."""
-    call = activity.call_with_correlation(sync.correlation_id)
-    return inside(call.start) if call is not None else not cut and inside(sync.start)
