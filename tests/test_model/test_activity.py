@@ -91,3 +91,61 @@ def test_devices_carry_the_recorded_kind(tmp_path: Path) -> None:
     assert activity.device(9) == Device(9, "device9", "", "")  # used but never described
     assert Device(0, "accel", "cpu").is_gpu is False  # the recorded kind decides
     assert Device.named("cpu:1").is_gpu is False and Device.named("mps").is_gpu  # no kind: the name does
+
+
+def _three_steps(tmp_path: Path) -> Path:
+    """Three steps on one thread, each with an op that launches a kernel."""
+    out = tmp_path / "steps"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, gpu = b.device("cpu", ts=10), b.device("cuda:0", ts=10)
+        for step in range(3):
+            t = 100 + 1000 * step
+            b.add("step_begin", "1", t, step, 1)
+            b.add("node_begin", "1", t + 10, step + 1, f"aten::op{step}", f"op{step}", cpu, 1, step)
+            b.add("api_enter", "1", t + 20, 1, "cudaLaunchKernel", step + 1)
+            b.add("api_exit", "1", t + 30, 1, "cudaLaunchKernel", step + 1)
+            b.add("node_end", "1", t + 40, step + 1, cpu, 1)
+            b.add("kernel_begin", "g", t + 50, gpu, 7, step + 1, f"k{step}", 1, 1, 1, 1, 1, 1)
+            b.add("kernel_end", "g", t + 90, gpu, 7, step + 1)
+            b.add("step_end", "1", t + 999, step, 1)
+    return out
+
+
+def test_a_window_keeps_each_call_owned_by_its_own_node(tmp_path: Path) -> None:
+    """Owners are node indexes: a window that drops the first nodes must renumber them."""
+    from tc_analyses.model.window import Window, restrict
+
+    activity = read_activity(read_trace(_three_steps(tmp_path)))
+    for spec in ("1", "1-2", "2", "0-1"):
+        kept, _ = restrict(activity, Window(spec=spec))
+        owners = [kept.nodes[c.owner].name for c in kept.api]
+        assert owners == [f"op{int(c.correlation_id) - 1}" for c in kept.api], spec
+        assert [g.name for g in kept.gpu] == [f"k{int(c.correlation_id) - 1}" for c in kept.api], spec
+
+
+def test_tables_read_back_the_rows_they_hold(tmp_path: Path) -> None:
+    """Columns and objects agree: a row read, a column, a selection, a concatenation."""
+    from tc_analyses.model.activity import GpuTable
+
+    activity = read_activity(read_trace(_three_steps(tmp_path)))
+    gpu = activity.gpu
+    assert gpu.column("start").tolist() == [g.start for g in gpu] == [150, 1150, 2150]
+    assert gpu.text("name").tolist() == [g.name for g in gpu] and gpu[-1] == list(gpu)[-1]
+    assert list(gpu.take(np.array([2, 0]))) == [gpu[2], gpu[0]]
+    assert list(GpuTable.concat([gpu.take([2]), gpu.take([0])])) == [gpu[2], gpu[0]]
+    assert GpuTable.from_rows(list(gpu)) == gpu and [n.outermost for n in activity.nodes] == [True] * 3
+    launches = activity.launch_indexes().tolist()
+    assert launches == [activity.launch_index(g) for g in gpu] == [0, 1, 2]
+
+
+def test_a_node_id_begun_twice_pairs_its_first_begin_with_its_last_end(tmp_path: Path) -> None:
+    out = tmp_path / "dup"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", ts=10)
+        b.add("node_begin", "1", 100, 5, "aten::a", "a", cpu, 1, 0)
+        b.add("node_begin", "1", 110, 5, "aten::b", "b", cpu, 1, 0)
+        b.add("node_end", "1", 120, 5, cpu, 1)
+        b.add("node_end", "1", 130, 5, cpu, 1)
+    activity = read_activity(read_trace(out))
+    assert [(n.name, n.start, n.end) for n in activity.nodes] == [("a", 100, 130)]
+    assert activity.unpaired == 1  # the second begin; the two ends are one id
