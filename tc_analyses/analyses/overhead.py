@@ -149,28 +149,28 @@ class Trajectory:
 # ---------------------------------------------------------------------------------------- analysis
 def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
     """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`)."""
-    if not activity.gpu or not any(activity.launch_of(g) for g in activity.gpu):
+    launched = _Launched(activity)
+    if not len(activity.gpu) or not (launched.call >= 0).any():
         raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
-    owned, unowned, unlaunched = _launches(activity)
-    if not owned:
+    if not launched.owned.any():
         raise AnalysisUnavailable(f"{trace}: {NO_OWNER}")
     windows, whole = _windows(activity)
     step_of = _stepper(windows)
-    ops = tuple(sorted((_op(activity.nodes[i], calls, step_of) for i, calls in owned.items()),
-                       key=lambda o: (o.start, o.tid, o.node_id)))
+    ops = tuple(sorted(launched.ops(step_of), key=lambda o: (o.start, o.tid, o.node_id)))
     op_types = _op_types(ops)
     min_hiding = {t.op: t.min_hiding_kernel_ns for t in op_types}
     by_step: dict[int, list[OpOverhead]] = defaultdict(list)
     for o in ops:
         by_step[o.step].append(o)
-    gpu_starts = np.fromiter((g.start for g in activity.gpu), np.int64, len(activity.gpu))
-    gpu_ends = np.fromiter((g.end for g in activity.gpu), np.int64, len(activity.gpu))
+    gpu = activity.gpu
+    gpu_starts, gpu_ends = gpu.column("start"), gpu.column("end")
     steps = tuple(_step(number, lo, hi, by_step.get(number, []), gpu_starts, gpu_ends)
                   for number, (lo, hi) in windows)
-    kernels = [g for g in activity.gpu if g.kind == "kernel"]
-    owned_kernels = [(activity.nodes[i].op, g) for i, calls in owned.items() for _, gs in calls for g in gs
-                     if g.kind == "kernel"]
-    queues = [_queue(call, g) for calls in owned.values() for call, gs in calls for g in gs]
+    is_kernel = gpu.codes_where("kind", lambda kind: kind == "kernel")
+    durations = gpu_ends - gpu_starts
+    owned_kernels = launched.owned & is_kernel
+    owner_ops = activity.nodes.text("op")[launched.owner[owned_kernels]].tolist() if owned_kernels.any() else []
+    hiding = np.fromiter((min_hiding[op] for op in owner_ops), dtype=np.float64, count=len(owner_ops))
     span = sum(s.duration_ns for s in steps)
     in_steps = [o for o in ops if o.step != OUTSIDE_STEPS]
     notes: list[str] = []
@@ -188,36 +188,66 @@ def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
         gpu_busy_share=sum(s.gpu_busy_ns for s in steps) / span if span else 0.0,
         exposed_host_share=sum(s.exposed_host_ns for s in steps) / span if span else 0.0,
         short_op_fraction=sum(o.short for o in ops) / len(ops),
-        short_kernel_share=(sum(g.duration < min_hiding[op] for op, g in owned_kernels) / len(owned_kernels)
-                            if owned_kernels else None),
-        mean_kernel_ns=sum(g.duration for g in kernels) / len(kernels) if kernels else 0.0,
-        mean_queue_ns=sum(queues) / len(queues),
-        gpu_ops=len(activity.gpu), gpu_ops_unowned=len(unowned), gpu_ops_unlaunched=len(unlaunched),
+        short_kernel_share=(float((durations[owned_kernels] < hiding).mean()) if len(hiding) else None),
+        mean_kernel_ns=_mean(durations[is_kernel]),
+        mean_queue_ns=_mean(launched.delay[launched.owned]),
+        gpu_ops=len(gpu), gpu_ops_unowned=int(launched.unowned.sum()), gpu_ops_unlaunched=int((launched.call < 0).sum()),
         ops_outside_steps=outside, notes=tuple(notes), findings=())
-    return _with_findings(result, unowned + unlaunched)
+    unattributed = ~launched.owned
+    return _with_findings(result, int(unattributed.sum()), int(durations[unattributed].sum()))
 
 
-Launches = list[tuple[ApiCall, list[GpuOp]]]
+def _mean(values: np.ndarray[Any, Any]) -> float:
+    """The mean of integers as Python divides their exact sum (numpy's float sum may differ in the last bit)."""
+    return int(values.sum()) / len(values) if len(values) else 0.0
 
 
-def _launches(activity: Activity) -> tuple[dict[int, Launches], list[GpuOp], list[GpuOp]]:
-    """Node index -> its launching calls with their GPU ops; GPU ops without owner; without launch."""
-    by_call: dict[int, list[GpuOp]] = defaultdict(list)  # API call index -> the GPU ops it launched
-    unowned: list[GpuOp] = []
-    unlaunched: list[GpuOp] = []
-    for g in activity.gpu:
-        at = activity.launch_index(g)
-        if at < 0:
-            unlaunched.append(g)
-        elif activity.api[at].owner < 0:
-            unowned.append(g)
-        else:
-            by_call[at].append(g)
-    owned: dict[int, Launches] = defaultdict(list)
-    for at in sorted(by_call):  # api is by (start, tid): calls stay in that order
-        call = activity.api[at]
-        owned[call.owner].append((call, by_call[at]))
-    return dict(owned), unowned, unlaunched
+class _Launched:
+    """Each GPU operation's launch call (index in ``activity.api``, -1 if not recorded), the node
+    that owns that call (-1 if none), and its queue delay (start - the call's end, at least 0)."""
+
+    def __init__(self, activity: Activity) -> None:
+        self.activity = activity
+        api, gpu = activity.api, activity.gpu
+        self.call = activity.launch_indexes()
+        at = np.maximum(self.call, 0)
+        launched = self.call >= 0
+        self.owner = np.where(launched, api.column("owner")[at], -1) if len(api) else np.full(len(gpu), -1)
+        self.owned = self.owner >= 0
+        self.unowned = launched & ~self.owned
+        call_end = api.column("end")[at] if len(api) else np.zeros(len(gpu), dtype=np.int64)
+        self.delay = np.maximum(gpu.column("start") - call_end, 0)
+
+    def ops(self, step_of: Callable[[NodeRun], int]) -> list[OpOverhead]:
+        """One :class:`OpOverhead` per node that owns a launch, its figures summed with numpy."""
+        activity, api, gpu = self.activity, self.activity.api, self.activity.gpu
+        rows = np.flatnonzero(self.owned)
+        node, call = self.owner[rows], self.call[rows]
+        start, queue = gpu.column("start")[rows], gpu.column("queue")[rows]
+        # by node; within a node as the op's GPU work ran: by (start, queue), then call, then table order
+        order = np.lexsort((rows, call, queue, start, node))
+        node, call, rows = node[order], call[order], rows[order]
+        first = np.flatnonzero(np.append(True, node[1:] != node[:-1]))
+        bounds = np.append(first, len(node))
+        device = np.add.reduceat((gpu.column("end") - gpu.column("start"))[rows], first)
+        delay = self.delay[rows]
+        mean_delay = np.add.reduceat(delay, first) / np.diff(bounds)
+        # each launching call once per node: its duration, and the node's first call
+        pairs = np.unique(np.stack([node, call], axis=1), axis=0)
+        pair_first = np.flatnonzero(np.append(True, pairs[1:, 0] != pairs[:-1, 0]))
+        call_ns = (api.column("end") - api.column("start"))[pairs[:, 1]]
+        launch = np.add.reduceat(call_ns, pair_first)
+        first_call_start = api.column("start")[pairs[pair_first, 1]]
+        calls = np.diff(np.append(pair_first, len(pairs)))
+        out = []
+        for k, (n, d, lns, first_start, ncalls) in enumerate(zip(
+                node[first].tolist(), device.tolist(), launch.tolist(), first_call_start.tolist(), calls.tolist())):
+            run = activity.nodes[n]
+            host = first_start - run.start
+            out.append(OpOverhead(run.node_id, run.op, run.name, run.tid, step_of(run), run.start, host, lns,
+                                  host + lns, float(mean_delay[k]), int(delay[first[k]]), d, ncalls,
+                                  int(bounds[k + 1] - bounds[k]), d < host + lns))
+        return out
 
 
 def _windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], bool]:
@@ -228,9 +258,9 @@ def _windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], boo
             lo, hi = merged.get(s.step, (s.start, s.end))
             merged[s.step] = (min(lo, s.start), max(hi, s.end))
         return sorted(merged.items(), key=lambda kv: (kv[1], kv[0])), False
-    times = [(n.start, n.end) for n in activity.nodes] + [(c.start, c.end) for c in activity.api]
-    times += [(g.start, g.end) for g in activity.gpu]
-    return [(WHOLE_TRACE, (min(t[0] for t in times), max(t[1] for t in times)))], True
+    tables = [t for t in (activity.nodes, activity.api, activity.gpu) if len(t)]
+    return [(WHOLE_TRACE, (min(int(t.column("start").min()) for t in tables),
+                           max(int(t.column("end").max()) for t in tables)))], True
 
 
 def _stepper(windows: list[tuple[int, tuple[int, int]]]) -> Callable[[NodeRun], int]:
@@ -246,27 +276,6 @@ def _stepper(windows: list[tuple[int, tuple[int, int]]]) -> Callable[[NodeRun], 
         return OUTSIDE_STEPS
 
     return step_of
-
-
-def _queue(call: ApiCall, g: GpuOp) -> int:
-    return max(0, g.start - call.end)
-
-
-def _op(node: NodeRun, calls: Launches, step_of: Callable[[NodeRun], int]) -> OpOverhead:
-    host = calls[0][0].start - node.start  # calls are by start
-    launch = device = 0
-    gpu: list[tuple[int, int, int]] = []  # (start, queue, queue delay) of each GPU op; loops: this runs per op
-    for call, ops in calls:
-        launch += call.end - call.start
-        for g in ops:
-            device += g.end - g.start
-            gpu.append((g.start, g.queue, _queue(call, g)))
-    if len(gpu) > 1:
-        gpu.sort(key=lambda item: (item[0], item[1]))
-    delays = [delay for _, _, delay in gpu]
-    return OpOverhead(node.node_id, node.op, node.name, node.tid, step_of(node), node.start, host, launch,
-                      host + launch, sum(delays) / len(delays), delays[0], device, len(calls), len(gpu),
-                      device < host + launch)
 
 
 def _ratio(device: int, overhead: int) -> float | None:
@@ -314,7 +323,8 @@ def _x(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.3g}"
 
 
-def _with_findings(r: OverheadResult, unattributed: list[GpuOp]) -> OverheadResult:
+def _with_findings(r: OverheadResult, unattributed: int, unattributed_ns: int) -> OverheadResult:
+    """`r` with what it says; `unattributed` GPU ops (`unattributed_ns` of GPU time) have no owner."""
     findings = [_step_finding(r)]
     exposed = [t for t in r.op_types if t.exposed_overhead_ns > 0][:3]
     if exposed:
@@ -346,9 +356,9 @@ def _with_findings(r: OverheadResult, unattributed: list[GpuOp]) -> OverheadResu
             f"the {fmt_ns(overhead)} of host cost per op: the host runs ahead of the GPU there, so cutting launch "
             "overhead will not shorten those stretches; make the kernels faster or fewer"))
     if unattributed:
-        busy = sum(g.duration for g in unattributed)
+        busy = unattributed_ns
         findings.append(Finding("unattributed_gpu", busy,
-            f"{len(unattributed)} GPU ops ({fmt_ns(busy)}) have no recorded launch or were launched outside any "
+            f"{unattributed} GPU ops ({fmt_ns(busy)}) have no recorded launch or were launched outside any "
             "framework op; they count in GPU busy time but in no op's figures"))
     return replace(r, findings=tuple(findings[:MAX_FINDINGS]))
 
