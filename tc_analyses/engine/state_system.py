@@ -22,9 +22,12 @@ import os
 import tempfile
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, NamedTuple, Sequence, TypeVar, overload
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import numpy as np
 
 from tc_analyses.errors import DfcompassError
+from tc_analyses.model.tables import MadeOnRead
 
 
 class Value(NamedTuple):
@@ -48,42 +51,6 @@ class Interval:
     start: int
     end: int
     value: Value | None
-
-
-T = TypeVar("T")
-
-
-class MadeOnRead(Sequence[T]):
-    """A read-only sequence held as columns, whose items are made when read (:meth:`_make`); equal
-    to any sequence of the same items, a list too."""
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    def _make(self, i: int) -> T:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, at: int) -> T: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[T]: ...
-
-    def __getitem__(self, at: int | slice) -> T | list[T]:
-        if isinstance(at, slice):
-            return [self._make(i) for i in range(len(self))[at]]
-        return self._make(range(len(self))[at])
-
-    def __iter__(self) -> Iterator[T]:
-        return map(self._make, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({list(self)!r})"
 
 
 class ValueColumn(MadeOnRead["Value | None"]):
@@ -247,6 +214,39 @@ class StateSystem:
         """The ended intervals of `path` as (starts, ends, values), without making interval objects."""
         attr = self._attributes[path]
         return attr.starts, attr.ends, attr.ended_values()
+
+    def arrays(self, path: tuple[str, ...]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any],
+                                                     Callable[[int], Value | None]]:
+        """The ended intervals of `path` as numpy arrays (starts, ends, value ids) and the function
+        that gives the value of an id: no object is made per interval. The columnar engine's ids
+        are its value table's; for a state system built event by event they are made here."""
+        attr = self._attributes[path]
+        starts, ends = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
+                        for c in (attr.starts, attr.ends))
+        if attr.column is not None:
+            ids = np.frombuffer(attr.column.ids, dtype=np.int32) if len(attr.column.ids) else np.zeros(0, np.int32)
+            return starts, ends, ids, attr.column._item
+        table: dict[Value | None, int] = {}
+        ids = np.fromiter((table.setdefault(v, len(table)) for v in attr.values), np.int64, len(attr.values))
+        values = list(table)
+        return starts, ends, ids, values.__getitem__
+
+    def ranges_where(self, path: tuple[str, ...], holds: Callable[[Any], bool]
+                     ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The half-open ``[start, end + 1)`` of the intervals of `path` whose value is not null and
+        whose raw value passes `holds`, called once per distinct value."""
+        starts, ends, ids, item = self.arrays(path)
+        distinct, inverse = np.unique(ids, return_inverse=True)
+        passes = np.array([v is not None and bool(holds(v.value)) for v in map(item, distinct.tolist())], dtype=bool)
+        keep = passes[inverse.reshape(-1)] if len(ids) else np.zeros(0, dtype=bool)
+        return starts[keep], ends[keep] + 1
+
+    def distinct_values(self, path: tuple[str, ...]) -> list[Value]:
+        """The values (not null) the intervals of `path` hold, each once, in the order first held."""
+        _, _, ids, item = self.arrays(path)
+        distinct, first = np.unique(ids, return_index=True)
+        found = (item(int(i)) for i in distinct[np.argsort(first)].tolist())
+        return [v for v in found if v is not None]
 
     def query_at(self, path: tuple[str, ...], t: int) -> Value | None:
         """The value `path` holds at time `t` (Trace Compass's querySingleState); None outside the history."""

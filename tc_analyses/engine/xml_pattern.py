@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 
-from tc_analyses.engine.state_system import MadeOnRead, StateSystem, Value
+from tc_analyses.engine.state_system import StateSystem, Value
+from tc_analyses.model.tables import MadeOnRead
 from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, analysis_elements, content_field,
                                              event_regex, force_type, null_subtree, typed_value)
 from tc_analyses.errors import DfcompassError
