@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tc_analyses.engine.events import EventClassRows
-from tc_analyses.engine.state_system import Attribute, StateSystem, StateTypeError, Value, ValueColumn
+from tc_analyses.engine.state_system import Block, StateSystem, StateTypeError, Value
 from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, force_type, typed_value
 
 Template = tuple["str | None", ...]  # a path's constants, None where a field or a query names the element
@@ -509,19 +509,19 @@ class Evaluator:
         # Attributes are independent: build them a chunk of writes at a time (cut where an
         # attribute ends) so the temporaries stay small however long the log is.
         cuts = np.append(np.flatnonzero(attrs[1:] != attrs[:-1]) + 1, len(attrs))  # where an attribute ends
-        begin, done = 0, set()
+        begin, pieces = 0, []
         while begin < len(attrs):
             stop = int(cuts[min(int(np.searchsorted(cuts, begin + _CHUNK)), len(cuts) - 1)])
-            done |= self._attributes_from(ss, attrs[begin:stop], times[begin:stop], values[begin:stop])
+            pieces.append(self._intervals_from(attrs[begin:stop], times[begin:stop], values[begin:stop], start))
             begin = stop
-        for a in range(1, len(self.attrs.paths)):  # the rest were made but never written: null throughout
-            if a not in done:
-                self._attribute(ss, a, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        ss.adopt(self._block(pieces, start, end))
         self.values.seal()  # the state system keeps the values, not the index that interned them
         return ss
 
-    def _attributes_from(self, ss: StateSystem, attrs: IntArray, times: IntArray, values: IntArray) -> set[int]:
-        """The intervals of the attributes whose writes (sorted by attribute, then order) these are."""
+    def _intervals_from(self, attrs: IntArray, times: IntArray, values: IntArray, start: int
+                        ) -> tuple[IntArray, IntArray, IntArray]:
+        """(attribute, start, value id) of the intervals these writes make (sorted by attribute,
+        then order), with the null interval from the state system's start before a later first change."""
         # groups of writes to one attribute at one time; only the last write's value stays
         new_group = np.ones(len(attrs), dtype=bool)
         new_group[1:] = (attrs[1:] != attrs[:-1]) | (times[1:] != times[:-1])
@@ -534,29 +534,36 @@ class Evaluator:
         differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
         effective = np.logical_or.reduceat(differs, firsts)
         e_attr, e_time, e_value = group_attr[effective], group_time[effective], group_value[effective]
-        written = np.unique(e_attr).tolist() if len(e_attr) else []
-        bounds = np.searchsorted(e_attr, written + [written[-1] + 1] if written else [])
-        for i, a in enumerate(written):
-            self._attribute(ss, a, e_time[bounds[i]:bounds[i + 1]], e_value[bounds[i]:bounds[i + 1]])
-        return set(written)
+        first = np.flatnonzero(np.append(True, e_attr[1:] != e_attr[:-1])) if len(e_attr) else e_attr
+        late = first[e_time[first] > start]  # null from the state system's start until the first change
+        return (np.insert(e_attr, late, e_attr[late]), np.insert(e_time, late, start),
+                np.insert(e_value, late, 0))
 
-    def _attribute(self, ss: StateSystem, a: int, t: IntArray, v: IntArray) -> None:
-        """Attribute `a` with its effective changes (times, value ids), closed at the state system's end.
-        Plain lists: most attributes (one per correlation id, say) hold a handful of intervals."""
-        start, end, table = ss.start, ss.end, self.values
-        path = self.attrs.paths[a]
-        times, ids = t.tolist(), v.tolist()
-        if not times or times[0] > start:  # null from the state system's start until the first change
-            times.insert(0, start)
-            ids.insert(0, 0)
-        attribute = Attribute(path, end + 1, table.item(ids[-1]))
-        attribute.starts = array("q", times)
-        attribute.ends = array("q", [x - 1 for x in times[1:]] + [end])
-        attribute.column = ValueColumn(array("i", ids), table.item)
-        first = next((i for i in ids if i), 0)
-        attribute.kind = value.kind if (value := table.item(first)) is not None else None
-        ss._attributes[path] = attribute
-        ss._children.setdefault(path[:-1], []).append(path)
+    def _block(self, pieces: list[tuple[IntArray, IntArray, IntArray]], start: int, end: int) -> Block:
+        """Every attribute's intervals as one :class:`Block`; an attribute never written is null throughout."""
+        written = np.zeros(len(self.attrs.paths), dtype=bool)
+        written[0] = True  # the root is no attribute
+        for piece_attrs, _, _ in pieces:
+            written[piece_attrs] = True
+        missing = np.flatnonzero(~written)
+        attrs = np.concatenate([p[0] for p in pieces] + [missing]).astype(np.int64)
+        starts = np.concatenate([p[1] for p in pieces] + [np.full(len(missing), start, dtype=np.int64)])
+        ids = np.concatenate([p[2] for p in pieces] + [np.zeros(len(missing), dtype=np.int64)])
+        order = np.argsort(attrs, kind="stable")  # the pieces are by attribute already; the missing join them
+        attrs, starts, ids = attrs[order], starts[order].astype(np.int64), ids[order].astype(np.int32)
+        rows = np.flatnonzero(np.append(True, attrs[1:] != attrs[:-1])) if len(attrs) else attrs
+        offsets = np.append(rows, len(attrs)).astype(np.int64)
+        ends = np.empty(len(starts), dtype=np.int64)
+        ends[:-1] = starts[1:] - 1
+        ends[offsets[1:] - 1] = end  # each attribute's last interval closes at the end
+        # the locked type: the kind of each attribute's first non-null value
+        position = np.where(ids != 0, np.arange(len(ids)), len(ids))
+        first_set = np.minimum.reduceat(position, rows) if len(rows) else rows
+        codes = np.asarray(self.values.kinds, dtype=np.int64)
+        names = {code: name for name, code in Values.KINDS.items()}
+        kinds = [names[int(codes[ids[i]])] if i < len(ids) else None for i in first_set.tolist()]
+        paths = [self.attrs.paths[a] for a in attrs[rows].tolist()]
+        return Block(paths, offsets, starts, ends, ids, kinds, self.values.item)
 
     def _check_types(self, attrs: IntArray, times: IntArray, values: IntArray) -> None:
         """The first value of an attribute locks its type; a value of another type fails the analysis."""

@@ -22,7 +22,7 @@ import os
 import tempfile
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -93,6 +93,41 @@ class Attribute:
         return self.column if self.column is not None else self.values
 
 
+@dataclass
+class Block:
+    """Closed attributes held together: their intervals in three arrays, sorted by attribute, and
+    a row per attribute (the columnar engine's storage). A million attributes (one per scenario
+    or correlation id) cost their intervals and a dict entry each, not a million objects."""
+
+    paths: list[tuple[str, ...]]  # by row
+    offsets: np.ndarray[Any, Any]  # int64, rows + 1: the intervals of row i are offsets[i]:offsets[i + 1]
+    starts: np.ndarray[Any, Any]  # int64
+    ends: np.ndarray[Any, Any]  # int64
+    ids: np.ndarray[Any, Any]  # int32 value ids
+    kinds: list[str | None]  # by row: the locked type
+    item: Callable[[int], "Value | None"]  # value id -> value
+    rows: dict[tuple[str, ...], int] = field(init=False)
+    spilled: bool = field(init=False, default=False)
+    sorted_paths: list[tuple[str, ...]] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.rows = {path: row for row, path in enumerate(self.paths)}
+
+    def attribute(self, row: int, end: int) -> Attribute:
+        """Row `row` as an :class:`Attribute` whose columns are views of the block's arrays."""
+        lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
+        attr = Attribute(self.paths[row], end + 1, self.item(int(self.ids[hi - 1])) if hi > lo else None,
+                         self.kinds[row])
+        attr.starts, attr.ends = (_view(a, "q")[lo:hi] for a in (self.starts, self.ends))
+        attr.column = ValueColumn(_view(self.ids, "i")[lo:hi], self.item)
+        return attr
+
+
+def _view(values: np.ndarray[Any, Any], code: Literal["q", "i"]) -> memoryview:
+    """A flat memoryview of a numpy array with the struct code the columns use ('q', 'i')."""
+    return np.ascontiguousarray(values).data.cast("B").cast(code)
+
+
 class StateSystem:
     def __init__(self, start: int) -> None:
         self.start = start
@@ -100,6 +135,25 @@ class StateSystem:
         self._attributes: dict[tuple[str, ...], Attribute] = {}
         self._children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
         self._values: dict[Value, Value] = {}  # one object per distinct value
+        self._block: Block | None = None  # closed attributes built as columns, made into objects on read
+
+    def adopt(self, block: Block) -> None:
+        """Hold the closed attributes of `block` (a state system built as columns)."""
+        self._block = block
+        for path in block.paths:
+            self._children.setdefault(path[:-1], []).append(path)
+
+    def _get(self, path: tuple[str, ...]) -> Attribute:
+        """The attribute at `path`; KeyError when there is none."""
+        found = self._attributes.get(path)
+        if found is None:
+            if self._block is None or path not in self._block.rows:
+                raise KeyError(path)
+            found = self._block.attribute(self._block.rows[path], self.end)
+        return found
+
+    def _has(self, path: tuple[str, ...]) -> bool:
+        return path in self._attributes or (self._block is not None and path in self._block.rows)
 
     def attribute(self, path: tuple[str, ...]) -> Attribute:
         """The attribute at `path`, created (with its parents) when missing, as Trace Compass does."""
@@ -108,6 +162,9 @@ class StateSystem:
             for depth in range(1, len(path) + 1):
                 node = path[:depth]
                 if node not in self._attributes:
+                    if self._has(node):  # held in the block: made an object to be written
+                        self._attributes[node] = self._get(node)
+                        continue
                     self._attributes[node] = Attribute(node, self.start)
                     self._children.setdefault(node[:-1], []).append(node)
             found = self._attributes[path]
@@ -115,7 +172,7 @@ class StateSystem:
 
     def subtree(self, path: tuple[str, ...]) -> list[tuple[str, ...]]:
         """`path` and every attribute below it (the ones that exist)."""
-        out, todo = [], [path] if path in self._attributes else []
+        out, todo = [], [path] if self._has(path) else []
         while todo:
             node = todo.pop()
             out.append(node)
@@ -164,11 +221,17 @@ class StateSystem:
             attr.start = self.end + 1
 
     def paths(self) -> list[tuple[str, ...]]:
-        return sorted(self._attributes)
+        if self._block is None:
+            return sorted(self._attributes)
+        if self._block.sorted_paths is None:  # read often (by every report); the block does not change
+            self._block.sorted_paths = sorted(self._block.paths)
+        if not self._attributes.keys() - self._block.rows.keys():
+            return list(self._block.sorted_paths)
+        return sorted(self._attributes.keys() | self._block.rows.keys())
 
     def intervals(self, path: tuple[str, ...]) -> list[Interval]:
         """The ended intervals of `path`, as objects (made on each call)."""
-        attr = self._attributes[path]
+        attr = self._get(path)
         return [Interval(s, e, v) for s, e, v in zip(attr.starts, attr.ends, attr.ended_values())]
 
     def items(self) -> Iterator[tuple[tuple[str, ...], list[Interval]]]:
@@ -176,7 +239,9 @@ class StateSystem:
             yield path, self.intervals(path)
 
     def interval_count(self) -> int:
-        return sum(len(a.starts) for a in self._attributes.values())
+        rows = self._block.rows if self._block is not None else {}
+        held = len(self._block.starts) if self._block is not None else 0
+        return held + sum(len(a.starts) for p, a in self._attributes.items() if p not in rows)
 
     def spill(self, folder: str | os.PathLike[str] | None = None) -> int:
         """Move the ended intervals' columns (times, and value ids where the columnar engine built
@@ -185,7 +250,9 @@ class StateSystem:
         The file is unlinked at once and lives as long as the mapping. Call after :meth:`close`.
         Returns the bytes moved."""
         attributes = [a for a in self._attributes.values() if len(a.starts) and isinstance(a.starts, array)]
-        if not attributes:
+        block = self._block if self._block is not None and not self._block.spilled and len(self._block.starts) \
+            else None
+        if not attributes and block is None:
             return 0
         fd, name = tempfile.mkstemp(prefix="dfc-states-", dir=folder)
         try:
@@ -195,6 +262,10 @@ class StateSystem:
                     f.write(a.ends)
                     if a.column is not None:
                         f.write(a.column.ids)
+                block_at = f.tell()
+                if block is not None:
+                    for column in (block.starts, block.ends, block.ids):
+                        f.write(np.ascontiguousarray(column).tobytes())
                 size = f.tell()
             with open(name, "rb") as f:
                 mapped = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
@@ -208,11 +279,17 @@ class StateSystem:
             if a.column is not None:
                 a.column.ids = mapped[at:at + 4 * n].cast("i")
                 at += 4 * n
+        if block is not None:  # the arrays become read-only views of the mapped file
+            n = len(block.starts)
+            block.starts = np.frombuffer(mapped, dtype=np.int64, count=n, offset=block_at)
+            block.ends = np.frombuffer(mapped, dtype=np.int64, count=n, offset=block_at + 8 * n)
+            block.ids = np.frombuffer(mapped, dtype=np.int32, count=n, offset=block_at + 16 * n)
+            block.spilled = True
         return size
 
     def columns(self, path: tuple[str, ...]) -> tuple[Sequence[int], Sequence[int], Sequence[Value | None]]:
         """The ended intervals of `path` as (starts, ends, values), without making interval objects."""
-        attr = self._attributes[path]
+        attr = self._get(path)
         return attr.starts, attr.ends, attr.ended_values()
 
     def arrays(self, path: tuple[str, ...]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any],
@@ -220,7 +297,7 @@ class StateSystem:
         """The ended intervals of `path` as numpy arrays (starts, ends, value ids) and the function
         that gives the value of an id: no object is made per interval. The columnar engine's ids
         are its value table's; for a state system built event by event they are made here."""
-        attr = self._attributes[path]
+        attr = self._get(path)
         starts, ends = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
                         for c in (attr.starts, attr.ends))
         if attr.column is not None:
@@ -250,13 +327,13 @@ class StateSystem:
 
     def query_at(self, path: tuple[str, ...], t: int) -> Value | None:
         """The value `path` holds at time `t` (Trace Compass's querySingleState); None outside the history."""
-        attr = self._attributes[path]
+        attr = self._get(path)
         at = bisect.bisect_right(attr.starts, t) - 1
         return attr.ended_values()[at] if at >= 0 and t <= attr.ends[at] else None
 
     def query_range(self, path: tuple[str, ...], t0: int, t1: int) -> list[Interval]:
         """The intervals of `path` that intersect [t0, t1] (Trace Compass's query2D, one attribute)."""
-        attr = self._attributes[path]
+        attr = self._get(path)
         lo = max(bisect.bisect_right(attr.starts, t0) - 1, 0)
         hi = bisect.bisect_right(attr.starts, t1)
         values = attr.ended_values()[lo:hi]
