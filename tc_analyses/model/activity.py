@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -482,27 +482,11 @@ def _owners(nodes: NodeTable, tids: Array, starts: Array) -> Array:
 
 def _api_slow(trace: DfcTrace, nodes: NodeTable) -> tuple[ApiTable, int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
-    exit_times: dict[tuple[int, str, int], deque[int]] = defaultdict(deque)
-    for ts, tid, name, corr in zip(exits["timestamp"].tolist(), exits["tid"].tolist(),
-                                   _text(exits, "name").tolist(), exits["correlation_id"].tolist()):
-        exit_times[(tid, name, corr)].append(ts)
-    kept: list[int] = []
-    ends: list[int] = []
-    unpaired = 0
-    for i, (ts, tid, name, corr) in enumerate(zip(enters["timestamp"].tolist(), enters["tid"].tolist(),
-                                                  _text(enters, "name").tolist(),
-                                                  enters["correlation_id"].tolist())):
-        pending = exit_times.get((tid, name, corr))
-        while pending and pending[0] < ts:
-            pending.popleft()  # an exit whose enter was not recorded
-            unpaired += 1
-        if not pending:
-            unpaired += 1
-            continue
-        kept.append(i)
-        ends.append(pending.popleft())
-    unpaired += sum(len(q) for q in exit_times.values())
-    rows = np.asarray(kept, dtype=np.int64)
+    keys = ("tid", "correlation_id")
+    rows, ends, unpaired = _fifo_pair(zip(*(enters[k].tolist() for k in keys), _text(enters, "name").tolist()),
+                                      enters["timestamp"].tolist(),
+                                      zip(*(exits[k].tolist() for k in keys), _text(exits, "name").tolist()),
+                                      exits["timestamp"].tolist())
     return _api_table(nodes, enters["tid"][rows], _text(enters, "name")[rows], enters["correlation_id"][rows],
                       enters["timestamp"][rows], ends), unpaired
 
@@ -544,16 +528,23 @@ def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[GpuTable, int]:
 
 
 def _pair_slow(begins: EventTable, ends: EventTable) -> tuple[Array, Array, int]:
-    """(begin rows, their end times, unpaired) pairing first in, first out per (device, queue,
-    correlation id); an end before its key's next begin has no begin and is dropped."""
-    end_times: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
-    for ts, dev, queue, corr in zip(ends["timestamp"].tolist(), ends["device"].tolist(),
-                                    ends["queue"].tolist(), ends["correlation_id"].tolist()):
-        end_times[(dev, queue, corr)].append(ts)
+    """(begin rows, their end times, unpaired) of a GPU class, per (device, queue, correlation id)."""
+    keys = ("device", "queue", "correlation_id")
+    return _fifo_pair(zip(*(begins[k].tolist() for k in keys)), begins["timestamp"].tolist(),
+                      zip(*(ends[k].tolist() for k in keys)), ends["timestamp"].tolist())
+
+
+def _fifo_pair(begin_keys: Iterable[tuple[Any, ...]], begin_ts: list[int], end_keys: Iterable[tuple[Any, ...]],
+               end_ts: list[int]) -> tuple[Array, Array, int]:
+    """Pair begins and ends first in, first out per key, event by event (a truncated trace):
+    (begin rows paired, their end times, events left unpaired). An end before its key's next
+    begin has no recorded begin and is dropped."""
+    pending_ends: dict[tuple[Any, ...], deque[int]] = defaultdict(deque)
+    for key, ts in zip(end_keys, end_ts):
+        pending_ends[key].append(ts)
     rows, paired, unpaired = [], [], 0
-    for i, (ts, dev, queue, corr) in enumerate(zip(begins["timestamp"].tolist(), begins["device"].tolist(),
-                                                   begins["queue"].tolist(), begins["correlation_id"].tolist())):
-        pending = end_times.get((dev, queue, corr))
+    for i, (key, ts) in enumerate(zip(begin_keys, begin_ts)):
+        pending = pending_ends.get(key)
         while pending and pending[0] < ts:
             pending.popleft()  # an end whose begin was not recorded
             unpaired += 1
@@ -562,7 +553,7 @@ def _pair_slow(begins: EventTable, ends: EventTable) -> tuple[Array, Array, int]
             continue
         rows.append(i)
         paired.append(pending.popleft())
-    unpaired += sum(len(q) for q in end_times.values())
+    unpaired += sum(len(q) for q in pending_ends.values())
     return np.asarray(rows, dtype=np.int64), np.asarray(paired, dtype=np.int64), unpaired
 
 
