@@ -3,8 +3,9 @@
 No GPU is needed to benchmark the seed analyses, so the trace is built with
 :class:`tracer.builder.TraceBuilder`: steps of framework ops, each with its input shapes, a
 tensor edge from the previous op, a ``cudaLaunchKernel`` call and its kernel on one of two
-streams; every tenth op also uploads a pageable buffer (``cudaMemcpyAsync`` and an HtoD copy)
-and allocates and frees device memory. Durations vary with a fixed seed, so host-bound and
+streams; every tenth op also uploads a pageable buffer (``cudaMemcpyAsync`` and an HtoD copy),
+launches a second kernel (so it issues three GPU operations, a sequence the kernel-sequence
+analysis finds) and allocates and frees device memory. Durations vary with a fixed seed, so host-bound and
 GPU-bound stretches both occur.
 """
 
@@ -17,9 +18,9 @@ from pathlib import Path
 
 from tracer.builder import TraceBuilder
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 OPS_PER_STEP = 1_000
-EVENTS_PER_OP = 8.6  # node 2, args 1, edge 1, launch 2, kernel 2; a tenth of the ops add 6
+EVENTS_PER_OP = 9.0  # node 2, args 1, edge 1, launch 2, kernel 2; a tenth of the ops add 10
 
 
 def _manifest(path: Path) -> Path:
@@ -60,7 +61,13 @@ def generate(path: Path, steps: int, seed: int = 7) -> int:
                     b.add("mem_alloc", "1", ts + 100, gpu, 0x7000_0000 + node, 1 << 20, in_use)
                     in_use -= 1 << 20
                     b.add("mem_free", "1", ts + 2_900, gpu, 0x7000_0000 + node, 1 << 20, in_use)
-                    corr, ts, events = corr + 1, ts + 3_000, events + 6
+                    corr, ts = corr + 1, ts + 3_000
+                    b.add("api_enter", "1", ts, 1, "cudaLaunchKernel", corr)
+                    b.add("api_exit", "1", ts + 2_000, 1, "cudaLaunchKernel", corr)
+                    start = max(ts + 4_000, gpu_free)
+                    b.add("kernel_begin", "gpu", start, gpu, 7, corr, "bias_add", 1, 1, 1, 128, 1, 1)
+                    b.add("kernel_end", "gpu", start + 2_000, gpu, 7, corr)
+                    gpu_free, corr, ts, events = start + 2_000, corr + 1, ts + 2_500, events + 10
                 b.add("node_end", "1", ts, node, cpu, 1)
                 node, ts = node + 1, ts + 500
             b.add("step_end", "1", ts, step, 1)

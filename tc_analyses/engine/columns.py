@@ -509,12 +509,13 @@ class Evaluator:
         # Attributes are independent: build them a chunk of writes at a time (cut where an
         # attribute ends) so the temporaries stay small however long the log is.
         cuts = np.append(np.flatnonzero(attrs[1:] != attrs[:-1]) + 1, len(attrs))  # where an attribute ends
-        begin, pieces = 0, []
+        block = _BlockWriter(len(self.attrs.paths), np.asarray(self.values.kinds, dtype=np.int8))
+        begin = 0
         while begin < len(attrs):
             stop = int(cuts[min(int(np.searchsorted(cuts, begin + _CHUNK)), len(cuts) - 1)])
-            pieces.append(self._intervals_from(attrs[begin:stop], times[begin:stop], values[begin:stop], start))
+            block.add(*self._intervals_from(attrs[begin:stop], times[begin:stop], values[begin:stop], start))
             begin = stop
-        ss.adopt(self._block(pieces, start, end))
+        ss.adopt(block.finish(self.attrs.paths, start, end, self.values))
         self.values.seal()  # the state system keeps the values, not the index that interned them
         return ss
 
@@ -539,32 +540,6 @@ class Evaluator:
         return (np.insert(e_attr, late, e_attr[late]), np.insert(e_time, late, start),
                 np.insert(e_value, late, 0))
 
-    def _block(self, pieces: list[tuple[IntArray, IntArray, IntArray]], start: int, end: int) -> Block:
-        """Every attribute's intervals as one :class:`Block`; an attribute never written is null throughout."""
-        written = np.zeros(len(self.attrs.paths), dtype=bool)
-        written[0] = True  # the root is no attribute
-        for piece_attrs, _, _ in pieces:
-            written[piece_attrs] = True
-        missing = np.flatnonzero(~written)
-        attrs = np.concatenate([p[0] for p in pieces] + [missing]).astype(np.int64)
-        starts = np.concatenate([p[1] for p in pieces] + [np.full(len(missing), start, dtype=np.int64)])
-        ids = np.concatenate([p[2] for p in pieces] + [np.zeros(len(missing), dtype=np.int64)])
-        order = np.argsort(attrs, kind="stable")  # the pieces are by attribute already; the missing join them
-        attrs, starts, ids = attrs[order], starts[order].astype(np.int64), ids[order].astype(np.int32)
-        rows = np.flatnonzero(np.append(True, attrs[1:] != attrs[:-1])) if len(attrs) else attrs
-        offsets = np.append(rows, len(attrs)).astype(np.int64)
-        ends = np.empty(len(starts), dtype=np.int64)
-        ends[:-1] = starts[1:] - 1
-        ends[offsets[1:] - 1] = end  # each attribute's last interval closes at the end
-        # the locked type: the kind of each attribute's first non-null value
-        position = np.where(ids != 0, np.arange(len(ids)), len(ids))
-        first_set = np.minimum.reduceat(position, rows) if len(rows) else rows
-        codes = np.asarray(self.values.kinds, dtype=np.int64)
-        names = {code: name for name, code in Values.KINDS.items()}
-        kinds = [names[int(codes[ids[i]])] if i < len(ids) else None for i in first_set.tolist()]
-        paths = [self.attrs.paths[a] for a in attrs[rows].tolist()]
-        return Block(paths, offsets, starts, ends, ids, kinds, self.values.item)
-
     def _check_types(self, attrs: IntArray, times: IntArray, values: IntArray) -> None:
         """The first value of an attribute locks its type; a value of another type fails the analysis."""
         kind_ids = Values.KINDS
@@ -583,6 +558,55 @@ class Evaluator:
             assert value is not None
             raise StateTypeError(f"attribute {'/'.join(self.attrs.paths[int(attrs[at])])} holds {held} values, "
                                  f"cannot take a {value.kind} ({value.value!r}) at t={int(times[at])}")
+
+
+class _BlockWriter:
+    """A state system's intervals gathered a chunk at a time into growing buffers (starts, value
+    ids, and a row per attribute), so building the block adds one chunk to the peak, not a copy."""
+
+    def __init__(self, attributes: int, kinds: IntArray) -> None:
+        self.starts, self.ids = array("q"), array("i")
+        self.rows, self.counts = array("i"), array("q")  # attribute and interval count of each row
+        self.kinds = array("b")  # the kind code of each row's first non-null value (0: none)
+        self._kind_of = kinds  # value id -> kind code
+        self.written = np.zeros(attributes, dtype=bool)
+        self.written[0] = True  # the root is no attribute
+
+    def add(self, attrs: IntArray, starts: IntArray, ids: IntArray) -> None:
+        """Intervals sorted by attribute (every attribute's intervals in one call)."""
+        if not len(attrs):
+            return
+        first = np.flatnonzero(np.append(True, attrs[1:] != attrs[:-1]))
+        self.rows.frombytes(attrs[first].astype(np.int32).tobytes())
+        self.counts.frombytes(np.diff(np.append(first, len(attrs))).astype(np.int64).tobytes())
+        self.starts.frombytes(starts.astype(np.int64).tobytes())
+        self.ids.frombytes(ids.astype(np.int32).tobytes())
+        self.written[attrs[first]] = True
+        # the locked type: the kind of each row's first non-null value
+        position = np.where(ids != 0, np.arange(len(ids)), len(ids))
+        first_set = np.minimum.reduceat(position, first)
+        held = first_set < len(ids)
+        codes = np.zeros(len(first), dtype=np.int8)
+        codes[held] = self._kind_of[ids[first_set[held]]]
+        self.kinds.frombytes(codes.tobytes())
+
+    def finish(self, paths: list[tuple[str, ...]], start: int, end: int, values: Values) -> Block:
+        """The block; attributes made but never written are null throughout (one interval each)."""
+        missing = np.flatnonzero(~self.written)
+        self.add(missing, np.full(len(missing), start, dtype=np.int64), np.zeros(len(missing), dtype=np.int32))
+        starts = np.frombuffer(self.starts, dtype=np.int64) if len(self.starts) else np.zeros(0, np.int64)
+        ids = np.frombuffer(self.ids, dtype=np.int32) if len(self.ids) else np.zeros(0, np.int32)
+        offsets = np.zeros(len(self.rows) + 1, dtype=np.int64)
+        if len(self.counts):
+            np.cumsum(np.frombuffer(self.counts, dtype=np.int64), out=offsets[1:])
+        ends = np.empty(len(starts), dtype=np.int64)
+        ends[:-1] = starts[1:] - 1
+        ends[offsets[1:] - 1] = end  # each attribute's last interval closes at the end
+        names: dict[int, str | None] = {code: name for name, code in Values.KINDS.items()}
+        names[0] = None
+        kinds = [names[code] for code in self.kinds]
+        rows = [paths[a] for a in self.rows]
+        return Block(rows, offsets, starts, ends, ids, kinds, values.item)
 
 
 def _joined(columns: list[list[IntArray]], index: int, dtype: Any) -> IntArray:
