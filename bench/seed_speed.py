@@ -16,7 +16,7 @@ from typing import Any
 from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
 from tc_analyses.app import seed_sections
 from tc_analyses.inputs import TraceInputs
-from tc_analyses.registry import KEYS
+from tc_analyses.registry import TRACE_KEYS
 from gpu_tracegen import ensure_gpu_trace
 
 EVENTS = 1_000_000
@@ -26,12 +26,12 @@ TARGET_EVENTS_PER_S = 10_000_000 / 30
 def run(rounds: int) -> dict[str, Any]:
     trace = OUT_DIR / "gpu-trace-1m"
     events = ensure_gpu_trace(trace, EVENTS)
-    log(f"seed analyses speed: {len(KEYS)} analyses on a {events:,}-event synthetic GPU trace, {rounds} rounds")
+    log(f"seed analyses speed: {len(TRACE_KEYS)} per-trace analyses on a {events:,}-event synthetic GPU trace, {rounds} rounds")
 
     def seeds() -> Sample:
         seconds, sections = timed(lambda: seed_sections(TraceInputs(trace)))
         available = [s.key for s in sections if s.available]
-        if len(available) != len(KEYS):
+        if len(available) != len(TRACE_KEYS):
             raise RuntimeError(f"only {available} ran on the benchmark trace: it must feed every analysis")
         return Sample(seconds, {"available": available})
 
