@@ -171,6 +171,25 @@ def analyze(inputs: TraceInputs, xml: Sequence[Path], top: int, section_keys: Se
     return Analysis(summary, sections)
 
 
+def is_job_folder(path: Path) -> bool:
+    """A folder of several process traces (a job), not one trace."""
+    from tc_analyses.reader.metadata import find_traces
+
+    return path.is_dir() and not (path / "metadata").is_file() and len(find_traces(path)) > 1
+
+
+def analyze_job(job: Path, *, scheduler: str | None, workers: int | None, in_process: bool, top: int,
+                sections: Sequence[str], peaks_device: str, cache: Path | None,
+                progress: Progress = no_progress) -> Any:
+    """``dfcompass analyze JOB/``: every process trace as a Dask task (tc_analyses.cluster); each
+    trace's activity is kept as Parquet in `cache` (default ``JOB/.dfcompass-cache``)."""
+    from tc_analyses.cluster import analyze_job as run
+
+    return run(job, scheduler=scheduler, workers=workers, in_process=in_process, top=top, sections=sections,
+               peaks_device=peaks_device, cache=cache if cache is not None else job / ".dfcompass-cache",
+               progress=progress)
+
+
 def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:
     """The options of `analyze` and `report` by analysis: their --device goes to every option that
     takes a device's peaks; the others keep their defaults."""

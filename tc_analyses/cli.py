@@ -15,7 +15,7 @@ import click
 
 from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, OneLineErrors, State, handle_errors as _handle_errors,
                                      progress as _progress, trace_bytes as _trace_bytes)
-from tc_analyses.errors import DfcompassError
+from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.registry import KEYS, TRACE_KEYS, Param
 
 # Only click, the registry (plain data) and the error classes load at start-up, so `dfcompass
@@ -149,18 +149,40 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
 @_window_options
+@click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at ADDRESS "
+              "(tcp://HOST:PORT); default: a LocalCluster sized to this machine.")
+@click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker processes "
+              "(default: one per CPU).")
+@click.option("--in-process", is_flag=True, help="A job folder: analyse its traces one after another here, without Dask.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
+              help="A job folder: where each trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")
 @_handle_errors
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
             no_sections: bool, device: str, plots: Path | None, window: str | None, annotation: str | None,
-            include_last_step: bool) -> None:
+            include_last_step: bool, scheduler: str | None, workers: int | None, in_process: bool,
+            cache: Path | None) -> None:
     """Summarise TRACE: busy %, top nodes, memory peaks and lost events from the Trace Compass analyses
     run headless, then the seed analyses: roofline, runtime overhead, HTA-compatible breakdown,
-    memory and inter-operator parallelism."""
+    memory and inter-operator parallelism.
+
+    TRACE may be a job folder (one trace per process, `dfcompass record` of torchrun or
+    mp.spawn): each process's trace is then analysed as a Dask task and the answers are put
+    side by side, with the top nodes merged over the job."""
     from tc_analyses import app
     from tc_analyses.inputs import TraceInputs
 
     app.check_user_xml(xml, xsd)
     keys = () if no_sections else section_keys or TRACE_KEYS
+    if app.is_job_folder(trace):
+        if xml or plots or window or annotation or include_last_step:
+            raise ConfigurationError(f"{trace}: a job folder takes the generated analyses, without --xml, --plots "
+                                     "or window options; give one process's trace for those")
+        job = app.analyze_job(trace, scheduler=scheduler, workers=workers, in_process=in_process, top=top,
+                              sections=keys, peaks_device=device, cache=cache, progress=_progress)
+        from tc_analyses.export.reports import to_json_document
+
+        click.echo(to_json_document(job.to_json(top)) if fmt == "json" else job.text(top), nl=False)
+        return
     inputs = TraceInputs(trace, _progress, _window(window, annotation, include_last_step))
     result = app.analyze(inputs, xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(), nl=False)

@@ -62,9 +62,13 @@ class TraceInputs:
     window : Window, optional
         The part of the trace the analyses look at (:mod:`tc_analyses.model.window`); by default
         the whole trace without its last step when it has two or more.
+    cache : Path, optional
+        A folder for the trace's activity as Parquet (:mod:`tc_analyses.model.activity_store`):
+        written the first time, read instead of pairing the events every later time.
     """
 
-    def __init__(self, path: str | Path, progress: Progress = no_progress, window: Window | None = None) -> None:
+    def __init__(self, path: str | Path, progress: Progress = no_progress, window: Window | None = None,
+                 cache: Path | None = None) -> None:
         from tc_analyses.model.window import Window
         from tc_analyses.reader.job import single_trace
 
@@ -72,6 +76,8 @@ class TraceInputs:
         self.progress = progress
         self.window = window if window is not None else Window()
         self.reads = 0  # how many times the trace was read from disk (1 at most for a dfcompass trace)
+        self.cache = cache
+        self.activity_from = ""  # "cache" or "trace": where whole_activity came from
         self._built: dict[tuple[Path, ...], BuiltAnalyses] = {}
 
     def __repr__(self) -> str:
@@ -100,7 +106,22 @@ class TraceInputs:
         """Begin/end events paired into node, step, API-call and GPU-operation intervals: the whole trace."""
         from tc_analyses.model.activity import read_activity
 
-        return read_activity(self.trace)
+        if self.cache is None or not self.is_dfcompass:
+            self.activity_from = "trace"
+            return read_activity(self.trace)
+        from tc_analyses.model.activity_store import cache_file, read_activity_file, write_activity
+
+        stored = cache_file(self.cache, self.path)
+        if (stored / "meta.json").is_file():
+            self.activity_from = "cache"
+            return read_activity_file(stored)
+        activity = read_activity(self.trace)
+        try:
+            write_activity(activity, stored)
+        except OSError:
+            pass  # a cache that cannot be written costs the next run the pairing, nothing else
+        self.activity_from = "trace"
+        return activity
 
     @cached_property
     def _restricted(self) -> tuple[Activity, Scope]:

@@ -1,0 +1,202 @@
+"""A whole job analysed on Dask: one task per process trace, then a reduction across the ranks.
+
+``dfcompass analyze JOB/`` runs :func:`run_trace` for every process trace of the job (its summary
+and its seed analyses, as ``analyze TRACE`` gives them) as Dask tasks, and :class:`JobAnalysis`
+puts the answers side by side and merges them (top nodes over the job, memory peaks per rank).
+
+* **Where it runs.** By default on a ``LocalCluster`` this command starts and stops: one worker
+  process per CPU, one thread each (the analyses hold the GIL), the machine's memory split
+  between them. ``--scheduler tcp://HOST:PORT`` sends the tasks to a running cluster instead
+  (``dask scheduler`` and ``dask worker`` processes, which must see the job's folder at the same
+  path). ``--in-process`` runs the same tasks one after another in this process: the reference
+  the tests hold the cluster to.
+* **What crosses the wire.** To a worker: a :class:`TraceTask` (the trace's path and the options,
+  a few hundred bytes). Back: the trace's ``analyze --format json`` document and its worker's
+  peak RSS. No trace, interval or state system is ever sent: a worker reads its trace from the
+  shared file system, and its memory is one trace's working set, never the job's.
+* **The intermediate.** Each trace's activity (paired intervals) is kept as Parquet in the cache
+  folder (default ``JOB/.dfcompass-cache``, :mod:`tc_analyses.model.activity_store`): written by
+  the first run, read by every later one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.inputs import Progress, TraceInputs, no_progress
+
+
+@dataclass(frozen=True)
+class TraceTask:
+    """One process trace's work, as it is sent to a worker."""
+
+    path: str
+    cache: str | None
+    top: int
+    sections: tuple[str, ...]
+    peaks_device: str
+
+
+@dataclass(frozen=True)
+class TraceAnswer:
+    """What a worker sends back for one trace."""
+
+    path: str
+    document: dict[str, Any] | None  # the trace's analyze JSON; None when it failed
+    error: str  # the one-line error when it failed
+    exit_code: int
+    seconds: float
+    peak_rss_mib: int  # of the worker process, so far
+    activity_from: str  # "cache" or "trace"
+
+
+def run_trace(task: TraceTask) -> TraceAnswer:
+    """The analyze result of one trace (this runs on a worker). Errors come back as text: a
+    dfcompass error names the trace and its problem, and the client reports it as it is."""
+    from tc_analyses import app
+
+    began = time.perf_counter()
+    try:
+        inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
+        analysis = app.analyze(inputs, (), task.top, task.sections, task.peaks_device, None)
+        document, error, code, source = json.loads(analysis.json()), "", 0, inputs.activity_from
+    except DfcompassError as exc:
+        document, error, code, source = None, " ".join(str(exc).split()), exc.exit_code, ""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return TraceAnswer(task.path, document, error, code, time.perf_counter() - began, rss, source)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
+    """A client of the cluster at `scheduler`, or of a LocalCluster of `workers` processes
+    (default: one per CPU) started here and shut down on the way out."""
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigurationError(f"--scheduler {scheduler}: no Dask scheduler answers there ({exc})") from exc
+        with client:
+            yield client
+        return
+    count = workers or os.cpu_count() or 1
+    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=_memory_per_worker(count), silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+def _memory_per_worker(workers: int) -> int | str:
+    """The machine's memory split between the workers (Dask's "auto" when it cannot be read)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "auto"
+    return max(total // workers, 256 << 20)
+
+
+@dataclass
+class JobAnalysis:
+    """The answers of a job's traces, in the job's order (by rank), and what they say together."""
+
+    job: str
+    labels: list[str]  # "rank 0", or "host pid" for a process without a rank
+    answers: list[TraceAnswer]
+    workers: int  # how many workers ran the tasks (1 in process)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def documents(self) -> list[dict[str, Any]]:
+        return [a.document for a in self.answers if a.document is not None]
+
+    def top_nodes(self, top: int) -> list[dict[str, Any]]:
+        """The top nodes of every trace merged: counts and totals added, the longest kept."""
+        merged: dict[str, dict[str, Any]] = {}
+        for document in self.documents():
+            for row in document.get("top_nodes", []):
+                into = merged.setdefault(row["op"], {"op": row["op"], "count": 0, "total_ns": 0, "max_ns": 0})
+                into["count"] += row["count"]
+                into["total_ns"] += row["total_ns"]
+                into["max_ns"] = max(into["max_ns"], row["max_ns"])
+        return sorted(merged.values(), key=lambda r: (-r["total_ns"], r["op"]))[:top]
+
+    def to_json(self, top: int) -> dict[str, Any]:
+        ranks = [{"label": label, "trace": a.path, **({"analysis": a.document} if a.document is not None
+                                                       else {"error": a.error})}
+                 for label, a in zip(self.labels, self.answers)]
+        events = sum(d.get("events", 0) for d in self.documents())
+        return {"job": self.job, "traces": len(self.answers), "events": events,
+                "top_nodes": self.top_nodes(top), "ranks": ranks}
+
+    def text(self, top: int) -> str:
+        lines = [f"Job {self.job}: {len(self.answers)} process traces, analysed on {self.workers} "
+                 f"worker{'s' if self.workers != 1 else ''} in {self.seconds:.1f} s", ""]
+        lines.append(f"  {'process':<18} {'events':>12} {'span':>12} {'lost':>6}  busiest device")
+        for label, a in zip(self.labels, self.answers):
+            if a.document is None:
+                lines.append(f"  {label:<18} failed: {a.error}")
+                continue
+            d = a.document
+            busy = max((b for b in d.get("busy", []) if not b.get("queue")), key=lambda b: b["percent"], default=None)
+            where = f"{busy['device']} {busy['percent']:.1f}% busy" if busy else "-"
+            lines.append(f"  {label:<18} {d.get('events', 0):>12,} {d.get('span_ns', 0) / 1e6:>10.1f}ms "
+                         f"{d.get('lost_events', 0):>6}  {where}")
+        merged = self.top_nodes(top)
+        if merged:
+            lines += ["", "Top nodes over the job (time summed over the processes):"]
+            lines += [f"  {r['op']:<48} {r['count']:>9,} runs {r['total_ns'] / 1e6:>12.3f} ms "
+                      f"(longest {r['max_ns'] / 1e6:.3f} ms)" for r in merged]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None = None, in_process: bool = False,
+                top: int = 10, sections: Sequence[str] = (), peaks_device: str = "cpu", cache: Path | None = None,
+                progress: Progress = no_progress) -> JobAnalysis:
+    """Analyse every process trace of `job` (see the module docstring for where it runs)."""
+    from tc_analyses.reader.job import job_traces
+
+    processes = job_traces(job)
+    if not processes:
+        raise ConfigurationError(f"{job}: no process traces in this folder")
+    tasks = [TraceTask(str(p.path), str(cache) if cache else None, top, tuple(sections), peaks_device)
+             for p in processes]
+    began = time.perf_counter()
+    with progress("traces", len(tasks)) as advance:
+        if in_process:
+            answers = []
+            for task in tasks:
+                answers.append(run_trace(task))
+                advance(1)
+            used = 1
+        else:
+            answers, used = _on_dask(tasks, scheduler, workers, advance)
+    analysis = JobAnalysis(str(job), [p.label for p in processes], answers, used, time.perf_counter() - began)
+    failed = [a for a in answers if a.document is None]
+    if len(failed) == len(answers):
+        raise DfcompassError(f"{job}: no trace of the job could be analysed; the first: {failed[0].error}")
+    analysis.notes += [f"{a.path}: not analysed: {a.error}" for a in failed]
+    return analysis
+
+
+def _on_dask(tasks: list[TraceTask], scheduler: str | None, workers: int | None,
+             advance: Any) -> tuple[list[TraceAnswer], int]:
+    from dask.distributed import as_completed
+
+    with dask_client(scheduler, workers) as client:
+        used = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+        futures = client.map(run_trace, tasks, pure=False)
+        for _ in as_completed(futures):
+            advance(1)
+        answers: list[TraceAnswer] = client.gather(futures)
+    return answers, used

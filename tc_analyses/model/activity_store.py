@@ -1,0 +1,132 @@
+"""A trace's activity as Parquet: the columnar intermediate written once per trace and read back
+by every later analysis and run (:class:`tc_analyses.inputs.TraceInputs` with a cache folder).
+
+One folder per trace, ``<cache>/<trace folder name>-<fingerprint>/``. The fingerprint hashes the
+trace's stream files (names, sizes, modification times) and this format's version, so a trace
+that is recorded or converted again gets a new folder and a stale one is never read. The folder
+holds one Parquet file per table (``nodes``, ``api``, ``gpu``, ``annotations``, ``syncs``,
+``steps``, ``devices``), each the table's own columns with text dictionary-encoded, and
+``meta.json`` (the activity's span, unpaired count and path): any Parquet reader opens them.
+
+Examples
+--------
+>>> import tempfile
+>>> from tc_analyses.model.activity import Activity, NodeRun
+>>> act = Activity("t", [NodeRun(1, "aten::mm", "mm", "cpu", 7, 0, 10, 20, True)], [], [], [], {})
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     write_activity(act, Path(tmp) / "a")
+...     back = read_activity_file(Path(tmp) / "a")
+>>> list(back.nodes) == list(act.nodes)
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tc_analyses.errors import TraceError
+from tc_analyses.model.activity import (Activity, AnnotationTable, ApiTable, Device, GpuTable, NodeTable, StepRun,
+                                        SyncTable)
+from tc_analyses.model.tables import RunTable
+
+FORMAT_VERSION = 1
+_TABLES: dict[str, type[RunTable[Any]]] = {"nodes": NodeTable, "api": ApiTable, "gpu": GpuTable,
+                                           "annotations": AnnotationTable, "syncs": SyncTable}
+
+
+def fingerprint(trace: Path) -> str:
+    """A short hash of the trace's files (name, size, modification time) and of this format."""
+    digest = hashlib.sha256(f"dfcompass-activity-{FORMAT_VERSION}".encode())
+    for path in sorted(p for p in trace.iterdir() if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def cache_file(cache: Path, trace: Path) -> Path:
+    """Where the activity of `trace` is kept in the folder `cache`."""
+    return cache / f"{trace.name}-{fingerprint(trace)}"
+
+
+def _arrow(table: RunTable[Any]) -> pa.Table:
+    arrays, names = [], []
+    for name in table.row.__dataclass_fields__:  # type: ignore[attr-defined]
+        codes = table.column(name)
+        if name in table.texts:
+            labels = table.labels(name) if len(table) else np.zeros(0, dtype=object)
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()),
+                                                         pa.array(labels.tolist(), pa.string())))
+        else:
+            arrays.append(pa.array(codes, pa.int64()))
+        names.append(name)
+    return pa.table(arrays, names=names)
+
+
+def _table(cls: type[RunTable[Any]], arrow: pa.Table) -> RunTable[Any]:
+    columns: dict[str, np.ndarray[Any, Any]] = {}
+    labels: dict[str, np.ndarray[Any, Any]] = {}
+    for name in arrow.column_names:
+        column = arrow.column(name).combine_chunks()
+        if name in cls.texts:
+            if not isinstance(column, pa.DictionaryArray):
+                column = column.dictionary_encode()
+            columns[name] = column.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+            labels[name] = np.array(column.dictionary.to_pylist(), dtype=object)
+        else:
+            columns[name] = column.to_numpy().astype(np.int64)
+    return cls(columns, labels)
+
+
+def write_activity(activity: Activity, folder: Path) -> None:
+    """Write `activity` as a folder of Parquet files, one per table, and ``meta.json``. The folder
+    is made under a temporary name and renamed into place: a reader never sees half of it."""
+    parts = {key: _arrow(getattr(activity, key)) for key in _TABLES}
+    parts["steps"] = pa.table({k: pa.array([getattr(s, k) for s in activity.steps], pa.int64())
+                               for k in ("step", "tid", "start", "end")})
+    parts["devices"] = pa.table({"index": pa.array([d.index for d in activity.devices.values()], pa.int64()),
+                                 **{k: pa.array([getattr(d, k) for d in activity.devices.values()], pa.string())
+                                    for k in ("name", "kind", "model")}})
+    meta = {"format": FORMAT_VERSION, "path": activity.path, "span": list(activity.span),
+            "unpaired": activity.unpaired, "rows": {key: len(t) for key, t in parts.items()}}
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        scratch.mkdir()
+        for key, table in parts.items():
+            pq.write_table(table, scratch / f"{key}.parquet", compression="zstd")
+        (scratch / "meta.json").write_text(json.dumps(meta) + "\n")
+        try:
+            os.replace(scratch, folder)
+        except OSError:  # another process wrote it first: theirs is the same activity
+            if not (folder / "meta.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_activity_file(folder: Path) -> Activity:
+    """The activity written by :func:`write_activity`; TraceError naming the folder when it is damaged."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            raise ValueError(f"format {meta.get('format')}, expected {FORMAT_VERSION}")
+        parts = {key: pq.read_table(folder / f"{key}.parquet") for key in (*_TABLES, "steps", "devices")}
+        tables = {key: _table(cls, parts[key]) for key, cls in _TABLES.items()}
+    except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+        raise TraceError(folder, f"not a dfcompass activity folder ({exc})") from exc
+    steps = [StepRun(*row) for row in zip(*(parts["steps"].column(k).to_pylist() for k in ("step", "tid", "start", "end")))]
+    devices = {i: Device(i, n, k, m) for i, n, k, m in zip(*(parts["devices"].column(c).to_pylist()
+                                                           for c in ("index", "name", "kind", "model")))}
+    return Activity(meta["path"], tables["nodes"], steps, tables["api"], tables["gpu"], devices,  # type: ignore[arg-type]
+                    int(meta["unpaired"]), (int(meta["span"][0]), int(meta["span"][1])),
+                    tables["annotations"], tables["syncs"])  # type: ignore[arg-type]

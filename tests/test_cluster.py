@@ -1,0 +1,141 @@
+"""`dfcompass analyze JOB/` on Dask: a LocalCluster, and a `dask scheduler` with two `dask worker`
+processes on localhost, must give exactly what the traces analysed one after another give."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tc_analyses.cluster import TraceTask, analyze_job, run_trace
+from tc_analyses.model.activity_store import cache_file
+
+JOB = Path(__file__).resolve().parent / "data" / "traces" / "jobs" / "ddp-2rank"
+DASK = Path(sys.executable).with_name("dask")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    """A copy of the committed two-rank job (its cache goes inside, as by default)."""
+    copy = tmp_path / "job"
+    shutil.copytree(JOB, copy)
+    return copy
+
+
+def _analysis(cli: Any, *args: Any) -> dict[str, Any]:
+    result = cli("analyze", *args, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_a_local_cluster_gives_what_the_traces_give_one_after_another(job: Path, cli: Any) -> None:
+    reference = _analysis(cli, job, "--in-process")
+    on_dask = _analysis(cli, job, "--workers", "2")
+    assert on_dask == reference
+    ranked = [r for r in reference["ranks"] if "analysis" in r]
+    assert len(ranked) == 2 and len(reference["ranks"]) == 4  # the launcher's two processes recorded nothing
+    assert all(r["analysis"]["sections"] for r in ranked)  # the seed analyses ran on the workers too
+    # the job's top nodes are the processes' added up
+    op = reference["top_nodes"][0]["op"]
+    per_rank = [n for r in ranked for n in r["analysis"]["top_nodes"] if n["op"] == op]
+    assert reference["top_nodes"][0]["total_ns"] == sum(n["total_ns"] for n in per_rank)
+    assert reference["top_nodes"][0]["count"] == sum(n["count"] for n in per_rank)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def dask_processes(tmp_path: Path) -> Iterator[str]:
+    """A `dask scheduler` and two `dask worker` processes on localhost; all stopped afterwards."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    logs = tmp_path / "dask-logs"
+    logs.mkdir()
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, *args: str) -> None:
+        with open(logs / f"{name}.log", "wb") as log:
+            started.append(subprocess.Popen([str(DASK), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            cwd=tmp_path, start_new_session=True))
+
+    try:
+        start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")
+        for n in range(2):
+            start(f"worker{n}", "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
+                  "--name", f"w{n}")
+        from dask.distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for process in reversed(started):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert all(p.poll() is not None for p in started)
+
+
+def test_a_scheduler_and_two_workers_give_the_same(job: Path, cli: Any, dask_processes: str) -> None:
+    reference = _analysis(cli, job, "--in-process", "--cache", job.parent / "reference-cache")
+    assert _analysis(cli, job, "--scheduler", dask_processes) == reference
+
+
+def test_each_trace_s_activity_is_kept_as_parquet_and_read_back(job: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    traces = sorted(p for p in job.iterdir() if (p / "metadata").is_file())
+    first = analyze_job(job, in_process=True, cache=cache, sections=("overhead", "breakdown"))
+    again = analyze_job(job, in_process=True, cache=cache, sections=("overhead", "breakdown"))
+    assert again.to_json(10) == first.to_json(10)
+    used = [a for a in first.answers if a.document is not None]
+    assert used and {a.activity_from for a in used} == {"trace"}
+    assert {a.activity_from for a in again.answers if a.document is not None} == {"cache"}
+    stored = [cache_file(cache, t) for t in traces]
+    assert all((s / "nodes.parquet").is_file() for s, t in zip(stored, traces)
+               if any(a.path == str(t) and a.document is not None for a in first.answers))
+    # a trace written again is a new trace: its old activity is not read
+    stream = next(p for p in traces[-1].iterdir() if p.name.startswith("node_begin"))
+    os.utime(stream, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert cache_file(cache, traces[-1]) != stored[-1]
+    answer = run_trace(TraceTask(str(traces[-1]), str(cache), 10, ("overhead", "breakdown"), "cpu"))
+    before = next(a for a in first.answers if a.path == str(traces[-1]))
+    assert answer.activity_from == "trace" and answer.document == before.document is not None
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(job: Path, cli: Any) -> None:
+    result = cli("analyze", job, "--no-sections", "--scheduler", f"tcp://127.0.0.1:{_free_port()}")
+    assert result.exit_code == 2
+    assert "no Dask scheduler answers there" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_job_of_traces_that_all_fail_says_so(tmp_path: Path, cli: Any) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    for name in ("vm-18728", "vm-18734"):  # the launcher's processes: they recorded no events
+        shutil.copytree(JOB / name, job / name)
+    result = cli("analyze", job, "--in-process", "--no-sections")
+    assert result.exit_code == 1
+    assert "no trace of the job could be analysed" in result.stderr and result.stderr.count("\n") == 1
