@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale] [--big] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask] [--big] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
+import dask_scale  # noqa: E402
 import engine_scale  # noqa: E402
 import engine_speed  # noqa: E402
 import hta_speed  # noqa: E402
@@ -165,6 +166,23 @@ def scale_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def dask_rows(r: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for row in r["rows"]:
+        detail = f"busiest worker {row['peak_worker_rss_mib']} MiB"
+        if "speedup_from_1_worker" in row:
+            detail += f"; speedup from 1 worker {_x(row['speedup_from_1_worker'])}"
+        rows.append((f"{row['ranks']:>2} ranks x 1M events, {row['workers']} worker(s)", f"{row['seconds']:.1f} s", detail))
+    m = r["model"]
+    errors = ", ".join(f"{h['ranks']}: {h['error'] * 100:+.0f}%" for h in m["held_out"])
+    rows.append(("model T = start-up + ceil(N/W) x t_trace", f"{m['startup_s']:.1f} s + {m['per_trace_s']:.1f} s",
+                 f"fitted on 1 worker; error on the 2-worker runs by N: {errors}"))
+    for workers, p in m["beyond_the_cores"].items():
+        rows.append((f"  predicted, 16 ranks on {workers} workers", f"{p['seconds_16_ranks']:.1f} s",
+                     f"speedup {_x(p['speedup_16_ranks'])} over 1 worker, given {workers} cores ({r['cores']} here)"))
+    return rows
+
+
 def seed_rows(r: dict[str, Any]) -> list[Row]:
     c = r["cases"]
     bt, ours = c["babeltrace2 dummy"], c["seed analyses"]
@@ -295,7 +313,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
@@ -316,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("engine_speed", lambda: engine_speed.run(args.rounds or 3), results)
     if args.only in (None, "scale"):
         ok &= _run_one("engine_scale", lambda: engine_scale.run(args.big), results)
+    if args.only in (None, "dask"):
+        ok &= _run_one("dask_scale", dask_scale.run, results)
     if args.only in (None, "seed"):
         ok &= _run_one("seed_speed", lambda: seed_speed.run(args.rounds or 3), results)
     if args.only in (None, "placement"):
@@ -339,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("job_overhead", "Recording a 2-rank DDP job", job_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
                                 ("engine_scale", "analyze as the trace grows", scale_rows),
+                                ("dask_scale", "analyze JOB/ on Dask (1M-event rank traces)", dask_rows),
                                 ("seed_speed", "Seed analyses speed (1M events)", seed_rows),
                                 ("placement", "Placement quality and speed", placement_rows),
                                 ("startup", "Command-line start-up", startup_rows),

@@ -190,6 +190,15 @@ def analyze_job(job: Path, *, scheduler: str | None, workers: int | None, in_pro
                progress=progress)
 
 
+def report_job(job: Path, output: Path, devices: str | None, peaks_device: str, *, scheduler: str | None,
+               workers: int | None, in_process: bool, cache: Path | None, progress: Progress = no_progress) -> None:
+    """``dfcompass report JOB/``: a section per process trace, each a Dask task (tc_analyses.cluster)."""
+    from tc_analyses.cluster import report_job as run
+
+    run(job, output, devices=devices, peaks_device=peaks_device, scheduler=scheduler, workers=workers,
+        in_process=in_process, cache=cache if cache is not None else job / ".dfcompass-cache", progress=progress)
+
+
 def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:
     """The options of `analyze` and `report` by analysis: their --device goes to every option that
     takes a device's peaks; the others keep their defaults."""

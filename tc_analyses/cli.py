@@ -136,6 +136,20 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         click.echo(f"validated {built.xml_files} files against the XSD and the lint")
 
 
+def _job_options(func: F) -> F:
+    """--scheduler, --workers, --in-process and --cache: how a job folder's traces are run (docs/jobs.md)."""
+    for option in reversed([
+            click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at "
+                         "ADDRESS (tcp://HOST:PORT); default: a LocalCluster sized to this machine."),
+            click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker "
+                         "processes (default: one per CPU)."),
+            click.option("--in-process", is_flag=True, help="A job folder: its traces one after another here, without Dask."),
+            click.option("--cache", type=click.Path(file_okay=False, path_type=Path), help="A job folder: where each "
+                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")]):
+        func = option(func)
+    return func
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -149,13 +163,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
 @_window_options
-@click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at ADDRESS "
-              "(tcp://HOST:PORT); default: a LocalCluster sized to this machine.")
-@click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker processes "
-              "(default: one per CPU).")
-@click.option("--in-process", is_flag=True, help="A job folder: analyse its traces one after another here, without Dask.")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
-              help="A job folder: where each trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")
+@_job_options
 @_handle_errors
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
             no_sections: bool, device: str, plots: Path | None, window: str | None, annotation: str | None,
@@ -338,16 +346,23 @@ for _key in KEYS:
 @click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
 @click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them.")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
+@_job_options
 @_handle_errors
-def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str) -> None:
+def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str,
+           scheduler: str | None, workers: int | None, in_process: bool, cache: Path | None) -> None:
     """One static HTML page (no server needed) with the reports and plots of each TRACE.
 
     With several traces (the same program with different batch sizes or thread counts) the page
-    opens with their roofline and runtime-overhead trajectories.
+    opens with their roofline and runtime-overhead trajectories. A job folder (one trace per
+    process) gets a section per process, each made by a Dask task (docs/jobs.md).
     """
     from tc_analyses import app
 
-    app.report(traces, output, devices, labels, axis, device, _progress)
+    if len(traces) == 1 and app.is_job_folder(traces[0]):
+        app.report_job(traces[0], output, devices, device, scheduler=scheduler, workers=workers,
+                       in_process=in_process, cache=cache, progress=_progress)
+    else:
+        app.report(traces, output, devices, labels, axis, device, _progress)
     click.echo(f"wrote {output}")
 
 

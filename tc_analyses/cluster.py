@@ -2,7 +2,8 @@
 
 ``dfcompass analyze JOB/`` runs :func:`run_trace` for every process trace of the job (its summary
 and its seed analyses, as ``analyze TRACE`` gives them) as Dask tasks, and :class:`JobAnalysis`
-puts the answers side by side and merges them (top nodes over the job, memory peaks per rank).
+puts the answers side by side and merges them (top nodes over the job). ``dfcompass report JOB/``
+runs :func:`report_trace` the same way: each process's HTML section, plots inlined.
 
 * **Where it runs.** By default on a ``LocalCluster`` this command starts and stops: one worker
   process per CPU, one thread each (the analyses hold the GIL), the machine's memory split
@@ -26,13 +27,17 @@ import json
 import logging
 import os
 import resource
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
+
+T = TypeVar("T")
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -160,27 +165,46 @@ class JobAnalysis:
         return "\n".join(lines) + "\n"
 
 
-def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None = None, in_process: bool = False,
-                top: int = 10, sections: Sequence[str] = (), peaks_device: str = "cpu", cache: Path | None = None,
-                progress: Progress = no_progress) -> JobAnalysis:
-    """Analyse every process trace of `job` (see the module docstring for where it runs)."""
+def run_tasks(function: Callable[[T], A], tasks: Sequence[T], *, scheduler: str | None, workers: int | None,
+              in_process: bool, advance: Callable[[int], None]) -> tuple[list[A], int]:
+    """`function` over `tasks`, on Dask (see the module docstring) or here one after another; the
+    answers in the tasks' order, and how many workers ran them."""
+    if in_process:
+        answers = []
+        for task in tasks:
+            answers.append(function(task))
+            advance(1)
+        return answers, 1
+    from dask.distributed import as_completed
+
+    with dask_client(scheduler, workers) as client:
+        used = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+        futures = client.map(function, list(tasks), pure=False)
+        for _ in as_completed(futures):
+            advance(1)
+        return list(client.gather(futures)), used
+
+
+def _processes(job: Path) -> list[Any]:
     from tc_analyses.reader.job import job_traces
 
     processes = job_traces(job)
     if not processes:
         raise ConfigurationError(f"{job}: no process traces in this folder")
+    return processes
+
+
+def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None = None, in_process: bool = False,
+                top: int = 10, sections: Sequence[str] = (), peaks_device: str = "cpu", cache: Path | None = None,
+                progress: Progress = no_progress) -> JobAnalysis:
+    """Analyse every process trace of `job` (see the module docstring for where it runs)."""
+    processes = _processes(job)
     tasks = [TraceTask(str(p.path), str(cache) if cache else None, top, tuple(sections), peaks_device)
              for p in processes]
     began = time.perf_counter()
     with progress("traces", len(tasks)) as advance:
-        if in_process:
-            answers = []
-            for task in tasks:
-                answers.append(run_trace(task))
-                advance(1)
-            used = 1
-        else:
-            answers, used = _on_dask(tasks, scheduler, workers, advance)
+        answers, used = run_tasks(run_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
+                                  advance=advance)
     analysis = JobAnalysis(str(job), [p.label for p in processes], answers, used, time.perf_counter() - began)
     failed = [a for a in answers if a.document is None]
     if len(failed) == len(answers):
@@ -189,14 +213,47 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
     return analysis
 
 
-def _on_dask(tasks: list[TraceTask], scheduler: str | None, workers: int | None,
-             advance: Any) -> tuple[list[TraceAnswer], int]:
-    from dask.distributed import as_completed
+# ----------------------------------------------------------------------------------- the report
+@dataclass(frozen=True)
+class ReportTask:
+    """One process trace's section of the job's HTML report, as it is sent to a worker."""
 
-    with dask_client(scheduler, workers) as client:
-        used = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
-        futures = client.map(run_trace, tasks, pure=False)
-        for _ in as_completed(futures):
-            advance(1)
-        answers: list[TraceAnswer] = client.gather(futures)
-    return answers, used
+    path: str
+    label: str
+    cache: str | None
+    devices: str | None
+    peaks_device: str
+
+
+def report_trace(task: ReportTask) -> Any:
+    """The report section of one trace (this runs on a worker; its plots are drawn in a scratch
+    folder there and inlined): a ``Section`` of text and SVG, which is all that goes back."""
+    from tc_analyses import app
+    from tc_analyses.export.html_report import Block, Section
+
+    try:
+        inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
+        with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
+            section, _ = app.report_section(inputs, Path(work), task.devices, task.peaks_device)
+    except DfcompassError as exc:
+        section = Section(task.path, [Block("Not analysed", " ".join(str(exc).split()) + "\n")])
+    section.title = f"{task.label}: {section.title}"
+    return section
+
+
+def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: str, scheduler: str | None = None,
+               workers: int | None = None, in_process: bool = False, cache: Path | None = None,
+               progress: Progress = no_progress) -> int:
+    """``dfcompass report JOB/``: one HTML page with a section per process trace, each made by a
+    Dask task. Returns how many workers made them."""
+    from tc_analyses.export.html_report import render
+
+    processes = _processes(job)
+    tasks = [ReportTask(str(p.path), p.label, str(cache) if cache else None, devices, peaks_device) for p in processes]
+    with progress("traces", len(tasks)) as advance:
+        sections, used = run_tasks(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
+                                   advance=advance)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(f"dfcompass report of the job {job} ({len(processes)} processes)", sections),
+                      encoding="utf-8")
+    return used

@@ -139,3 +139,27 @@ def test_a_job_of_traces_that_all_fail_says_so(tmp_path: Path, cli: Any) -> None
     result = cli("analyze", job, "--in-process", "--no-sections")
     assert result.exit_code == 1
     assert "no trace of the job could be analysed" in result.stderr and result.stderr.count("\n") == 1
+
+
+def _report_text(path: Path) -> list[str]:
+    """The page's text outside the inline plots (matplotlib names SVG ids at random)."""
+    from lxml import html
+
+    tree = html.parse(str(path))
+    for svg in tree.getroot().iter("svg"):
+        svg.getparent().remove(svg)
+    return [t.strip() for t in tree.getroot().itertext() if t.strip()]
+
+
+def test_a_job_report_has_a_section_per_process_made_on_the_cluster(job: Path, cli: Any, tmp_path: Path) -> None:
+    reference = tmp_path / "in-process.html"
+    on_dask = tmp_path / "dask.html"
+    assert cli("report", job, "-o", reference, "--in-process").exit_code == 0
+    done = cli("report", job, "-o", on_dask, "--workers", "2")
+    assert done.exit_code == 0, done.stderr
+    text = _report_text(on_dask)
+    assert text == _report_text(reference)
+    titles = {t for t in text if t.startswith(("vm pid", "rank "))}  # in the contents and as headings
+    assert len(titles) == 4  # every process, the two that recorded nothing with their reason
+    assert text.count("Not analysed") == 2
+    assert "<svg" in on_dask.read_text()  # the workers' plots came back inlined
