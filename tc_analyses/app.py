@@ -242,9 +242,11 @@ class Ran:
 
 def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], output: Path | None,
                  labels: str | None = None, axis: str = "batch", progress: Progress = no_progress,
-                 window: Window | None = None) -> Ran:
+                 window: Window | None = None, cluster: Mapping[str, Any] | None = None) -> Ran:
     """``dfcompass <key> TRACE...``: one registered analysis on each trace (restricted to `window`),
-    with the trajectory across them when there are several; its plots and other files go to `output`."""
+    with the trajectory across them when there are several; its plots and other files go to `output`.
+    A job analysis runs its per-process work on the Dask cluster `cluster` describes (scheduler,
+    workers, in_process: tc_analyses.cluster.job_map), in this process when it is None."""
     from tc_analyses.analyses.labels import default_labels
     from tc_analyses.registry import entry
 
@@ -253,8 +255,13 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
     results = []
     with progress(key, len(traces) if len(traces) > 1 else None) as advance:
         for trace in traces:
-            inputs = JobInputs(trace, progress) if analysis.job else TraceInputs(trace, progress, window)
-            results.append(analysis.run(inputs, options))
+            if analysis.job:
+                from tc_analyses.cluster import job_map
+
+                with job_map(**(cluster or {"scheduler": None, "workers": None, "in_process": True})) as map_tasks:
+                    results.append(analysis.run(JobInputs(trace, progress, map_tasks), options))
+            else:
+                results.append(analysis.run(TraceInputs(trace, progress, window), options))
             advance(1)
     if len(results) == 1:
         written = analysis.artifacts(results[0], output) if output is not None else []

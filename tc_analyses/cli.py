@@ -136,7 +136,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         click.echo(f"validated {built.xml_files} files against the XSD and the lint")
 
 
-def _job_options(func: F) -> F:
+def _job_options(func: F, cache: bool = True) -> F:
     """--scheduler, --workers, --in-process and --cache: how a job folder's traces are run (docs/jobs.md)."""
     for option in reversed([
             click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at "
@@ -145,7 +145,7 @@ def _job_options(func: F) -> F:
                          "processes (default: one per CPU)."),
             click.option("--in-process", is_flag=True, help="A job folder: its traces one after another here, without Dask."),
             click.option("--cache", type=click.Path(file_okay=False, path_type=Path), help="A job folder: where each "
-                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")]):
+                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")][:4 if cache else 3]):
         func = option(func)
     return func
 
@@ -309,8 +309,9 @@ def _analysis_command(key: str) -> None:
         from tc_analyses.export.reports import to_json_document
 
         paths = traces if isinstance(traces, tuple) else (traces,)
+        cluster: dict[str, Any] = {k: options.pop(k) for k in ("scheduler", "workers", "in_process") if k in options}
         ran = app.run_analysis(key, paths, options, output, labels, axis, _progress,
-                               _window(window, annotation, include_last_step))
+                               _window(window, annotation, include_last_step), cluster or None)
         click.echo(to_json_document(ran.json) if fmt == "json" else ran.text, nl=False)
 
     for param in reversed(analysis.params):
@@ -327,6 +328,8 @@ def _analysis_command(key: str) -> None:
                                  type=click.Path(path_type=Path))(command)
     if not analysis.job:
         command = _window_options(command)
+    else:
+        command = _job_options(command, cache=False)
     command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                            help="Folder for the plots (PNG and SVG) and other files.")(command)
     command = _FORMAT(command)

@@ -76,6 +76,8 @@ def run_trace(task: TraceTask) -> TraceAnswer:
         document, error, code, source = json.loads(analysis.json()), "", 0, inputs.activity_from
     except DfcompassError as exc:
         document, error, code, source = None, " ".join(str(exc).split()), exc.exit_code, ""
+    except Exception as exc:  # noqa: BLE001 (a worker's traceback must not reach the user's terminal)
+        document, error, code, source = None, f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", 1, ""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return TraceAnswer(task.path, document, error, code, time.perf_counter() - began, rss, source)
 
@@ -89,13 +91,14 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError) as exc:
-            raise ConfigurationError(f"--scheduler {scheduler}: no Dask scheduler answers there ({exc})") from exc
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address Dask reads
+            raise ConfigurationError(f"--scheduler {scheduler}: no Dask scheduler answers there "
+                                     f"({' '.join(str(exc).split())})") from exc
         with client:
             yield client
         return
     count = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit=_memory_per_worker(count), silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         yield client
@@ -185,6 +188,23 @@ def run_tasks(function: Callable[[T], A], tasks: Sequence[T], *, scheduler: str 
         return list(client.gather(futures)), used
 
 
+@contextlib.contextmanager
+def job_map(scheduler: str | None, workers: int | None, in_process: bool
+            ) -> Iterator[Callable[[Callable[[T], A], Sequence[T]], list[A]]]:
+    """The ``map`` a job analysis (``dfcompass ranks``) runs its per-process work with: on the
+    cluster (a LocalCluster by default, as long as the block lasts), or here with `in_process`."""
+    from tc_analyses.inputs import map_here
+
+    if in_process:
+        yield map_here
+        return
+    with dask_client(scheduler, workers) as client:
+        def on_dask(function: Callable[[T], A], items: Sequence[T]) -> list[A]:
+            return list(client.gather(client.map(function, list(items), pure=False)))
+
+        yield on_dask
+
+
 def _processes(job: Path) -> list[Any]:
     from tc_analyses.reader.job import job_traces
 
@@ -199,8 +219,9 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
                 progress: Progress = no_progress) -> JobAnalysis:
     """Analyse every process trace of `job` (see the module docstring for where it runs)."""
     processes = _processes(job)
-    tasks = [TraceTask(str(p.path), str(cache) if cache else None, top, tuple(sections), peaks_device)
-             for p in processes]
+    # absolute paths: a worker of --scheduler may run in another folder
+    tasks = [TraceTask(str(p.path.resolve()), str(cache.resolve()) if cache else None, top, tuple(sections),
+                       peaks_device) for p in processes]
     began = time.perf_counter()
     with progress("traces", len(tasks)) as advance:
         answers, used = run_tasks(run_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
@@ -235,8 +256,10 @@ def report_trace(task: ReportTask) -> Any:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
             section, _ = app.report_section(inputs, Path(work), task.devices, task.peaks_device)
-    except DfcompassError as exc:
-        section = Section(task.path, [Block("Not analysed", " ".join(str(exc).split()) + "\n")])
+    except Exception as exc:  # noqa: BLE001 (a dfcompass error names the trace; others say what they were)
+        reason = " ".join(str(exc).split()) if isinstance(exc, DfcompassError) else \
+            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        section = Section(task.path, [Block("Not analysed", reason + "\n")])
     section.title = f"{task.label}: {section.title}"
     return section
 
@@ -249,7 +272,8 @@ def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: st
     from tc_analyses.export.html_report import render
 
     processes = _processes(job)
-    tasks = [ReportTask(str(p.path), p.label, str(cache) if cache else None, devices, peaks_device) for p in processes]
+    tasks = [ReportTask(str(p.path.resolve()), p.label, str(cache.resolve()) if cache else None, devices, peaks_device)
+             for p in processes]
     with progress("traces", len(tasks)) as advance:
         sections, used = run_tasks(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
                                    advance=advance)

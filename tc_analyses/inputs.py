@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not at import
     import networkx as nx
@@ -36,6 +37,10 @@ if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not 
     from tc_analyses.reader.fast import DfcTrace
 
 Advance = Callable[[int], None]
+
+
+T = TypeVar("T")
+A = TypeVar("A")
 
 
 class Progress(Protocol):
@@ -111,15 +116,25 @@ class TraceInputs:
             return read_activity(self.trace)
         from tc_analyses.model.activity_store import cache_file, read_activity_file, write_activity
 
-        stored = cache_file(self.cache, self.path)
-        if (stored / "meta.json").is_file():
-            self.activity_from = "cache"
-            return read_activity_file(stored)
+        from tc_analyses.errors import TraceError
+
+        # The cache only saves time: an entry that cannot be read (damaged, not ours, no
+        # permission) is a miss, and one that cannot be written is left out.
+        stored: Path | None = None
+        try:
+            stored = cache_file(self.cache, self.path)
+            if (stored / "meta.json").is_file():
+                found = replace(read_activity_file(stored), path=str(self.path))  # the trace may have moved
+                self.activity_from = "cache"
+                return found
+        except (OSError, TraceError):
+            pass
         activity = read_activity(self.trace)
         try:
-            write_activity(activity, stored)
-        except OSError:
-            pass  # a cache that cannot be written costs the next run the pairing, nothing else
+            if stored is not None:
+                write_activity(activity, stored)
+        except (OSError, TraceError):
+            pass
         self.activity_from = "trace"
         return activity
 
@@ -206,13 +221,21 @@ def engine_choice() -> str:
     return choice
 
 
+def map_here(function: Callable[[T], A], items: Sequence[T]) -> list[A]:
+    """A job's per-process work, one process after another in this process."""
+    return [function(item) for item in items]
+
+
 class JobInputs:
     """The process traces of one job (tracer/job.py), each with its own :class:`TraceInputs`.
 
     ``processes[i]`` describes the trace that ``inputs[i]`` reads (on first use, as always).
+    ``map(function, items)`` runs a job analysis's per-process work: here by default, on Dask
+    when the command was given a cluster (tc_analyses.cluster.job_map).
     """
 
-    def __init__(self, path: str | Path, progress: Progress = no_progress) -> None:
+    def __init__(self, path: str | Path, progress: Progress = no_progress,
+                 map: Callable[[Callable[[T], A], Sequence[T]], list[A]] | None = None) -> None:
         from tc_analyses.reader.job import job_traces
         from tc_analyses.reader.metadata import read_metadata
 
@@ -221,6 +244,7 @@ class JobInputs:
         if not self.processes:
             read_metadata(self.path)  # raises the precise error (not a folder, no metadata)
         self.inputs = [TraceInputs(p.path, progress) for p in self.processes]
+        self.map: Any = map if map is not None else map_here
 
     def __repr__(self) -> str:
         return f"JobInputs({str(self.path)!r}, {len(self.processes)} processes)"

@@ -99,9 +99,13 @@ def dask_processes(tmp_path: Path) -> Iterator[str]:
     assert all(p.poll() is not None for p in started)
 
 
-def test_a_scheduler_and_two_workers_give_the_same(job: Path, cli: Any, dask_processes: str) -> None:
+def test_a_scheduler_and_two_workers_give_the_same(job: Path, cli: Any, dask_processes: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     reference = _analysis(cli, job, "--in-process", "--cache", job.parent / "reference-cache")
-    assert _analysis(cli, job, "--scheduler", dask_processes) == reference
+    monkeypatch.chdir(job.parent)  # a relative job folder: the workers run in another folder
+    on_cluster = _analysis(cli, job.name, "--scheduler", dask_processes)
+    assert on_cluster["job"] == job.name  # as the user named it; every trace path is absolute
+    assert {**on_cluster, "job": str(job)} == reference
 
 
 def test_each_trace_s_activity_is_kept_as_parquet_and_read_back(job: Path, tmp_path: Path) -> None:
@@ -125,10 +129,25 @@ def test_each_trace_s_activity_is_kept_as_parquet_and_read_back(job: Path, tmp_p
     assert answer.activity_from == "trace" and answer.document == before.document is not None
 
 
+def test_a_damaged_cache_entry_is_a_miss_and_is_written_again(job: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    trace = next(p for p in sorted(job.iterdir()) if (p / "metadata").is_file() and p.name == "vm-18736")
+    task = TraceTask(str(trace), str(cache), 10, ("overhead",), "cpu")
+    first = run_trace(task)
+    entry = cache_file(cache, trace)
+    for damage in (lambda: (entry / "meta.json").write_text('{"format": 1}'), lambda: (entry / "gpu.parquet").unlink(),
+                   lambda: (entry / "nodes.parquet").write_bytes(b"PAR1 truncated")):
+        damage()
+        again = run_trace(task)
+        assert (again.activity_from, again.document) == ("trace", first.document), again.error
+        assert run_trace(task).activity_from == "cache"  # rewritten whole
+
+
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(job: Path, cli: Any) -> None:
-    result = cli("analyze", job, "--no-sections", "--scheduler", f"tcp://127.0.0.1:{_free_port()}")
-    assert result.exit_code == 2
-    assert "no Dask scheduler answers there" in result.stderr and result.stderr.count("\n") == 1
+    for address in (f"tcp://127.0.0.1:{_free_port()}", "not an address"):
+        result = cli("analyze", job, "--no-sections", "--scheduler", address)
+        assert result.exit_code == 2, result.stderr
+        assert "no Dask scheduler answers there" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_a_job_of_traces_that_all_fail_says_so(tmp_path: Path, cli: Any) -> None:
@@ -163,3 +182,12 @@ def test_a_job_report_has_a_section_per_process_made_on_the_cluster(job: Path, c
     assert len(titles) == 4  # every process, the two that recorded nothing with their reason
     assert text.count("Not analysed") == 2
     assert "<svg" in on_dask.read_text()  # the workers' plots came back inlined
+
+
+def test_the_cross_rank_analysis_reads_each_process_on_the_cluster(job: Path, cli: Any) -> None:
+    reference = cli("ranks", job, "--in-process", "--format", "json")
+    on_dask = cli("ranks", job, "--workers", "2", "--format", "json")
+    assert reference.exit_code == on_dask.exit_code == 0, on_dask.stderr
+    document = json.loads(on_dask.stdout)
+    assert document == json.loads(reference.stdout)
+    assert len(document["result"]["collectives"]) > 0  # joined across the ranks read by the workers

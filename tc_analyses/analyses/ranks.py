@@ -89,8 +89,25 @@ class _Process:
     nodes: RankNodes
 
 
-def _read_process(inputs: Any, rank: int | None, host: str, pid: int | None) -> _Process:
-    trace = inputs.trace
+@dataclass(frozen=True)
+class ProcessRef:
+    """One process trace of the job, as it is sent to wherever it is read (a Dask worker)."""
+
+    path: str
+    rank: int | None
+    host: str
+    pid: int | None
+
+
+def read_process(ref: ProcessRef) -> _Process:
+    """What the comparison needs of one process trace (a job's per-process work: it may run on a
+    Dask worker, and only its answer, lists of numbers and names, comes back)."""
+    from tc_analyses.reader import read_trace
+
+    return _read_process(read_trace(ref.path), ref.path, ref.rank, ref.host, ref.pid)
+
+
+def _read_process(trace: Any, path: str, rank: int | None, host: str, pid: int | None) -> _Process:
     offset = trace.metadata.clock_offset_ns
     ranks = trace.table("process_rank")
     if len(ranks):
@@ -113,7 +130,7 @@ def _read_process(inputs: Any, rank: int | None, host: str, pid: int | None) -> 
                                                          table.text("kind").tolist(), table["bytes"].tolist(),
                                                          table["timestamp"].tolist()))
     collectives = [c[:4] for c in issued]
-    summary = dict(rank=rank, host=host, pid=pid, trace=str(inputs.path), nodes=len(ids), compute_ns=compute_ns,
+    summary = dict(rank=rank, host=host, pid=pid, trace=path, nodes=len(ids), compute_ns=compute_ns,
                    comm_ns=comm_ns, overlap=overlap, collectives=len(collectives))
     edges = trace.table("tensor_edge")
     nodes = RankNodes(-1 if rank is None else rank, ids.tolist(), begins["tid"].tolist(), (start + offset).tolist(),
@@ -150,8 +167,11 @@ def join_collectives(per_rank: dict[int, list[tuple[int, str, int, int]]]) -> tu
 
 
 def analyse(job: Any) -> JobRanks:
-    """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`)."""
-    processes = [_read_process(inputs, p.rank, p.host, p.pid) for p, inputs in zip(job.processes, job.inputs)]
+    """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`). Each process trace
+    is read by ``job.map`` (here, or as Dask tasks); the comparison runs here."""
+    processes = job.map(read_process, [ProcessRef(str(p.path.resolve()), p.rank, p.host, p.pid) for p in job.processes])
+    for process, p in zip(processes, job.processes):  # reported as the user named it
+        process.summary["trace"] = str(p.path)
     ranked = {p.summary["rank"]: p for p in processes if p.summary["rank"] is not None}
     if len(ranked) < 2:
         raise AnalysisUnavailable(f"{job.path}: {len(ranked)} rank(s) among {len(processes)} process traces; "

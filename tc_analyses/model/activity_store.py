@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -98,18 +99,20 @@ def write_activity(activity: Activity, folder: Path) -> None:
     meta = {"format": FORMAT_VERSION, "path": activity.path, "span": list(activity.span),
             "unpaired": activity.unpaired, "rows": {key: len(t) for key, t in parts.items()}}
     folder.parent.mkdir(parents=True, exist_ok=True)
-    scratch = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(scratch, ignore_errors=True)
+    # a scratch folder of its own: other threads, processes or hosts may write the same entry
+    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        scratch.mkdir()
         for key, table in parts.items():
             pq.write_table(table, scratch / f"{key}.parquet", compression="zstd")
         (scratch / "meta.json").write_text(json.dumps(meta) + "\n")
         try:
             os.replace(scratch, folder)
-        except OSError:  # another process wrote it first: theirs is the same activity
-            if not (folder / "meta.json").is_file():
-                raise
+        except OSError:  # another writer was first (theirs is the same activity), or a damaged entry
+            try:
+                read_activity_file(folder)
+            except TraceError:
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(scratch, folder)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -122,11 +125,13 @@ def read_activity_file(folder: Path) -> Activity:
             raise ValueError(f"format {meta.get('format')}, expected {FORMAT_VERSION}")
         parts = {key: pq.read_table(folder / f"{key}.parquet") for key in (*_TABLES, "steps", "devices")}
         tables = {key: _table(cls, parts[key]) for key, cls in _TABLES.items()}
-    except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise TraceError(folder, f"not a dfcompass activity folder ({exc})") from exc
-    steps = [StepRun(*row) for row in zip(*(parts["steps"].column(k).to_pylist() for k in ("step", "tid", "start", "end")))]
-    devices = {i: Device(i, n, k, m) for i, n, k, m in zip(*(parts["devices"].column(c).to_pylist()
-                                                           for c in ("index", "name", "kind", "model")))}
-    return Activity(meta["path"], tables["nodes"], steps, tables["api"], tables["gpu"], devices,  # type: ignore[arg-type]
-                    int(meta["unpaired"]), (int(meta["span"][0]), int(meta["span"][1])),
-                    tables["annotations"], tables["syncs"])  # type: ignore[arg-type]
+        steps = [StepRun(*row) for row in zip(*(parts["steps"].column(k).to_pylist()
+                                                for k in ("step", "tid", "start", "end")))]
+        devices = {i: Device(i, n, k, m) for i, n, k, m in zip(*(parts["devices"].column(c).to_pylist()
+                                                               for c in ("index", "name", "kind", "model")))}
+        return Activity(str(meta["path"]), tables["nodes"], steps, tables["api"],  # type: ignore[arg-type]
+                        tables["gpu"], devices, int(meta["unpaired"]),  # type: ignore[arg-type]
+                        (int(meta["span"][0]), int(meta["span"][1])),
+                        tables["annotations"], tables["syncs"])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, pa.ArrowException) as exc:
+        raise TraceError(folder, f"not a dfcompass activity folder ({type(exc).__name__}: {exc})") from exc

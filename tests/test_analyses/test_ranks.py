@@ -96,7 +96,7 @@ def test_ranks_command_json_and_plots(cli: Callable[..., Any], tmp_path: Path) -
 
 
 def test_a_single_trace_command_on_a_job_of_many_says_what_to_do(cli: Callable[..., Any]) -> None:
-    result = cli("analyze", JOB)
+    result = cli("overhead", JOB)  # (`analyze JOB` analyses every process: tests/test_cluster.py)
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert str(JOB) in line and "4 process traces" in line and "dfcompass ranks" in line
