@@ -180,6 +180,16 @@ def dask_rows(r: dict[str, Any]) -> list[Row]:
     for workers, p in m["beyond_the_cores"].items():
         rows.append((f"  predicted, 16 ranks on {workers} workers", f"{p['seconds_16_ranks']:.1f} s",
                      f"speedup {_x(p['speedup_16_ranks'])} over 1 worker, given {workers} cores ({r['cores']} here)"))
+    hta = r.get("hta", {})
+    if "skipped" in hta:
+        rows.append(("against HTA", "skipped", hta["skipped"]))
+    for h in hta.get("rows", []):
+        rows.append((f"{h['ranks']} Kineto rank(s) x 1M: dfcompass / HTA time", _x(h["time_ratio"]),
+                     f"{h['dfcompass_s']:.1f} s (import {h['import_s']:.1f} s + analyze on 2 workers "
+                     f"{h['analyze_s']:.1f} s) vs {h['hta_s']:.1f} s; goal <= 0.1x"))
+        rows.append(("  peak RSS dfcompass / HTA", _x(h["rss_ratio"]),
+                     f"import {h['import_rss_mib']:.0f} MiB, busiest worker {h['worker_rss_mib']} MiB vs "
+                     f"{h['hta_rss_mib']:.0f} MiB; goal <= 0.1x"))
     return rows
 
 

@@ -98,10 +98,24 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             yield client
         return
     count = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      memory_limit=_memory_per_worker(count), silence_logs=logging.ERROR) as cluster, \
+    # The tasks report their own errors; Dask's logs (a worker's heartbeat cut by the shutdown,
+    # say) would only put tracebacks on the user's terminal.
+    with _quiet("distributed"), \
+            LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
+                         memory_limit=_memory_per_worker(count), silence_logs=logging.CRITICAL) as cluster, \
             Client(cluster) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _memory_per_worker(workers: int) -> int | str:
@@ -168,24 +182,41 @@ class JobAnalysis:
         return "\n".join(lines) + "\n"
 
 
-def run_tasks(function: Callable[[T], A], tasks: Sequence[T], *, scheduler: str | None, workers: int | None,
-              in_process: bool, advance: Callable[[int], None]) -> tuple[list[A], int]:
-    """`function` over `tasks`, on Dask (see the module docstring) or here one after another; the
-    answers in the tasks' order, and how many workers ran them."""
+@contextlib.contextmanager
+def streamed(function: Callable[[T], A], tasks: Sequence[T], *, scheduler: str | None, workers: int | None,
+             in_process: bool, advance: Callable[[int], None]) -> Iterator[tuple[Iterator[A], int]]:
+    """`function` over `tasks`, on Dask (see the module docstring) or here one after another: the
+    answers in the tasks' order, each handed over as soon as it and those before it are done, and
+    let go on the cluster then (the caller holds one at a time if it wants); and how many workers
+    run them (1 in process)."""
     if in_process:
-        answers = []
-        for task in tasks:
-            answers.append(function(task))
-            advance(1)
-        return answers, 1
-    from dask.distributed import as_completed
-
+        yield _advancing((function(task) for task in tasks), advance), 1
+        return
     with dask_client(scheduler, workers) as client:
         used = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
         futures = client.map(function, list(tasks), pure=False)
-        for _ in as_completed(futures):
-            advance(1)
-        return list(client.gather(futures)), used
+
+        def in_order() -> Iterator[A]:
+            for future in futures:
+                answer: A = future.result()
+                future.release()
+                yield answer
+
+        yield _advancing(in_order(), advance), used
+
+
+def _advancing(answers: Iterator[A], advance: Callable[[int], None]) -> Iterator[A]:
+    for answer in answers:
+        advance(1)
+        yield answer
+
+
+def run_tasks(function: Callable[[T], A], tasks: Sequence[T], *, scheduler: str | None, workers: int | None,
+              in_process: bool, advance: Callable[[int], None]) -> tuple[list[A], int]:
+    """Every answer of :func:`streamed`, and how many workers made them (1 in process)."""
+    with streamed(function, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
+                  advance=advance) as (answers, used):
+        return list(answers), used
 
 
 @contextlib.contextmanager
@@ -260,24 +291,27 @@ def report_trace(task: ReportTask) -> Any:
         reason = " ".join(str(exc).split()) if isinstance(exc, DfcompassError) else \
             f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}"
         section = Section(task.path, [Block("Not analysed", reason + "\n")])
-    section.title = f"{task.label}: {section.title}"
+    section.title = _report_title(task)
     return section
+
+
+def _report_title(task: ReportTask) -> str:
+    return f"{task.label}: {task.path}"
 
 
 def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: str, scheduler: str | None = None,
                workers: int | None = None, in_process: bool = False, cache: Path | None = None,
-               progress: Progress = no_progress) -> int:
+               progress: Progress = no_progress) -> None:
     """``dfcompass report JOB/``: one HTML page with a section per process trace, each made by a
-    Dask task. Returns how many workers made them."""
-    from tc_analyses.export.html_report import render
+    Dask task and written to the page as soon as it comes back, in the job's order."""
+    from tc_analyses.export.html_report import write_page
 
     processes = _processes(job)
     tasks = [ReportTask(str(p.path.resolve()), p.label, str(cache.resolve()) if cache else None, devices, peaks_device)
              for p in processes]
-    with progress("traces", len(tasks)) as advance:
-        sections, used = run_tasks(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
-                                   advance=advance)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render(f"dfcompass report of the job {job} ({len(processes)} processes)", sections),
-                      encoding="utf-8")
-    return used
+    with progress("traces", len(tasks)) as advance, \
+            streamed(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
+                     advance=advance) as (sections, _):
+        write_page(output, f"dfcompass report of the job {job} ({len(processes)} processes)",
+                   [_report_title(t) for t in tasks], sections)

@@ -7,6 +7,8 @@ single file with no external resources; every text is escaped (jinja2 autoescape
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
 
 import jinja2
 
@@ -20,7 +22,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 nav a { margin-right: 1em; }
 </style></head><body>
 <h1>{{ title }}</h1>
-<nav>{% for s in sections %}<a href="#s{{ loop.index }}">{{ s.title }}</a>{% endfor %}</nav>
+<nav>{% for t in titles %}<a href="#s{{ loop.index }}">{{ t }}</a>{% endfor %}</nav>
 {% for s in sections %}
 <h2 id="s{{ loop.index }}">{{ s.title }}</h2>
 {% for block in s.blocks %}
@@ -47,9 +49,21 @@ class Section:
     blocks: list[Block] = field(default_factory=list)
 
 
-def render(title: str, sections: list[Section]) -> str:
+def _page() -> jinja2.Template:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(_PAGE).render(title=title, sections=sections)
+    return env.from_string(_PAGE)
+
+
+def render(title: str, sections: list[Section]) -> str:
+    return _page().render(title=title, titles=[s.title for s in sections], sections=sections)
+
+
+def write_page(path: Path, title: str, titles: Sequence[str], sections: Iterable[Section]) -> None:
+    """Write the page section by section as `sections` yields them (`titles` first, for the
+    contents): a job's report never holds more than one section's plots in memory."""
+    with open(path, "w", encoding="utf-8") as out:
+        for chunk in _page().generate(title=title, titles=list(titles), sections=sections):
+            out.write(chunk)
 
 
 def inline_svg(svg_text: str) -> str:

@@ -71,6 +71,9 @@ def plan_text(plan: StreamPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+RASTER_ABOVE = 2_000  # bars drawn as vectors up to this many
+
+
 def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
     """Write ``out_dir/parallelism.png`` and ``.svg``: baseline vs plan, one row per lane."""
     scale, unit = (1e6, "ms") if plan.baseline_ns >= 1e6 else (1e3, "us")
@@ -78,8 +81,11 @@ def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
     heights = [1, max(1.5, rows * 0.6)]
     with figure(2, 1, figsize=SIZE_IN, sharex=True, gridspec_kw={"height_ratios": heights}) as (fig, (top, bottom)):
         colors = ["tab:red" if op.on_critical_path else "tab:blue" for op in plan.ops]
+        # Past a few thousand bars the SVG would be one vector path each (134 MB at 333 k ops):
+        # the bars become an embedded image there, the axes and text stay vectors.
+        dense = len(plan.ops) > RASTER_ABOVE
         top.broken_barh([(op.baseline_start_ns / scale, op.work_ns / scale) for op in plan.ops], (0.1, 0.8),
-                        facecolors=colors, edgecolor="white", linewidth=0.2)
+                        facecolors=colors, edgecolor="white", linewidth=0.2, rasterized=dense)
         top.set_yticks([0.5], [f"one {plan.lane}"])
         top.set_title(f"baseline {fmt_ms(plan.baseline_ns)} vs plan {fmt_ms(plan.plan_ns)}: {plan.speedup:.2f}x, "
                       f"modelled upper bound\n{plan.streams} {plan.lane}s, {plan.syncs} syncs of "
@@ -88,7 +94,7 @@ def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
             ops = [op for op in plan.ops if op.stream == s]
             bottom.broken_barh([(op.start_ns / scale, op.work_ns / scale) for op in ops], (s + 0.1, 0.8),
                                facecolors=["tab:red" if op.on_critical_path else "tab:blue" for op in ops],
-                               edgecolor="white", linewidth=0.2)
+                               edgecolor="white", linewidth=0.2, rasterized=dense)
         end_of = {op.node: op for op in plan.ops}
         for e in plan.sync_edges[:MAX_SYNC_LINES]:
             u, v = end_of[e.producer], end_of[e.consumer]

@@ -308,3 +308,18 @@ def test_large_graphs_skip_the_reduction(monkeypatch: pytest.MonkeyPatch) -> Non
     plan = plan_streams(g, sync_ns=0)
     assert plan.reduced_edges == 3 and plan.width is None  # the transitive edge 0 -> 2 is kept
     assert any("transitive reduction and the width were skipped" in f.text for f in plan.findings)
+
+
+def test_a_dense_plan_s_svg_stays_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past RASTER_ABOVE ops the bars are an embedded image: the SVG no longer grows with the ops
+    (at 333 k ops it was 134 MB of paths, and a job report inlines one per rank)."""
+    from tc_analyses.export import parallelism_report
+
+    n = 3_000
+    plan = plan_streams(dag({f"n{i}": 1_000 + i % 7 for i in range(n)}, [(f"n{i}", f"n{i + 1}") for i in range(n - 1)]),
+                        sync_ns=0)
+    monkeypatch.setattr(parallelism_report, "RASTER_ABOVE", n + 1)
+    vector = write_parallelism_plot(plan, tmp_path / "vector")[1].stat().st_size
+    monkeypatch.setattr(parallelism_report, "RASTER_ABOVE", n // 2)
+    raster = write_parallelism_plot(plan, tmp_path / "raster")[1]
+    assert raster.stat().st_size < vector / 5 and b"<image" in raster.read_bytes()
