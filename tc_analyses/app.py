@@ -56,14 +56,26 @@ def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress 
 
 
 def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool,
-                      progress: Progress = no_progress) -> list[Any]:
+                      progress: Progress = no_progress, cluster: Mapping[str, Any] | None = None) -> list[Any]:
     """Import the Kineto files of one job (one per rank) as a job folder: OUTPUT/<name>/ each,
     named after its file. Their clocks are absolute wall time, so babeltrace2 and Trace Compass
-    open the folder as one job; the rank each file names is kept in its trace's environment."""
+    open the folder as one job; the rank each file names is kept in its trace's environment.
+    With `cluster` (scheduler, workers, in_process) each file is a Dask task (tc_analyses.cluster)."""
     from tc_analyses.reader.job import unique_names
 
     names = unique_names([_stem(f) for f in files])
-    return [import_kineto(f, output / name, overwrite, progress) for f, name in zip(files, names)]
+    if cluster is None or cluster.get("in_process"):
+        return [import_kineto(f, output / name, overwrite, progress) for f, name in zip(files, names)]
+    from tc_analyses.cluster import ImportTask, import_file, run_tasks
+
+    tasks = [ImportTask(str(f.resolve()), str((output / name).resolve()), overwrite) for f, name in zip(files, names)]
+    with progress("importing", len(tasks)) as advance:
+        answers, _ = run_tasks(import_file, tasks, scheduler=cluster.get("scheduler"), workers=cluster.get("workers"),
+                               in_process=False, advance=advance)
+    for summary, error, code in answers:
+        if summary is None:
+            raise ConfigurationError(error) if code == 2 else DfcompassError(error)
+    return [summary for summary, _, _ in answers]
 
 
 def _stem(file: Path) -> str:

@@ -36,6 +36,23 @@ def _window_options(command: F) -> F:
                              "(12ms:30ms, 1.5s:2s).")(command)
 
 
+def _job_options(func: F | None = None, cache: bool = True) -> Any:
+    """--scheduler, --workers, --in-process and --cache: how a job folder's traces are run
+    (docs/jobs.md); ``@_job_options(cache=False)`` leaves out --cache."""
+    if func is None:
+        return lambda f: _job_options(f, cache)
+    for option in reversed([
+            click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at "
+                         "ADDRESS (tcp://HOST:PORT); default: a LocalCluster sized to this machine."),
+            click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker "
+                         "processes (default: one per CPU)."),
+            click.option("--in-process", is_flag=True, help="A job folder: its traces one after another here, without Dask."),
+            click.option("--cache", type=click.Path(file_okay=False, path_type=Path), help="A job folder: where each "
+                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")][:4 if cache else 3]):
+        func = option(func)
+    return func
+
+
 def _window(window: str | None, annotation: str | None, include_last_step: bool) -> Any:
     from tc_analyses.model.window import Window
 
@@ -91,12 +108,15 @@ def repair(trace: Path, dry_run: bool) -> None:
               help="Trace directory to write; with several FILEs, the job folder (one trace per file).")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
 @_FORMAT
+@_job_options(cache=False)
 @_handle_errors
-def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: str) -> None:
+def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: str, scheduler: str | None,
+                  workers: int | None, in_process: bool) -> None:
     """Convert PyTorch profiler (Kineto) traces (.json or .json.gz) into dfcompass traces.
 
     One FILE gives the trace OUTPUT; the files of a job's ranks give OUTPUT/<file name>/ each,
-    with absolute clocks, so babeltrace2 and Trace Compass open OUTPUT as one job.
+    with absolute clocks, so babeltrace2 and Trace Compass open OUTPUT as one job. Several files
+    are converted as Dask tasks (docs/jobs.md), one per file.
     """
     from tc_analyses import app
     from tc_analyses.export import reports
@@ -105,7 +125,8 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
         summary = app.import_kineto(files[0], output, overwrite, _progress)
         click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
         return
-    summaries = app.import_kineto_job(list(files), output, overwrite, _progress)
+    summaries = app.import_kineto_job(list(files), output, overwrite, _progress,
+                                      {"scheduler": scheduler, "workers": workers, "in_process": in_process})
     if fmt == "json":
         click.echo(reports.to_json_document({"job": str(output), "traces": summaries}), nl=False)
     else:
@@ -134,20 +155,6 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
         raise DfcompassError(f"{len(built.problems)} problem(s) in the generated analyses")
     if validate:
         click.echo(f"validated {built.xml_files} files against the XSD and the lint")
-
-
-def _job_options(func: F, cache: bool = True) -> F:
-    """--scheduler, --workers, --in-process and --cache: how a job folder's traces are run (docs/jobs.md)."""
-    for option in reversed([
-            click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at "
-                         "ADDRESS (tcp://HOST:PORT); default: a LocalCluster sized to this machine."),
-            click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker "
-                         "processes (default: one per CPU)."),
-            click.option("--in-process", is_flag=True, help="A job folder: its traces one after another here, without Dask."),
-            click.option("--cache", type=click.Path(file_okay=False, path_type=Path), help="A job folder: where each "
-                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")][:4 if cache else 3]):
-        func = option(func)
-    return func
 
 
 @main.command()

@@ -265,6 +265,29 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
     return analysis
 
 
+# ----------------------------------------------------------------------------------- the import
+@dataclass(frozen=True)
+class ImportTask:
+    """One Kineto file of a job to convert, as it is sent to a worker."""
+
+    file: str
+    output: str
+    overwrite: bool
+
+
+def import_file(task: ImportTask) -> tuple[Any, str, int]:
+    """Convert one Kineto file on a worker: (its ImportSummary, "", 0), or (None, the one-line
+    error, its exit code)."""
+    from tc_analyses import app
+
+    try:
+        return app.import_kineto(Path(task.file), Path(task.output), task.overwrite), "", 0
+    except DfcompassError as exc:
+        return None, " ".join(str(exc).split()), exc.exit_code
+    except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
+        return None, f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", 1
+
+
 # ----------------------------------------------------------------------------------- the report
 @dataclass(frozen=True)
 class ReportTask:

@@ -191,3 +191,27 @@ def test_the_cross_rank_analysis_reads_each_process_on_the_cluster(job: Path, cl
     document = json.loads(on_dask.stdout)
     assert document == json.loads(reference.stdout)
     assert len(document["result"]["collectives"]) > 0  # joined across the ranks read by the workers
+
+
+def _kineto_file(path: Path, rank: int, start_us: int) -> Path:
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 10 + rank, "tid": 1, "ts": start_us + 10 * i, "dur": 5,
+               "args": {"External id": i + 1}} for i, name in enumerate(["aten::mm", "aten::add", "aten::relu"])]
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}))
+    return path
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_ranks_kineto_files_are_imported_as_tasks(tmp_path: Path, cli: Any) -> None:
+    files = [_kineto_file(tmp_path / f"rank{r}.json", r, 1_694_039_968_933_321 + r) for r in range(2)]
+    here = cli("import-kineto", *files, "-o", tmp_path / "here", "--in-process", "--format", "json")
+    on_dask = cli("import-kineto", *files, "-o", tmp_path / "dask", "--workers", "2", "--format", "json")
+    assert here.exit_code == on_dask.exit_code == 0, on_dask.stderr
+    assert _tree(tmp_path / "here") == _tree(tmp_path / "dask") and len(_tree(tmp_path / "dask")) > 4
+    ours = json.loads(on_dask.stdout)["traces"]
+    assert [Path(t["output"]).name for t in ours] == ["rank0", "rank1"]
+    (tmp_path / "rank1.json").write_text('{"traceEvents": [')  # cut short
+    broken = cli("import-kineto", *files, "-o", tmp_path / "broken", "--workers", "2")
+    assert broken.exit_code == 1 and "rank1.json" in broken.stderr and broken.stderr.count("\n") == 1
