@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 def job(tmp_path: Path) -> Path:
     """A copy of the committed two-rank job (its cache goes inside, as by default)."""
     copy = tmp_path / "job"
-    shutil.copytree(JOB, copy)
+    shutil.copytree(JOB, copy, ignore=shutil.ignore_patterns(".dfcompass-cache"))  # a run on the committed job
     return copy
 
 
@@ -118,6 +118,7 @@ def test_each_trace_s_activity_is_kept_as_parquet_and_read_back(job: Path, tmp_p
     assert used and {a.activity_from for a in used} == {"trace"}
     assert {a.activity_from for a in again.answers if a.document is not None} == {"cache"}
     stored = [cache_file(cache, t) for t in traces]
+    assert all(s.stat().st_mode & 0o055 for s in stored if s.exists())  # not mkdtemp's 0700: the job's users share it
     assert all((s / "nodes.parquet").is_file() for s, t in zip(stored, traces)
                if any(a.path == str(t) and a.document is not None for a in first.answers))
     # a trace written again is a new trace: its old activity is not read

@@ -40,6 +40,15 @@ from tc_analyses.model.activity import (Activity, AnnotationTable, ApiTable, Dev
 from tc_analyses.model.tables import RunTable
 
 FORMAT_VERSION = 1
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # read once, at import: umask() is process-wide, so not from worker threads
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
 _TABLES: dict[str, type[RunTable[Any]]] = {"nodes": NodeTable, "api": ApiTable, "gpu": GpuTable,
                                            "annotations": AnnotationTable, "syncs": SyncTable}
 
@@ -101,6 +110,7 @@ def write_activity(activity: Activity, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     # a scratch folder of its own: other threads, processes or hosts may write the same entry
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    os.chmod(scratch, 0o777 & ~_UMASK)  # mkdtemp's 0700 would keep the entry from the job's other users
     try:
         for key, table in parts.items():
             pq.write_table(table, scratch / f"{key}.parquet", compression="zstd")
