@@ -198,8 +198,12 @@ def analyze_job(job: Path, *, scheduler: str | None, workers: int | None, in_pro
     from tc_analyses.cluster import analyze_job as run
 
     return run(job, scheduler=scheduler, workers=workers, in_process=in_process, top=top, sections=sections,
-               peaks_device=peaks_device, cache=cache if cache is not None else job / ".dfcompass-cache",
-               progress=progress)
+               peaks_device=peaks_device, cache=_job_cache(job, cache), progress=progress)
+
+
+def _job_cache(job: Path, cache: Path | None) -> Path:
+    """Where a job's Parquet intermediate goes: `cache`, else inside the job folder."""
+    return cache if cache is not None else job / ".dfcompass-cache"
 
 
 def report_job(job: Path, output: Path, devices: str | None, peaks_device: str, *, scheduler: str | None,
@@ -208,7 +212,7 @@ def report_job(job: Path, output: Path, devices: str | None, peaks_device: str, 
     from tc_analyses.cluster import report_job as run
 
     run(job, output, devices=devices, peaks_device=peaks_device, scheduler=scheduler, workers=workers,
-        in_process=in_process, cache=cache if cache is not None else job / ".dfcompass-cache", progress=progress)
+        in_process=in_process, cache=_job_cache(job, cache), progress=progress)
 
 
 def _peaks_options(peaks_device: str) -> dict[str, dict[str, Any]]:

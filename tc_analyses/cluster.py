@@ -58,10 +58,20 @@ class TraceAnswer:
     path: str
     document: dict[str, Any] | None  # the trace's analyze JSON; None when it failed
     error: str  # the one-line error when it failed
-    exit_code: int
-    seconds: float
     peak_rss_mib: int  # of the worker process, so far
     activity_from: str  # "cache" or "trace"
+    node_times: list[dict[str, Any]] = field(default_factory=list)  # every op's, not only the top ones
+
+
+def failure(exc: BaseException) -> str:
+    """What a worker sends back instead of its traceback: a dfcompass error names the file and
+    its problem as it is; anything else says what it was, on one line."""
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, DfcompassError) else f"internal error: {type(exc).__name__}: {text}"
+
+
+# every op of a trace: the job's top nodes add the ranks' figures, so a rank's own cut cannot be used
+_ALL_NODES = 1_000_000_000
 
 
 def run_trace(task: TraceTask) -> TraceAnswer:
@@ -69,17 +79,17 @@ def run_trace(task: TraceTask) -> TraceAnswer:
     dfcompass error names the trace and its problem, and the client reports it as it is."""
     from tc_analyses import app
 
-    began = time.perf_counter()
+    document, error, source, node_times = None, "", "", []
     try:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
-        analysis = app.analyze(inputs, (), task.top, task.sections, task.peaks_device, None)
-        document, error, code, source = json.loads(analysis.json()), "", 0, inputs.activity_from
-    except DfcompassError as exc:
-        document, error, code, source = None, " ".join(str(exc).split()), exc.exit_code, ""
+        document = json.loads(app.analyze(inputs, (), _ALL_NODES, task.sections, task.peaks_device, None).json())
+        # the top nodes are sorted already: the trace's own --top is their first rows
+        node_times, document["top_nodes"] = document["top_nodes"], document["top_nodes"][:task.top]
+        source = inputs.activity_from
     except Exception as exc:  # noqa: BLE001 (a worker's traceback must not reach the user's terminal)
-        document, error, code, source = None, f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", 1, ""
+        error = failure(exc)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    return TraceAnswer(task.path, document, error, code, time.perf_counter() - began, rss, source)
+    return TraceAnswer(task.path, document, error, rss, source, node_times)
 
 
 @contextlib.contextmanager
@@ -142,10 +152,11 @@ class JobAnalysis:
         return [a.document for a in self.answers if a.document is not None]
 
     def top_nodes(self, top: int) -> list[dict[str, Any]]:
-        """The top nodes of every trace merged: counts and totals added, the longest kept."""
+        """Every trace's nodes merged by op (counts and totals added, the longest kept), the first
+        `top` by total time."""
         merged: dict[str, dict[str, Any]] = {}
-        for document in self.documents():
-            for row in document.get("top_nodes", []):
+        for answer in self.answers:
+            for row in answer.node_times:
                 into = merged.setdefault(row["op"], {"op": row["op"], "count": 0, "total_ns": 0, "max_ns": 0})
                 into["count"] += row["count"]
                 into["total_ns"] += row["total_ns"]
@@ -282,10 +293,8 @@ def import_file(task: ImportTask) -> tuple[Any, str, int]:
 
     try:
         return app.import_kineto(Path(task.file), Path(task.output), task.overwrite), "", 0
-    except DfcompassError as exc:
-        return None, " ".join(str(exc).split()), exc.exit_code
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
-        return None, f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", 1
+        return None, failure(exc), exc.exit_code if isinstance(exc, DfcompassError) else 1
 
 
 # ----------------------------------------------------------------------------------- the report
@@ -310,10 +319,8 @@ def report_trace(task: ReportTask) -> Any:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
             section, _ = app.report_section(inputs, Path(work), task.devices, task.peaks_device)
-    except Exception as exc:  # noqa: BLE001 (a dfcompass error names the trace; others say what they were)
-        reason = " ".join(str(exc).split()) if isinstance(exc, DfcompassError) else \
-            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}"
-        section = Section(task.path, [Block("Not analysed", reason + "\n")])
+    except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
+        section = Section(task.path, [Block("Not analysed", failure(exc) + "\n")])
     section.title = _report_title(task)
     return section
 

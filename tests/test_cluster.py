@@ -216,3 +216,19 @@ def test_the_ranks_kineto_files_are_imported_as_tasks(tmp_path: Path, cli: Any) 
     (tmp_path / "rank1.json").write_text('{"traceEvents": [')  # cut short
     broken = cli("import-kineto", *files, "-o", tmp_path / "broken", "--workers", "2")
     assert broken.exit_code == 1 and "rank1.json" in broken.stderr and broken.stderr.count("\n") == 1
+
+
+def test_the_job_s_top_nodes_add_every_op_of_every_rank_not_only_each_rank_s_top(job: Path, cli: Any) -> None:
+    """With --top 1 each rank shows one op, yet the job's rows are the ranks' whole figures added."""
+    merged = _analysis(cli, job, "--in-process", "--no-sections", "--top", "3")["top_nodes"]
+    totals: dict[str, list[int]] = {}
+    for trace in sorted(p for p in job.iterdir() if (p / "metadata").is_file()):
+        one = cli("analyze", trace, "--no-sections", "--top", "1000", "--format", "json")
+        for row in json.loads(one.stdout).get("top_nodes", []) if one.exit_code == 0 else []:
+            into = totals.setdefault(row["op"], [0, 0])
+            into[0] += row["count"]
+            into[1] += row["total_ns"]
+    expected = sorted(totals.items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
+    assert [(r["op"], [r["count"], r["total_ns"]]) for r in merged] == expected
+    one_rank = _analysis(cli, job, "--in-process", "--no-sections", "--top", "1")
+    assert all(len(r["analysis"]["top_nodes"]) <= 1 for r in one_rank["ranks"] if "analysis" in r)
