@@ -583,15 +583,26 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
 
 def record_torch_workload(trace: Path, args: list[str]) -> int:
     """Record the embedded torch workload into `trace` (it records itself); its exit code."""
+    return _record_workload("torch", "tracer.workloads.torch_models", trace, args,
+                            "the torch demo workload needs torch (pip install torch==2.13.0); "
+                            "or run: dfcompass demo --workload pipeline")
+
+
+def record_tf_workload(trace: Path, args: list[str]) -> int:
+    """Record the embedded Keras CNN into `trace` (it records itself with TFRecorder); its exit code."""
+    return _record_workload("tensorflow", "tracer.workloads.tf_models", trace, args,
+                            "the TensorFlow demo workload needs tensorflow: pip install -e '.[tf]'")
+
+
+def _record_workload(package: str, module: str, trace: Path, args: list[str], missing: str) -> int:
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:
-        raise ConfigurationError("the torch demo workload needs torch (pip install torch==2.13.0); "
-                                 "or run: dfcompass demo --workload pipeline")
+    if importlib.util.find_spec(package) is None:
+        raise ConfigurationError(missing)
     env = dict(os.environ)
     env.pop(JOB_ENV, None)  # the workload records itself: no autostarted session beside it
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "tracer.workloads.torch_models", "--out", str(trace), "--overwrite", *args]
+    command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
     return subprocess.run(command, env=env).returncode
 
 
@@ -610,7 +621,8 @@ def record_batch_trajectory(folder: Path, progress: Progress = no_progress) -> l
 
 
 # --------------------------------------------------------------------------------------- demo
-def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: Progress = no_progress) -> None:
+def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: Progress = no_progress,
+         framework: str = "torch") -> None:
     """Record an embedded workload into OUTPUT/trace, then run the whole pipeline on it: info,
     Trace Compass analyses and their headless summary, placement, and one HTML report."""
     from tc_analyses.export import reports
@@ -624,6 +636,9 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     if workload == "pipeline":
         code = run_recorded(trace, [sys.executable, "-m", "tracer.workloads.pipeline", "--steps", str(steps or 20)],
                             True).code
+    elif framework == "tf":
+        workload = "tf"
+        code = record_tf_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
     else:
         code = record_torch_workload(trace, [] if steps is None else ["--steps-train", str(steps)])
     if code != 0:
@@ -658,7 +673,7 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
         (output / "report" / "trajectory").mkdir(exist_ok=True)
         sections.append(trajectory_section(runs, [str(b) for b in DEMO_BATCHES], "batch", "cpu",
                                            output / "report" / "trajectory"))
-    verified = demo_verified_plan(output / "verified", echo, progress)
+    verified = demo_verified_plan(output / "verified", echo, progress) if workload != "tf" else ""
     if verified:
         sections.append(Section("A plan verified on this machine", [Block("dfcompass verify", verified)]))
     (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")

@@ -436,11 +436,14 @@ def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, com
                    "pipeline: the threaded numpy pipeline (tracer/workloads/pipeline.py); "
                    "ddp: a 2-rank DistributedDataParallel job on gloo with a slowed rank (tracer/workloads/ddp.py), "
                    "compared by dfcompass ranks.")
+@click.option("--framework", type=click.Choice(["torch", "tf"]), default="torch", show_default=True,
+              help="tf: the embedded workload is a small Keras CNN (tracer/workloads/tf_models.py), eager "
+                   "inference then model.fit, recorded with tracer.tf_source.TFRecorder (needs the [tf] extra).")
 @click.option("--steps", type=click.IntRange(1, 10_000), default=None,
               help="torch: training steps per model (default 3, after 2 inference steps each); "
                    "pipeline: steps (default 20).")
 @_handle_errors
-def demo(output: Path, workload: str, steps: int | None) -> None:
+def demo(output: Path, workload: str, framework: str, steps: int | None) -> None:
     """Record an embedded workload (PyTorch by default) into OUTPUT/trace, generate its Trace Compass
     analyses into OUTPUT/analyses and print the trace's info and headless summary.
 
@@ -449,7 +452,7 @@ def demo(output: Path, workload: str, steps: int | None) -> None:
     """
     from tc_analyses import app
 
-    app.demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress)
+    app.demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress, framework)
 
 
 if __name__ == "__main__":

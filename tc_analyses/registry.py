@@ -218,6 +218,13 @@ ANALYSES: tuple[Entry, ...] = (
           {"memcpy_begin": NEEDED, "memcpy_end": NEEDED, "memset_begin": USED, "memset_end": USED,
            "api_enter": USED, "api_exit": USED, "step_begin": USED, "step_end": USED, "device_info": NEEDED},
           report="tc_analyses.export.bandwidth_report"),
+    Entry("eager-overhead", "Eager runtime overhead (paper d, on the host)",
+          "Framework time against kernel time of each eager op (TensorFlow eager): hiding ratio per step, "
+          "the shortest kernel that hides the framework per op type, and the share of short ops.",
+          "tc_analyses.analyses.eager_overhead",
+          {"annotation_begin": NEEDED, "annotation_end": NEEDED, "node_begin": NEEDED, "node_end": NEEDED,
+           "step_begin": USED, "step_end": USED},
+          report="tc_analyses.export.eager_overhead_report"),
     Entry("sequences", "Frequent kernel sequences (HTA-compatible): fusion candidates",
           "Ops that launch the same sequence of GPU kernels again and again, most frequent first, with their GPU and "
           "CPU time: candidates for fusion.",

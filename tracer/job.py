@@ -26,6 +26,7 @@ from tracer.session import Session
 
 JOB_ENV = "DFCOMPASS_RECORD_DIR"
 TORCH_ENV = "DFCOMPASS_TORCH"
+TF_ENV = "DFCOMPASS_TF"  # "0": do not start a TFRecorder when the program imports TensorFlow
 FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
 
 
@@ -46,17 +47,21 @@ def _safe(name: str) -> str:
 class _JobProcess:
     """This process's part of the job: its session, its PyTorch recorder, and forks to follow."""
 
-    def __init__(self, job: Path, torch: bool) -> None:
+    def __init__(self, job: Path, torch: bool, tensorflow: bool = True) -> None:
         self.job = job
         self.torch = torch
+        self.tensorflow = tensorflow
         self.session: Session | None = None
 
     def start(self) -> None:
         self.session = Session(process_trace_path(self.job)).start()
-        if self.torch:
-            from tracer.import_hooks import call_after_import
+        from tracer.import_hooks import call_after_import
 
+        if self.torch:
             call_after_import("torch", self._start_torch_recorder)
+        if self.tensorflow:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF loads: its C++ notices bury the output
+            call_after_import("tensorflow", self._start_tf_recorder)
 
     def _start_torch_recorder(self, _module: ModuleType) -> None:
         try:
@@ -66,6 +71,14 @@ class _JobProcess:
             TorchRecorder(self.session).start()
         except Exception as exc:  # tracing must never stop the program from running
             print(f"dfcompass: error: cannot record PyTorch in process {os.getpid()}: {exc}", file=sys.stderr)
+
+    def _start_tf_recorder(self, _module: ModuleType) -> None:
+        try:
+            from tracer.tf_source import TFRecorder
+
+            TFRecorder(self.session).start()  # converts when the session stops (a stop hook)
+        except Exception as exc:  # tracing must never stop the program from running
+            print(f"dfcompass: error: cannot record TensorFlow in process {os.getpid()}: {exc}", file=sys.stderr)
 
     def after_fork_in_child(self) -> None:
         """A fork child: its parent's session is off here (tracer.session); start its own."""
@@ -104,9 +117,10 @@ def start_from_environment() -> _JobProcess | None:
         return None
     follow = os.environ.get(FOLLOW_ENV, "1") != "0"
     torch = os.environ.get(TORCH_ENV, "1") != "0"
+    tensorflow = os.environ.get(TF_ENV, "1") != "0"
     if not follow:
         os.environ.pop(JOB_ENV, None)
-    process = _JobProcess(Path(job), torch)
+    process = _JobProcess(Path(job), torch, tensorflow)
     process.start()
     _stop_at_multiprocessing_exit(process.session)
     if follow:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator
 from tracer import schema
 from tracer.collectives import collective_kind
 from tracer.copy_kinds import copy_ends, copy_kind_of
+from tracer.batch import Batch
 from tracer.session import Session, active_session
 
 MODULE_MARK = "dfc.module::"
@@ -53,8 +54,6 @@ _STEP_MARK = "ProfilerStep#"
 # own communication spans (gloo's worker threads, NCCL's record functions).
 _NODE_PREFIXES = ("aten::", "c10d::", "gloo:", "nccl:")
 _MAX_SEQ_SCOPES = 200_000
-# Per event class, the positions of its string-id fields (a batch interns the text given there).
-_SID_FIELDS = {cls.short: tuple(i for i, f in enumerate(cls.fields) if f.type == "sid") for cls in schema.CATALOGUE}
 
 
 def _import_torch() -> Any:
@@ -488,7 +487,7 @@ class TorchRecorder:
             for root in results.experimental_event_tree():
                 collector.walk(root, "", schema.NO_STEP, "")
             collector.steps_by_time()
-            batch = _Batch(session, session.trace.origin_ts, self._clock_offset(session))
+            batch = Batch(session, session.trace.origin_ts, self._clock_offset(session))
             self._note_rank()
             if self._rank is not None and not self._rank_written:
                 self._write_rank(batch)
@@ -523,7 +522,7 @@ class TorchRecorder:
             count *= dim
         return count * size
 
-    def _write_nodes(self, batch: "_Batch", collector: _Collector) -> None:
+    def _write_nodes(self, batch: "Batch", collector: _Collector) -> None:
         """Nodes and their exact input edges; see the module docstring for the writer rule.
 
         Within a window a tensor is known by its profiler TensorID. Those ids are renumbered in
@@ -622,7 +621,7 @@ class TorchRecorder:
             self._torch.distributed.destroy_process_group = self._destroy_original
             self._destroy_original = None
 
-    def _write_rank(self, batch: "_Batch") -> None:
+    def _write_rank(self, batch: "Batch") -> None:
         """dfc:process_rank, once."""
         assert self._rank is not None
         rank, world, backend = self._rank
@@ -631,7 +630,7 @@ class TorchRecorder:
                   int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
         self._rank_written = True
 
-    def _write_collective(self, batch: "_Batch", key: str, node: _Node, node_id: int, kind: str,
+    def _write_collective(self, batch: "Batch", key: str, node: _Node, node_id: int, kind: str,
                           tensors: list[list[Any]]) -> None:
         payload = sum(self._nbytes(meta) for meta in tensors[0]) if tensors else 0
         rank, size = (self._rank[0], self._rank[1]) if self._rank is not None else (0xFFFFFFFF, 0)
@@ -649,14 +648,14 @@ class TorchRecorder:
             found = self._args_cache[key] = (shapes, dtypes)
         return found
 
-    def _write_memory(self, batch: "_Batch", collector: _Collector) -> None:
+    def _write_memory(self, batch: "Batch", collector: _Collector) -> None:
         for ts, ptid, device_name, ptr, size, total in collector.memory:
             tid = collector.os_tids.get(ptid, ptid)
             device = batch.device(device_name)
             kind = "mem_alloc" if size > 0 else "mem_free"
             batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0))
 
-    def _write_gpu(self, batch: "_Batch", events: Any, collector: _Collector) -> None:
+    def _write_gpu(self, batch: "Batch", events: Any, collector: _Collector) -> None:
         """Runtime API calls and GPU activity from Kineto's event list (CUDA only)."""
         cuda_type = self._torch.autograd.DeviceType.CUDA
         launched: set[int] = set()
@@ -691,53 +690,3 @@ class TorchRecorder:
         for tid, start, corr in calls:  # the calls whose GPU work is in this window
             if corr in launched:
                 batch.add("launch", f"torch-api-{tid}", start, tid, corr)
-
-
-class _Batch:
-    """Events of one profile window, written sorted per stream into the session's trace."""
-
-    def __init__(self, session: Session, floor: int, offset: int) -> None:
-        self.session = session
-        self._floor = floor
-        self._offset = offset
-        self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-        self._strings: list[tuple[int, int, str]] = []
-        self._defined: dict[str, tuple[int, int]] = {}  # text -> (sid, earliest definition time) seen here
-
-    def device(self, name: str) -> int:
-        return self.session.device(name)
-
-    def add(self, short_name: str, key: str, epoch_ns: int, *values: Any) -> None:
-        ts = epoch_ns - self._offset
-        if ts < self._floor:
-            ts = self._floor
-        positions = _SID_FIELDS[short_name]
-        if positions:
-            row = list(values)
-            for at in positions:
-                if isinstance(row[at], str):
-                    row[at] = self._sid(row[at], ts)
-            values = tuple(row)
-        rows = self._rows.get((short_name, key))
-        if rows is None:
-            rows = self._rows[(short_name, key)] = []
-        rows.append((ts, *values))
-
-    def _sid(self, text: str, ts: int) -> int:
-        define_at = max(ts - 1, self._floor)
-        known = self._defined.get(text)
-        if known is not None and known[1] <= define_at:  # defined no later than this use
-            return known[0]
-        sid, needs_definition = self.session.intern_at(text, define_at)
-        if needs_definition:
-            self._strings.append((define_at, sid, text))
-        self._defined[text] = (sid, define_at if known is None else min(known[1], define_at))
-        return sid
-
-    def flush(self) -> None:
-        trace = self.session.trace
-        assert trace is not None
-        if self._strings:
-            trace.write_events(schema.STRING_DEF, "torch", self._strings)
-        for (short_name, key), rows in sorted(self._rows.items()):
-            trace.write_events(schema.BY_SHORT[short_name], key, rows)

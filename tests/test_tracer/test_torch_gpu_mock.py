@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 
 from tc_analyses.reader import read_trace  # noqa: E402
 from tracer.session import Session  # noqa: E402
-from tracer.torch_source import TorchRecorder, _Batch, _Collector  # noqa: E402
+from tracer.batch import Batch  # noqa: E402
+from tracer.torch_source import TorchRecorder, _Collector  # noqa: E402
 
 CUDA = torch.autograd.DeviceType.CUDA
 CPU = torch.autograd.DeviceType.CPU
@@ -61,7 +62,7 @@ def test_gpu_events_map_to_queues_with_correlation(tmp_path: Path) -> None:
         ]
         recorder = TorchRecorder(session, cuda=False)
         collector = _Collector(torch)
-        batch = _Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())  # type: ignore[union-attr]
+        batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())  # type: ignore[union-attr]
         recorder._write_gpu(batch, events, collector)
         batch.flush()
     finally:

@@ -1,0 +1,65 @@
+"""One converted profile window, written into a live session's trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracer import schema
+from tracer.session import Session
+
+# Per event class, the positions of its string-id fields (a batch interns the text given there).
+_SID_FIELDS = {cls.short: tuple(i for i, f in enumerate(cls.fields) if f.type == "sid") for cls in schema.CATALOGUE}
+
+
+class Batch:
+    """Events of one profile window, written sorted per stream into the session's trace.
+
+    Sources that convert a profiler's output after the fact (torch, TensorFlow) add events with
+    the profiler's epoch-ns times; ``offset`` takes them to the trace clock, ``floor`` keeps them
+    after the trace's origin, and text fields are interned (defined before their first use)."""
+
+    def __init__(self, session: Session, floor: int, offset: int) -> None:
+        self.session = session
+        self._floor = floor
+        self._offset = offset
+        self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        self._strings: list[tuple[int, int, str]] = []
+        self._defined: dict[str, tuple[int, int]] = {}  # text -> (sid, earliest definition time) seen here
+
+    def device(self, name: str) -> int:
+        return self.session.device(name)
+
+    def add(self, short_name: str, key: str, epoch_ns: int, *values: Any) -> None:
+        ts = epoch_ns - self._offset
+        if ts < self._floor:
+            ts = self._floor
+        positions = _SID_FIELDS[short_name]
+        if positions:
+            row = list(values)
+            for at in positions:
+                if isinstance(row[at], str):
+                    row[at] = self._sid(row[at], ts)
+            values = tuple(row)
+        rows = self._rows.get((short_name, key))
+        if rows is None:
+            rows = self._rows[(short_name, key)] = []
+        rows.append((ts, *values))
+
+    def _sid(self, text: str, ts: int) -> int:
+        define_at = max(ts - 1, self._floor)
+        known = self._defined.get(text)
+        if known is not None and known[1] <= define_at:  # defined no later than this use
+            return known[0]
+        sid, needs_definition = self.session.intern_at(text, define_at)
+        if needs_definition:
+            self._strings.append((define_at, sid, text))
+        self._defined[text] = (sid, define_at if known is None else min(known[1], define_at))
+        return sid
+
+    def flush(self) -> None:
+        trace = self.session.trace
+        assert trace is not None
+        if self._strings:
+            trace.write_events(schema.STRING_DEF, "torch", self._strings)
+        for (short_name, key), rows in sorted(self._rows.items()):
+            trace.write_events(schema.BY_SHORT[short_name], key, rows)

@@ -1,0 +1,218 @@
+"""TensorFlow source: tf.function graph ops with their exact edges, and eager ops, into a dfcompass trace.
+
+Mechanism (docs/tensorflow.md): TensorFlow's own profiler (``tf.profiler.experimental``) for the
+times, and the runtime's run metadata (``context.enable_run_metadata``) for the graphs that ran:
+the post-optimisation partition graphs, whose node names are the profile's (``<node>:<OpType>``)
+and whose nodes carry the device they were placed on. Tensor sizes come from the traced
+``FuncGraph`` of each function (static shapes). :mod:`tracer.tf_xspace` does the conversion.
+
+``with TFRecorder("out/trace") as rec:`` records everything in between; ``rec.step()`` (or the
+Keras callback from ``rec.keras_callback()``) marks steps. ``dfcompass record -- python prog.py``
+starts one on its own when the program imports TensorFlow.
+
+TensorFlow is imported lazily: the rest of ``tracer`` still needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tracer.batch import Batch
+from tracer.session import Session, active_session
+from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
+
+
+_active: "TFRecorder | None" = None
+
+
+def active_recorder() -> "TFRecorder | None":
+    """The TFRecorder recording now (``dfcompass record`` starts one), or None."""
+    return _active
+
+
+def _import_tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up notices would bury the program's output
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        raise RuntimeError("recording TensorFlow needs tensorflow: pip install 'dfcompass[tf]'") from exc
+    return tf
+
+
+class FuncGraphSizes:
+    """Output sizes from the Python ``FuncGraph`` of every function alive at the end of recording.
+
+    A node of an inlined call is named ``<call op>/<node in the callee>``: the call op's ``f``
+    attribute names the callee, where the rest of the name is looked up.
+    """
+
+    def __init__(self, tf: Any) -> None:
+        from tensorflow.python.eager.polymorphic_function.atomic_function import AtomicFunction
+
+        self._graphs: dict[str, Any] = {}
+        for obj in gc.get_objects():
+            if isinstance(obj, AtomicFunction):
+                name = obj.name.decode() if isinstance(obj.name, bytes) else str(obj.name)
+                self._graphs[name] = obj.graph
+
+    def nbytes(self, function: str, node: str, slot: int) -> int:
+        graph = self._graphs.get(function)
+        depth = 0
+        while graph is not None and depth < 8:
+            try:
+                op = graph.get_operation_by_name(node)
+            except (KeyError, ValueError):
+                head, _, rest = node.partition("/")
+                try:
+                    call = graph.get_operation_by_name(head) if rest else None
+                except (KeyError, ValueError):
+                    return 0
+                if call is None or "f" not in call.node_def.attr:
+                    return 0
+                graph, node, depth = self._graphs.get(call.node_def.attr["f"].func.name), rest, depth + 1
+                continue
+            if slot >= len(op.outputs):
+                return 0
+            tensor = op.outputs[slot]
+            if not tensor.shape.is_fully_defined():
+                return 0
+            return int(tensor.shape.num_elements()) * int(tensor.dtype.size)
+        return 0
+
+
+class TFRecorder:
+    """Record a TensorFlow program into a dfcompass trace, like ``tf.profiler.experimental.start``.
+
+    Given a path, the recorder runs its own :class:`Session`; given a session (or with one already
+    active), it records into it. The profile is converted when the recorder stops.
+    """
+
+    def __init__(self, trace: "str | os.PathLike[str] | Session | None" = None, **session_options: Any) -> None:
+        self._tf = _import_tf()
+        self._own_session = isinstance(trace, (str, os.PathLike))
+        self._session_arg = trace
+        self._session_options = session_options
+        self._logdir: str | None = None
+        self._steps: list[tuple[int, int, int]] = []  # (begin, end, step) in epoch ns
+        self._step_open: tuple[int, int] | None = None
+        self._step_count = 0
+        self.session: Session | None = None
+        self.result: Converted | None = None
+
+    def __enter__(self) -> "TFRecorder":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> "TFRecorder":
+        tf = self._tf
+        from tensorflow.python.eager import context
+
+        if self._own_session:
+            options = dict(self._session_options)
+            options["env"] = {"tf_version": tf.__version__,
+                              "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+                              "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+                              **options.get("env", {})}
+            self.session = Session(self._session_arg, **options).start()  # type: ignore[arg-type]
+        else:
+            self.session = self._session_arg or active_session()  # type: ignore[assignment]
+            if self.session is None:
+                raise RuntimeError("TFRecorder needs a trace path or an active dfcompass session")
+        self.session.device("cpu")
+        for gpu in tf.config.list_physical_devices("GPU"):
+            self.session.device(f"cuda:{gpu.name.rsplit(':', 1)[-1]}")
+        self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
+        context.enable_run_metadata()
+        options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3, python_tracer_level=0,
+                                                           device_tracer_level=1)
+        tf.profiler.experimental.start(self._logdir, options=options)
+        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
+        global _active
+        _active = self
+        return self
+
+    # ------------------------------------------------------------------ steps
+    def step(self) -> None:
+        """End the step in progress (if any) and begin the next one."""
+        self.end_step()
+        self.begin_step()
+
+    def begin_step(self) -> None:
+        self.end_step()
+        self._step_open = (time.time_ns(), self._step_count)
+        self._step_count += 1
+
+    def end_step(self) -> None:
+        if self._step_open is not None:
+            begin, number = self._step_open
+            self._steps.append((begin, time.time_ns(), number))
+            self._step_open = None
+
+    def keras_callback(self) -> Any:
+        """A Keras callback that makes each training batch a step."""
+        recorder = self
+
+        class _Steps(self._tf.keras.callbacks.Callback):  # type: ignore[name-defined]
+            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                recorder.begin_step()
+
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                recorder.end_step()
+
+        return _Steps()
+
+    # ------------------------------------------------------------------ stop and convert
+    def stop(self) -> None:
+        if self._logdir is None:
+            return
+        logdir, self._logdir = self._logdir, None
+        global _active
+        if _active is self:
+            _active = None
+        session = self.session
+        if session is not None:
+            session.discard_stop_hook(self.stop)
+        tf = self._tf
+        from tensorflow.python.eager import context
+
+        try:
+            self.end_step()
+            tf.profiler.experimental.stop()
+            metadata = context.export_run_metadata()
+            context.disable_run_metadata()
+            if session is not None and session.active and session.trace is not None:
+                self.result = self._convert(session, Path(logdir), metadata)
+        finally:
+            shutil.rmtree(logdir, ignore_errors=True)
+            if self._own_session and session is not None:
+                session.stop()
+
+    def _convert(self, session: Session, logdir: Path, metadata: Any) -> Converted:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+        space = xplane_pb2.XSpace()
+        files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+        if not files:
+            raise RuntimeError(f"{logdir}: the TensorFlow profiler wrote no .xplane.pb")
+        space.ParseFromString(files[-1].read_bytes())
+        graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
+        assert session.trace is not None
+        batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
+        converter = XSpaceConverter(batch, graphs, FuncGraphSizes(self._tf), session.new_node_id,
+                                    session.new_tensor_id, self._steps, pid=os.getpid())
+        result = converter.convert(space)
+        for begin, end, step in self._steps:
+            tid = threading.get_native_id()
+            batch.add("step_begin", f"tf-steps-{tid}", begin, step, tid)
+            batch.add("step_end", f"tf-steps-{tid}", end, step, tid)
+        batch.flush()
+        return result

@@ -1,0 +1,403 @@
+"""TensorFlow profiles (XSpace protobuf) into dfcompass events: the conversion, without TensorFlow.
+
+The TF profiler (``tf.profiler.experimental``) writes one ``XSpace``: planes (``/host:CPU``, one
+``/device:GPU:N`` per GPU, ``/host:CUPTI`` for the driver calls), each with lines (threads, GPU
+streams) of timed events whose names and stats live in the plane's metadata tables. What becomes
+what (docs/tensorflow.md):
+
+* a **graph op** (an event named ``<node>:<OpType>`` inside an ``ExecutorState::Process`` whose
+  ``id`` stat is the function run) is a node, named after its node in the graph that ran;
+* an **eager op** (``EagerExecute`` with stat ``eager_op``) is a node spanning its kernel run
+  (``KernelAndDeviceFunc::Run``), and an annotation ``tf.eager <op>`` spanning the whole dispatch,
+  so the host cost around the kernel is in the trace (``eager_overhead`` reads both);
+* a **tf.function call** (``EagerExecute`` with ``is_func``) is an annotation ``tf.function <name>``;
+* GPU kernels, copies and memsets (events with ``correlation_id`` on a GPU plane) go on their
+  (device, stream) queues, and the driver calls with the same correlation id are API calls;
+* ``MemoryAllocation`` / ``MemoryDeallocation`` events, where the allocator emits them (TF's BFC
+  allocator does; the default CPU allocator emits none), are allocations and frees.
+
+Edges come from the graph each function run executed (:class:`GraphSet`): the post-optimisation
+partition graphs from the runtime's run metadata, whose node names are the profile's and whose
+nodes carry their placed devices. The bytes of a tensor come from :class:`TensorSizes` where its
+shape is static.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+
+from tracer.batch import Batch
+from tracer.copy_kinds import copy_ends, copy_kind_of
+
+HOST_PLANE = "/host:CPU"
+GPU_PLANE_PREFIX = "/device:GPU:"
+CUPTI_PLANE = "/host:CUPTI"
+TASK_PLANE = "Task Environment"  # its stat profile_start_time: the epoch ns that saved times count from
+_U32 = 0xFFFFFFFF
+_SIZE = re.compile(r"\bsize:(\d+)")
+_TF_COPY = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH", "P2P": "PtoP"}
+_DEVICE = re.compile(r"device:(CPU|GPU):(\d+)", re.IGNORECASE)
+_GPU_ALLOCATOR = re.compile(r"GPU_(\d+)")
+
+
+@dataclass(frozen=True)
+class XEvent:
+    """One profile event with its name, op type (graph ops only), times in epoch ns and stats."""
+
+    name: str
+    op: str
+    start: int
+    end: int
+    stats: Mapping[str, Any]
+
+
+def _stat_values(plane: Any, stats: Iterable[Any], into: dict[str, Any]) -> None:
+    for stat in stats:
+        name = plane.stat_metadata[stat.metadata_id].name
+        kind = stat.WhichOneof("value")
+        value = getattr(stat, kind) if kind else None
+        if kind == "ref_value":
+            value = plane.stat_metadata[value].name
+        into[name] = value
+
+
+def profile_start_ns(space: Any) -> int:
+    """The profile's start in epoch ns: a saved XSpace's times count from it (0 if not given)."""
+    for plane in space.planes:
+        if plane.name == TASK_PLANE:
+            stats: dict[str, Any] = {}
+            _stat_values(plane, plane.stats, stats)
+            return int(stats.get("profile_start_time", 0) or 0)
+    return 0
+
+
+def line_events(plane: Any, line: Any, origin_ns: int = 0) -> list[XEvent]:
+    """A line's events in start order (longest first at equal starts, so parents come first)."""
+    events = []
+    base_ps = (origin_ns + line.timestamp_ns) * 1000
+    for event in line.events:
+        meta = plane.event_metadata[event.metadata_id]
+        stats: dict[str, Any] = {}
+        _stat_values(plane, meta.stats, stats)
+        _stat_values(plane, event.stats, stats)
+        start = (base_ps + event.offset_ps) // 1000
+        end = (base_ps + event.offset_ps + event.duration_ps) // 1000
+        events.append(XEvent(meta.name, meta.display_name, start, end, stats))
+    events.sort(key=lambda e: (e.start, -e.end))
+    return events
+
+
+def device_name(tf_device: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:GPU:1`` -> ``cuda:1``; CPU devices -> ``cpu``."""
+    found = _DEVICE.search(tf_device)
+    if found is None or found.group(1).upper() == "CPU":
+        return "cpu"
+    return f"cuda:{found.group(2)}"
+
+
+def thread_id(line: Any) -> int:
+    """A line's thread as a u32: the profiler's own thread ids are 64-bit."""
+    return int(line.id) & 0x7FFFFFFF
+
+
+class GraphSet:
+    """The graphs that ran: one ``{node name: NodeDef}`` per function graph (its partitions merged).
+
+    A function run is matched to the graph that holds the most of the node names it executed
+    (ties: the smallest graph); names are unique within one function graph.
+    """
+
+    def __init__(self, function_graphs: Iterable[Iterable[Any]]) -> None:
+        self.graphs: list[dict[str, Any]] = []
+        for partitions in function_graphs:
+            nodes: dict[str, Any] = {}
+            for partition in partitions:
+                for node in partition.node:
+                    nodes[node.name] = node
+            self.graphs.append(nodes)
+        self._cache: dict[Any, dict[str, Any] | None] = {}
+
+    def match(self, names: frozenset[str], function: str = "") -> dict[str, Any] | None:
+        key = function or names
+        if key in self._cache:
+            return self._cache[key]
+        best: dict[str, Any] | None = None
+        best_score = (0, 0)
+        for graph in self.graphs:
+            score = (sum(1 for n in names if n in graph), -len(graph))
+            if score[0] and score > best_score:
+                best, best_score = graph, score
+        self._cache[key] = best
+        return best
+
+
+class TensorSizes(Protocol):
+    def nbytes(self, function: str, node: str, slot: int) -> int:
+        """Bytes of output `slot` of `node` in the function run `function`; 0 when unknown."""
+        ...
+
+
+class NoSizes:
+    def nbytes(self, function: str, node: str, slot: int) -> int:
+        return 0
+
+
+@dataclass
+class _Exec:
+    node_id: int
+    name: str
+    op: str
+    start: int
+    end: int
+    tid: int
+    call: int | None  # the function run (ExecutorState::Process id); None for eager ops
+    device: str = "cpu"
+    step: int = 0xFFFFFFFF
+
+
+@dataclass
+class _Frame:
+    end: int
+    kind: str  # process | eager | function
+    value: Any = None
+    exec_: _Exec | None = None
+
+
+@dataclass
+class Converted:
+    nodes: int = 0
+    edges: int = 0
+    control_edges: int = 0
+    eager_ops: int = 0
+    graph_ops: int = 0
+    function_calls: int = 0
+    gpu_ops: int = 0
+    unmatched_runs: int = 0  # function runs with no graph in the run metadata: nodes without edges
+    devices: set[str] = field(default_factory=set)
+
+
+class XSpaceConverter:
+    """Writes one XSpace into a :class:`Batch`. `new_id` numbers nodes and tensors (the session's)."""
+
+    def __init__(self, batch: Batch, graphs: GraphSet, sizes: TensorSizes, new_node_id: Callable[[], int],
+                 new_tensor_id: Callable[[], int], steps: list[tuple[int, int, int]] | None = None, pid: int = 0) -> None:
+        self.batch = batch
+        self.pid = pid
+        self.graphs = graphs
+        self.sizes = sizes
+        self.new_node_id = new_node_id
+        self.new_tensor_id = new_tensor_id
+        self.steps = sorted(steps or [])
+        self.result = Converted()
+        self._execs: list[_Exec] = []
+        self._call_function: dict[int, str] = {}  # function run id -> the tf.function that ran
+        self._annotation_id = 0
+        self.origin = 0
+
+    # ------------------------------------------------------------------ entry
+    def convert(self, space: Any) -> Converted:
+        self.origin = profile_start_ns(space)
+        launched: set[int] = set()
+        for plane in space.planes:
+            if plane.name == HOST_PLANE:
+                for line in plane.lines:
+                    self._host_line(plane, line)
+            elif plane.name.startswith(GPU_PLANE_PREFIX):
+                launched |= self._gpu_plane(plane)
+        for plane in space.planes:
+            if plane.name == CUPTI_PLANE:
+                self._driver_calls(plane, launched)
+        self._write_nodes_and_edges()
+        return self.result
+
+    # ------------------------------------------------------------------ host threads
+    def _host_line(self, plane: Any, line: Any) -> None:
+        tid = thread_id(line)
+        key = f"tf-{tid}"
+        events = line_events(plane, line, self.origin)
+        if events:
+            self.batch.add("thread_info", key, events[0].start, self.pid, tid, line.display_name or line.name)
+        stack: list[_Frame] = []
+        for event in events:
+            while stack and stack[-1].end <= event.start:
+                stack.pop()
+            name = event.name
+            if name == "ExecutorState::Process":
+                stack.append(_Frame(event.end, "process", event.stats.get("id")))
+            elif name == "EagerExecute" and "eager_op" in event.stats:
+                op = str(event.stats["eager_op"])
+                if event.stats.get("is_func"):
+                    self._annotation(key, tid, event, f"tf.function {op}")
+                    self.result.function_calls += 1
+                    stack.append(_Frame(event.end, "function", op))
+                else:
+                    self._annotation(key, tid, event, f"tf.eager {op}")
+                    node = _Exec(0, op, op, event.start, event.end, tid, None)
+                    self._execs.append(node)
+                    self.result.eager_ops += 1
+                    stack.append(_Frame(event.end, "eager", op, node))
+            elif name == "FunctionRun" and "id" in event.stats:
+                function = next((f.value for f in reversed(stack) if f.kind == "function"), "")
+                self._call_function[event.stats["id"]] = function
+            elif name == "KernelAndDeviceFunc::Run":
+                frame = stack[-1] if stack else None
+                if frame is not None and frame.kind == "eager" and frame.exec_ is not None:
+                    frame.exec_.start, frame.exec_.end = event.start, event.end  # the kernel, not the dispatch
+            elif event.op and name.endswith(":" + event.op):
+                call = next((f.value for f in reversed(stack) if f.kind == "process"), None)
+                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid, call))
+                self.result.graph_ops += 1
+            elif name in ("MemoryAllocation", "MemoryDeallocation"):
+                self._memory(key, event)
+
+    def _annotation(self, key: str, tid: int, event: XEvent, label: str) -> None:
+        self._annotation_id += 1
+        device = self.batch.device("cpu")
+        self.batch.add("annotation_begin", key, event.start, device, tid, self._annotation_id, label)
+        self.batch.add("annotation_end", key, event.end, device, tid, self._annotation_id)
+
+    def _memory(self, key: str, event: XEvent) -> None:
+        stats = event.stats
+        found = _GPU_ALLOCATOR.search(str(stats.get("allocator_name", "")))
+        device = self.batch.device(f"cuda:{found.group(1)}" if found else "cpu")
+        address = int(stats.get("addr", stats.get("address", 0)) or 0) & 0xFFFFFFFFFFFFFFFF
+        size = int(stats.get("allocation_bytes", stats.get("requested_bytes", 0)) or 0)
+        in_use = int(stats.get("bytes_allocated", 0) or 0)
+        kind = "mem_alloc" if event.name == "MemoryAllocation" else "mem_free"
+        self.batch.add(kind, key, event.start, device, address, max(size, 0), max(in_use, 0))
+
+    # ------------------------------------------------------------------ nodes and edges
+    def _step_of(self, start: int) -> int:
+        for begin, end, step in self.steps:
+            if begin <= start < end:
+                return step
+        return 0xFFFFFFFF
+
+    def _write_nodes_and_edges(self) -> None:
+        runs: dict[int, list[_Exec]] = {}
+        for node in self._execs:
+            node.node_id = self.new_node_id()
+            node.step = self._step_of(node.start)
+            if node.call is not None:
+                runs.setdefault(node.call, []).append(node)
+        edges: list[tuple[_Exec, _Exec, int, int, bool]] = []  # producer, consumer, tensor, bytes, control
+        for call, nodes in runs.items():
+            function = self._call_function.get(call, "")
+            graph = self.graphs.match(frozenset(n.name for n in nodes), function)
+            if graph is None:
+                self.result.unmatched_runs += 1
+                continue
+            for node in nodes:
+                found = graph.get(node.name)
+                if found is not None and found.device:
+                    node.device = device_name(found.device)
+            edges.extend(self._run_edges(function, graph, nodes))
+        for node in self._execs:
+            self._write_node(node)
+        for producer, consumer, tensor, nbytes, control in edges:
+            key = f"tf-{consumer.tid}"
+            src, dst = self.batch.device(producer.device), self.batch.device(consumer.device)
+            self.batch.add("tensor_edge", key, consumer.start, producer.node_id, consumer.node_id, tensor, nbytes, src, dst)
+            if control:
+                self.batch.add("node_link", key, consumer.start, producer.node_id, consumer.node_id, "control")
+                self.result.control_edges += 1
+            self.result.edges += 1
+
+    def _run_edges(self, function: str, graph: Mapping[str, Any],
+                   nodes: list[_Exec]) -> Iterator[tuple[_Exec, _Exec, int, int, bool]]:
+        """One function run's edges: each input of each node executed, from the last execution of
+        its producer that started before it (loops run a node more than once)."""
+        by_name: dict[str, list[_Exec]] = {}
+        for node in sorted(nodes, key=lambda n: n.start):
+            by_name.setdefault(node.name, []).append(node)
+        tensors: dict[tuple[int, int], int] = {}
+        for consumer in nodes:
+            found = graph.get(consumer.name)
+            if found is None:
+                continue
+            data: dict[int, tuple[_Exec, int, int]] = {}
+            control: list[_Exec] = []
+            for text in found.input:
+                is_control = text.startswith("^")
+                source, _, slot_text = text.lstrip("^").partition(":")
+                producer = _last_before(by_name.get(source, ()), consumer)
+                if producer is None:
+                    continue
+                if is_control:
+                    control.append(producer)
+                    continue
+                slot = int(slot_text) if slot_text.isdigit() else 0
+                tensor = tensors.get((producer.node_id, slot))
+                if tensor is None:
+                    tensor = tensors[(producer.node_id, slot)] = self.new_tensor_id()
+                data.setdefault(tensor, (producer, tensor, self.sizes.nbytes(function, source, slot)))
+            fed = {p.node_id for p, _, _ in data.values()}
+            for producer, tensor, nbytes in data.values():
+                yield producer, consumer, tensor, nbytes, False
+            for producer in {p.node_id: p for p in control}.values():
+                if producer.node_id not in fed:  # a data edge already orders the pair
+                    yield producer, consumer, 0, 0, True
+
+    def _write_node(self, node: _Exec) -> None:
+        key = f"tf-{node.tid}"
+        device = self.batch.device(node.device)
+        self.result.devices.add(node.device)
+        self.batch.add("node_begin", key, node.start, node.node_id, node.op, node.name, device, node.tid, node.step)
+        self.batch.add("node_end", key, max(node.end, node.start), node.node_id, device, node.tid)
+        self.result.nodes += 1
+
+    # ------------------------------------------------------------------ GPU
+    def _gpu_plane(self, plane: Any) -> set[int]:
+        ordinal = plane.name[len(GPU_PLANE_PREFIX):]
+        gpu = f"cuda:{int(ordinal) if ordinal.isdigit() else 0}"
+        device = self.batch.device(gpu)
+        launched: set[int] = set()
+        for line in plane.lines:
+            queue = int(line.id) & _U32
+            key = f"tf-{gpu.replace(':', '')}-q{queue}"
+            for event in line_events(plane, line, self.origin):
+                corr = event.stats.get("correlation_id")
+                if corr is None:
+                    continue  # a derived line (steps, op names): not GPU activity
+                corr = int(corr)
+                launched.add(corr)
+                self.result.gpu_ops += 1
+                if "memcpy_details" in event.stats or event.name.startswith("Memcpy"):
+                    found = _SIZE.search(str(event.stats.get("memcpy_details", "")))
+                    direction = next((v for k, v in _TF_COPY.items() if k in event.name), event.name)
+                    kind = copy_kind_of(f"Memcpy {direction}")
+                    src, dst = (self.batch.device(side) for side in copy_ends(kind, gpu))
+                    self.batch.add("memcpy_begin", key, event.start, device, queue, corr,
+                                   int(found.group(1)) if found else 0, kind, src, dst)
+                    self.batch.add("memcpy_end", key, event.end, device, queue, corr)
+                elif event.name.startswith("Memset"):
+                    self.batch.add("memset_begin", key, event.start, device, queue, corr, 0)
+                    self.batch.add("memset_end", key, event.end, device, queue, corr)
+                else:
+                    self.batch.add("kernel_begin", key, event.start, device, queue, corr, event.name, 0, 0, 0, 0, 0, 0)
+                    self.batch.add("kernel_end", key, event.end, device, queue, corr)
+        return launched
+
+    def _driver_calls(self, plane: Any, launched: set[int]) -> None:
+        for line in plane.lines:
+            tid = thread_id(line)
+            key = f"tf-api-{tid}"
+            for event in line_events(plane, line, self.origin):
+                corr = event.stats.get("correlation_id")
+                if corr is None:
+                    continue
+                self.batch.add("api_enter", key, event.start, tid, event.name, int(corr))
+                self.batch.add("api_exit", key, event.end, tid, event.name, int(corr))
+                if int(corr) in launched:
+                    self.batch.add("launch", key, event.start, tid, int(corr))
+
+
+def _last_before(candidates: Iterable[_Exec], consumer: _Exec) -> _Exec | None:
+    found = None
+    for node in candidates:
+        if node.start > consumer.start or node is consumer:
+            break
+        found = node
+    return found
