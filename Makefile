@@ -41,7 +41,7 @@ $(VPY):
 # Reinstall when the project metadata changes; the bt2 link is checked every time.
 $(STAMP): pyproject.toml | $(VPY)
 	$(VPY) -m pip install -q --upgrade pip==25.3
-	$(VPY) -m pip install -q -e '.[dev]'
+	$(VPY) -m pip install -q -e '.[dev,tf]'
 	@touch $@
 
 venv: $(STAMP)
@@ -63,7 +63,7 @@ test: typecheck
 
 # The markers (slow, torch, shared) are declared in pyproject.toml; docs/architecture.md lists them.
 test-fast: setup
-	$(VPY) -m pytest -m "not slow and not torch" $(PYTEST_ARGS)
+	$(VPY) -m pytest -m "not slow and not torch and not tf" $(PYTEST_ARGS)
 
 bench: setup
 	$(VPY) bench/run.py

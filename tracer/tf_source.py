@@ -105,6 +105,7 @@ class TFRecorder:
         self._step_count = 0
         self.session: Session | None = None
         self.result: Converted | None = None
+        self.graphs: GraphSet | None = None  # the graphs that ran, once stopped
 
     def __enter__(self) -> "TFRecorder":
         return self.start()
@@ -204,7 +205,7 @@ class TFRecorder:
         if not files:
             raise RuntimeError(f"{logdir}: the TensorFlow profiler wrote no .xplane.pb")
         space.ParseFromString(files[-1].read_bytes())
-        graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
+        graphs = self.graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
         converter = XSpaceConverter(batch, graphs, FuncGraphSizes(self._tf), session.new_node_id,

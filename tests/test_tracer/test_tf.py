@@ -1,0 +1,175 @@
+"""The TensorFlow source: real TensorFlow runs (in subprocesses), checked against their GraphDefs.
+
+TensorFlow never loads in the test process: each program records in a child process and dumps
+its reference graph as JSON beside the trace.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tc_analyses.reader import read_trace
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("tensorflow is not installed (pip install -e '.[tf]')", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "tests" / "tf_programs"
+
+
+def _run(*command: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    done = subprocess.run([str(c) for c in command], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("tf-cnn")
+    _run(sys.executable, PROGRAMS / "record_cnn.py", folder / "trace", folder / "graphs.json")
+    return folder / "trace", json.loads((folder / "graphs.json").read_text())
+
+
+def _nodes(trace: Path) -> dict[int, dict[str, Any]]:
+    t = read_trace(trace)
+    begin = t.table("node_begin")
+    return {int(i): {"op": op, "name": name, "step": int(step), "device": int(dev)}
+            for i, op, name, step, dev in zip(begin["node_id"], begin.text("op"), begin.text("name"), begin["step"],
+                                               begin["device"])}
+
+
+def _edges(trace: Path) -> list[tuple[int, int, int, int]]:
+    e = read_trace(trace).table("tensor_edge")
+    return list(zip(*(e[k].tolist() for k in ("producer", "consumer", "tensor_id", "bytes"))))
+
+
+def _links(trace: Path) -> set[tuple[int, int]]:
+    links = read_trace(trace).table("node_link")
+    return {(int(s), int(t)) for s, t, k in zip(links["source"], links["target"], links.text("kind")) if k == "control"}
+
+
+def _graph_of(names: set[str], graphs: list[dict[str, Any]]) -> dict[str, Any]:
+    return max(graphs, key=lambda g: (len(names & g.keys()), -len(g)))
+
+
+def test_cnn_training_edges_are_the_graphdefs_edges(cnn: tuple[Path, dict[str, Any]]) -> None:
+    """Per training step (one run of Keras's train function): every recorded edge is an input in the
+    GraphDef that ran, and every GraphDef input between two nodes that ran is recorded."""
+    trace, reference = cnn
+    nodes = _nodes(trace)
+    edges = _edges(trace)
+    links = _links(trace)
+    steps = sorted({n["step"] for n in nodes.values() if n["step"] != 0xFFFFFFFF})
+    assert steps == [0, 1, 2, 3, 4]
+    checked = 0
+    for step in steps[2:]:  # 0-1: eager inference; 2-4: model.fit's steps
+        # the train function's run (tf.data's own small functions run in the step too)
+        graph = _graph_of({n["name"] for n in nodes.values() if n["step"] == step
+                           and n["name"].startswith("StatefulPartitionedCall/")}, reference["graphs"])
+        in_step = {i: n for i, n in nodes.items() if n["step"] == step and n["name"] in graph}
+        names = {n["name"]: i for i, n in in_step.items()}
+        assert len(names) == len(in_step) > 40, "a node ran twice in one training step"
+        expected = set()
+        for name, consumer in names.items():
+            for text in graph.get(name, {"inputs": []})["inputs"]:
+                source = text.lstrip("^").split(":")[0]
+                if source in names:
+                    expected.add((names[source], consumer, text.startswith("^")))
+        recorded = {(p, c, (p, c) in links) for p, c, _, _ in edges if c in in_step}
+        data_pairs = {(p, c) for p, c, control in expected if not control}
+        # A control input already implied by a data input between the same pair adds no edge.
+        expected = {(p, c, control) for p, c, control in expected if not (control and (p, c) in data_pairs)}
+        assert recorded == expected, (step, sorted(recorded ^ expected)[:10])
+        checked += len(expected)
+    assert checked >= 3 * 50  # the train function has well over 50 edges per step
+
+
+def test_one_edge_per_producer_consumer_and_tensor(cnn: tuple[Path, dict[str, Any]]) -> None:
+    trace, _ = cnn
+    edges = _edges(trace)
+    data = [(p, c, t) for p, c, t, _ in edges if t]
+    assert len(data) == len(set(data))
+    assert sum(1 for *_, nbytes in edges if nbytes > 0) >= 0.8 * len(data)  # static shapes give most sizes
+
+
+def test_edge_bytes_are_the_tensor_sizes(cnn: tuple[Path, dict[str, Any]]) -> None:
+    """The first conv's fused output: batch 16 x 26 x 26 x 8 float32."""
+    trace, _ = cnn
+    nodes = _nodes(trace)
+    sizes = {nbytes for p, _, _, nbytes in _edges(trace) if nodes[p]["name"].endswith("conv1_1/Relu")}
+    assert sizes == {16 * 26 * 26 * 8 * 4}
+
+
+def test_eager_ops_are_nodes_inside_their_dispatch(cnn: tuple[Path, dict[str, Any]], cli: Callable[..., Any]) -> None:
+    trace, _ = cnn
+    nodes = _nodes(trace)
+    eager = [n for n in nodes.values() if n["step"] in (0, 1)]
+    assert {"Conv2D", "MaxPool", "MatMul", "Relu"} <= {n["op"] for n in eager}
+    t = read_trace(trace)
+    begin, end = t.table("annotation_begin"), t.table("annotation_end")
+    span = dict(zip(end["annotation_id"].tolist(), end["timestamp"].tolist()))
+    dispatch = sum(span[i] - s for i, s, name in zip(begin["annotation_id"].tolist(), begin["timestamp"].tolist(),
+                                                   begin.text("name")) if name.startswith("tf.eager "))
+    result = cli("eager-overhead", trace, "--include-last-step", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["result"]
+    # framework + kernel time is the dispatches' time (all matched: each dispatch holds its kernel)
+    assert data["unmatched"] == 0 and data["executions"] > 40
+    assert data["host_ns"] + data["kernel_ns"] == dispatch
+    assert data["steps"][0]["step"] == 0 and data["steps"][0]["ops"] > 5
+
+
+def test_tf_trace_through_the_downstream_commands(cnn: tuple[Path, dict[str, Any]], cli: Callable[..., Any],
+                                                  tmp_path: Path, tc_xsd: Path) -> None:
+    trace, _ = cnn
+    built = cli("build-analyses", trace, "-o", tmp_path / "xml", "--validate", "--xsd", tc_xsd)
+    assert built.exit_code == 0, built.output
+    analyzed = cli("analyze", trace, "--format", "json")
+    assert analyzed.exit_code == 0, analyzed.output
+    sections = json.loads(analyzed.stdout)
+    assert sections["top_nodes"], "no nodes in the summary"
+    placed = cli("recommend-placement", trace, "--devices", "cpu,cuda:0=H100", "-o", tmp_path / "placement",
+                 "--step-kind", "1")
+    assert placed.exit_code == 0, placed.output
+    assert (tmp_path / "placement" / "report.txt").is_file()
+
+
+def test_control_edges_against_the_concrete_function(tmp_path: Path) -> None:
+    """Grappler off: the graph that ran is the concrete function's, dumped by the program itself."""
+    _run(sys.executable, PROGRAMS / "control_edges.py", tmp_path / "trace", tmp_path / "graph.json")
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert "^MatMul" in graph["Square"]["inputs"]
+    nodes = _nodes(tmp_path / "trace")
+    links = _links(tmp_path / "trace")
+    per_step: dict[int, dict[str, int]] = defaultdict(dict)
+    for i, n in nodes.items():
+        per_step[n["step"]][n["name"]] = i
+    assert sorted(per_step) == [0, 1, 2]
+    for names in per_step.values():
+        assert {"MatMul", "Square", "Relu", "add"} <= set(names)
+        expected = {(names[t.lstrip("^").split(":")[0]], names[c]) for c in names
+                    for t in graph.get(c, {"inputs": []})["inputs"] if t.lstrip("^").split(":")[0] in names}
+        recorded = {(p, c) for p, c, _, _ in _edges(tmp_path / "trace") if c in names.values()}
+        assert recorded == expected
+        assert (names["MatMul"], names["Square"]) in links
+
+
+def test_record_starts_the_tf_recorder_on_import(tmp_path: Path) -> None:
+    _run(sys.executable, "-m", "tc_analyses.cli", "record", "-o", tmp_path / "job", "--", "python", "-m",
+         "tracer.workloads.tf_models", "--steps-train", "2", "--steps-infer", "1")
+    traces = [p for p in (tmp_path / "job").iterdir() if p.is_dir()]
+    assert len(traces) == 1
+    nodes = _nodes(traces[0])
+    assert any(n["name"].startswith("StatefulPartitionedCall/") for n in nodes.values())
+    assert _edges(traces[0])
