@@ -37,6 +37,7 @@ CUPTI_PLANE = "/host:CUPTI"
 TASK_PLANE = "Task Environment"  # its stat profile_start_time: the epoch ns that saved times count from
 _U32 = 0xFFFFFFFF
 _SIZE = re.compile(r"\bsize:(\d+)")
+_COPY_ENDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
 _TF_COPY = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH", "P2P": "PtoP"}
 _DEVICE = re.compile(r"device:(CPU|GPU):(\d+)", re.IGNORECASE)
 _GPU_ALLOCATOR = re.compile(r"GPU_(\d+)")
@@ -365,9 +366,12 @@ class XSpaceConverter:
                 launched.add(corr)
                 self.result.gpu_ops += 1
                 if "memcpy_details" in event.stats or event.name.startswith("Memcpy"):
-                    found = _SIZE.search(str(event.stats.get("memcpy_details", "")))
+                    details = str(event.stats.get("memcpy_details", ""))
+                    found = _SIZE.search(details)
                     direction = next((v for k, v in _TF_COPY.items() if k in event.name), event.name)
-                    kind = copy_kind_of(f"Memcpy {direction}")
+                    ends = _COPY_ENDS.search(details)  # "(Pageable -> Device)", as Kineto names it
+                    memory = f" ({ends.group(1).title()} -> {ends.group(2).title()})" if ends else ""
+                    kind = copy_kind_of(f"Memcpy {direction}{memory}")
                     src, dst = (self.batch.device(side) for side in copy_ends(kind, gpu))
                     self.batch.add("memcpy_begin", key, event.start, device, queue, corr,
                                    int(found.group(1)) if found else 0, kind, src, dst)

@@ -13,7 +13,10 @@ from tc_analyses.registry import TRACE_KEYS
 from tests.helpers import fork_join_cpu_trace
 
 ALL_CLASSES = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+# A trace our TensorFlow source recorded (tracer/workloads/tf_models.py, batch 8): eager dispatches.
+TF_CNN = Path(__file__).resolve().parents[1] / "data" / "traces" / "tf" / "keras-cnn"
 KEYS = sorted(TRACE_KEYS)  # every analysis of one trace is a section
+SOURCE_SPECIFIC = {"eager-overhead"}  # needs what only the TensorFlow source records
 
 
 def _cpu_only(path: Path) -> Path:
@@ -25,8 +28,16 @@ def test_analyze_json_has_every_section(cli: Any) -> None:
     result = cli("analyze", ALL_CLASSES, "--format", "json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert sorted(data["sections"]) == KEYS and all(s["available"] for s in data["sections"].values())
+    assert sorted(data["sections"]) == KEYS
+    assert all(s["available"] for k, s in data["sections"].items() if k not in SOURCE_SPECIFIC)
     assert "busy" in data  # the summary keeps its top-level keys
+
+
+def test_source_specific_sections_on_their_sources_trace(cli: Any) -> None:
+    result = cli("analyze", TF_CNN, "--format", "json", *(a for k in sorted(SOURCE_SPECIFIC) for a in ("--section", k)))
+    assert result.exit_code == 0, result.stderr
+    sections = json.loads(result.stdout)["sections"]
+    assert all(sections[k]["available"] for k in SOURCE_SPECIFIC), sections
 
 
 def test_unavailable_sections_say_why(cli: Any, tmp_path: Path) -> None:
@@ -115,8 +126,13 @@ def test_headline_is_the_first_finding() -> None:
 
 def test_the_same_result_has_the_same_json_in_every_command(cli: Any) -> None:
     """`dfcompass KEY --format json` and the KEY section of `analyze --format json` are one document."""
-    sections = json.loads(cli("analyze", ALL_CLASSES, "--format", "json").stdout)["sections"]
-    for key in KEYS:
-        alone = json.loads(cli(key, ALL_CLASSES, "--format", "json").stdout)
+    for trace, keys in ((ALL_CLASSES, sorted(set(KEYS) - SOURCE_SPECIFIC)), (TF_CNN, sorted(SOURCE_SPECIFIC))):
+        _same_json_alone_and_in_analyze(cli, trace, keys)
+
+
+def _same_json_alone_and_in_analyze(cli: Any, trace: Path, keys: list[str]) -> None:
+    sections = json.loads(cli("analyze", trace, "--format", "json").stdout)["sections"]
+    for key in keys:
+        alone = json.loads(cli(key, trace, "--format", "json").stdout)
         assert {"available": True, **alone} == sections[key], key
         assert alone["analysis"] == key and all(set(f) == {"kind", "impact_ns", "text"} for f in alone["findings"])
