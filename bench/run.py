@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask] [--big] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask|tf] [--big] [--nodes N] [--rounds K]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -29,6 +29,7 @@ import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
 import seed_speed  # noqa: E402
 import startup  # noqa: E402
+import tf_overhead  # noqa: E402
 import torch_overhead  # noqa: E402
 import verify_bench  # noqa: E402
 from _common import OUT_DIR, Row, print_report, verdict, versions, write_json  # noqa: E402
@@ -40,6 +41,18 @@ def _ns(value: float) -> str:
 
 def _x(value: float) -> str:
     return f"{value:.2f}x"
+
+
+def tf_rows(r: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for name, w in r["workloads"].items():
+        s = w["seconds"]
+        rows.append((f"{name}: ours / TF profiler slowdown", _x(w["ratio"]),
+                     f"target <= {r['target_ratio']:.1f}x: {verdict(w['pass'])}; ours {_x(w['slowdown_ours'])}, "
+                     f"profiler {_x(w['slowdown_profiler'])} of untraced ({s['untraced'] * 1e3:.0f} ms); "
+                     f"{w['nodes']} nodes, {w['edges']} edges"))
+    rows.append(("tensorflow", r["tensorflow"], "TF runs in a child process"))
+    return rows
 
 
 def recorder_rows(r: dict[str, Any]) -> list[Row]:
@@ -323,7 +336,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask", "tf"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
@@ -338,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
     if args.only in (None, "torch"):
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
+    if args.only in (None, "tf"):
+        ok &= _run_one("tf_overhead", lambda: tf_overhead.run(args.rounds or 3), results)
     if args.only in (None, "job"):
         ok &= _run_one("job_overhead", lambda: job_overhead.run(args.rounds or 3), results)
     if args.only in (None, "engine"):
@@ -366,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
                                 ("read_speed", "Read speed (5M events)", read_rows),
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
+                                ("tf_overhead", "TensorFlow recording overhead (Keras CNN)", tf_rows),
                                 ("job_overhead", "Recording a 2-rank DDP job", job_rows),
                                 ("engine_speed", "Headless analyses speed", engine_rows),
                                 ("engine_scale", "analyze as the trace grows", scale_rows),

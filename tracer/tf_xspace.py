@@ -41,17 +41,30 @@ _COPY_ENDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
 _TF_COPY = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH", "P2P": "PtoP"}
 _DEVICE = re.compile(r"device:(CPU|GPU):(\d+)", re.IGNORECASE)
 _GPU_ALLOCATOR = re.compile(r"GPU_(\d+)")
+# The host events the conversion reads (every other one, ThreadpoolListener::* and the like, is skipped).
+_HOST_EVENTS = frozenset({"ExecutorState::Process", "ExecutorDoneCallback", "EagerExecute", "FunctionRun",
+                          "KernelAndDeviceFunc::Run", "MemoryAllocation", "MemoryDeallocation"})
 
 
-@dataclass(frozen=True)
 class XEvent:
-    """One profile event with its name, op type (graph ops only), times in epoch ns and stats."""
+    """One profile event: its name, op type (graph ops only), times in epoch ns, and its stats,
+    decoded on first use (most events are never asked for theirs)."""
 
-    name: str
-    op: str
-    start: int
-    end: int
-    stats: Mapping[str, Any]
+    __slots__ = ("name", "op", "start", "end", "_plane", "_raw", "_stats")
+
+    def __init__(self, name: str, op: str, start: int, end: int, plane: Any = None, raw: tuple[Any, ...] = (),
+                 stats: Mapping[str, Any] | None = None) -> None:
+        self.name, self.op, self.start, self.end = name, op, start, end
+        self._plane, self._raw, self._stats = plane, raw, stats
+
+    @property
+    def stats(self) -> Mapping[str, Any]:
+        if self._stats is None:
+            decoded: dict[str, Any] = {}
+            for stats in self._raw:
+                _stat_values(self._plane, stats, decoded)
+            self._stats = decoded
+        return self._stats
 
 
 def _stat_values(plane: Any, stats: Iterable[Any], into: dict[str, Any]) -> None:
@@ -74,18 +87,29 @@ def profile_start_ns(space: Any) -> int:
     return 0
 
 
-def line_events(plane: Any, line: Any, origin_ns: int = 0) -> list[XEvent]:
-    """A line's events in start order (longest first at equal starts, so parents come first)."""
+def _graph_op(name: str, op: str) -> bool:
+    return bool(op) and name.endswith(":" + op)
+
+
+def line_events(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, str], bool] | None = None,
+                ) -> list[XEvent]:
+    """A line's events in start order (longest first at equal starts, so parents come first);
+    with `keep`, only those whose (name, op type) it accepts."""
     events = []
     base_ps = (origin_ns + line.timestamp_ns) * 1000
+    metadata = plane.event_metadata
+    kept: dict[int, bool] = {}
     for event in line.events:
-        meta = plane.event_metadata[event.metadata_id]
-        stats: dict[str, Any] = {}
-        _stat_values(plane, meta.stats, stats)
-        _stat_values(plane, event.stats, stats)
-        start = (base_ps + event.offset_ps) // 1000
-        end = (base_ps + event.offset_ps + event.duration_ps) // 1000
-        events.append(XEvent(meta.name, meta.display_name, start, end, stats))
+        meta_id = event.metadata_id
+        meta = metadata[meta_id]
+        wanted = kept.get(meta_id)
+        if wanted is None:
+            wanted = kept[meta_id] = keep is None or keep(meta.name, meta.display_name)
+        if not wanted:
+            continue
+        start_ps = base_ps + event.offset_ps
+        events.append(XEvent(meta.name, meta.display_name, start_ps // 1000, (start_ps + event.duration_ps) // 1000,
+                             plane, (meta.stats, event.stats)))
     events.sort(key=lambda e: (e.start, -e.end))
     return events
 
@@ -154,6 +178,7 @@ class _Exec:
     end: int
     tid: int
     call: int | None  # the function run (ExecutorState::Process id); None for eager ops
+    graph_op: bool = False  # a graph op (its run may be found by time: see _runs_by_time)
     device: str = "cpu"
     step: int = 0xFFFFFFFF
 
@@ -194,6 +219,7 @@ class XSpaceConverter:
         self.result = Converted()
         self._execs: list[_Exec] = []
         self._call_function: dict[int, str] = {}  # function run id -> the tf.function that ran
+        self._run_span: dict[int, tuple[int, int]] = {}  # function run id -> its executor events' extent
         self._annotation_id = 0
         self.origin = 0
 
@@ -217,16 +243,23 @@ class XSpaceConverter:
     def _host_line(self, plane: Any, line: Any) -> None:
         tid = thread_id(line)
         key = f"tf-{tid}"
-        events = line_events(plane, line, self.origin)
-        if events:
-            self.batch.add("thread_info", key, events[0].start, self.pid, tid, line.display_name or line.name)
+        first = min((e.offset_ps for e in line.events), default=None)
+        events = line_events(plane, line, self.origin, lambda name, op: name in _HOST_EVENTS or _graph_op(name, op))
+        if first is not None:
+            at = (self.origin + line.timestamp_ns) + first // 1000
+            self.batch.add("thread_info", key, at, self.pid, tid, line.display_name or line.name)
         stack: list[_Frame] = []
         for event in events:
             while stack and stack[-1].end <= event.start:
                 stack.pop()
             name = event.name
-            if name == "ExecutorState::Process":
-                stack.append(_Frame(event.end, "process", event.stats.get("id")))
+            if name in ("ExecutorState::Process", "ExecutorDoneCallback"):
+                run = event.stats.get("id")
+                if run is not None:
+                    begin, finish = self._run_span.get(run, (event.start, event.end))
+                    self._run_span[run] = (min(begin, event.start), max(finish, event.end))
+                if name == "ExecutorState::Process":
+                    stack.append(_Frame(event.end, "process", run))
             elif name == "EagerExecute" and "eager_op" in event.stats:
                 op = str(event.stats["eager_op"])
                 if event.stats.get("is_func"):
@@ -246,9 +279,10 @@ class XSpaceConverter:
                 frame = stack[-1] if stack else None
                 if frame is not None and frame.kind == "eager" and frame.exec_ is not None:
                     frame.exec_.start, frame.exec_.end = event.start, event.end  # the kernel, not the dispatch
-            elif event.op and name.endswith(":" + event.op):
+            elif _graph_op(name, event.op):
                 call = next((f.value for f in reversed(stack) if f.kind == "process"), None)
-                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid, call))
+                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid, call,
+                                         graph_op=True))
                 self.result.graph_ops += 1
             elif name in ("MemoryAllocation", "MemoryDeallocation"):
                 self._memory(key, event)
@@ -276,7 +310,19 @@ class XSpaceConverter:
                 return step
         return 0xFFFFFFFF
 
+    def _runs_by_time(self) -> None:
+        """A graph op the executor ran outside any ``ExecutorState::Process`` on its thread (an op
+        handed to another thread of the pool) belongs to the run whose executor events span its
+        start; of several, the one that began last."""
+        spans = sorted((begin, end, run) for run, (begin, end) in self._run_span.items())
+        for node in self._execs:
+            if node.graph_op and node.call is None:
+                around = [run for begin, end, run in spans if begin <= node.start <= end]
+                if around:
+                    node.call = around[-1]
+
     def _write_nodes_and_edges(self) -> None:
+        self._runs_by_time()
         runs: dict[int, list[_Exec]] = {}
         for node in self._execs:
             node.node_id = self.new_node_id()

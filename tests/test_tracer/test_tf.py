@@ -173,3 +173,18 @@ def test_record_starts_the_tf_recorder_on_import(tmp_path: Path) -> None:
     nodes = _nodes(traces[0])
     assert any(n["name"].startswith("StatefulPartitionedCall/") for n in nodes.values())
     assert _edges(traces[0])
+
+
+@pytest.mark.parametrize("mode", ["refresh", "keep"])
+def test_functions_that_ran_before_recording(tmp_path: Path, mode: str) -> None:
+    """The runtime gives a function's graphs when it instantiates it: by default the recorder has
+    functions that ran before it instantiated again; with refresh_graphs=False they keep no edges."""
+    _run(sys.executable, PROGRAMS / "warm_function.py", tmp_path / "trace", mode)
+    nodes = _nodes(tmp_path / "trace")
+    names = {n["name"]: i for i, n in nodes.items()}
+    assert {"MatMul", "Relu", "mul"} <= set(names)
+    edges = {(p, c) for p, c, _, _ in _edges(tmp_path / "trace")}
+    if mode == "refresh":
+        assert edges == {(names["MatMul"], names["Relu"]), (names["Relu"], names["mul"])}
+    else:
+        assert edges == set()

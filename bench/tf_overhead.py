@@ -1,0 +1,118 @@
+"""TensorFlow recording overhead: our TFRecorder against TF's own profiler, both against no tracing.
+
+The embedded Keras CNN (tracer/workloads/tf_models.py), batch 32, two workloads:
+
+* ``fit``: ``model.fit`` for 10 steps (each step one ``tf.function`` run: graph ops);
+* ``fit x10``: the same for 100 steps: what is left once the recorder's fixed cost (start-up, the
+  functions' second instantiation, the scan for their graphs) is spread over a longer run;
+* ``eager``: 10 eager calls of the model (every layer's ops dispatched one by one).
+
+Cases, alternated round by round in one child process, best of k each (:func:`_common.alternate`):
+
+* ``untraced``: the steps alone;
+* ``profiler``: ``tf.profiler.experimental.start``/``stop`` with the options we use (host tracer
+  level 3, no Python tracer), which also writes TF's own ``.xplane.pb``;
+* ``ours``: ``tracer.tf_source.TFRecorder(tmpdir)``: the profiler, plus the run metadata, the
+  conversion to dfcompass events and the CTF trace.
+
+A traced run is timed from just before the recorder/profiler starts to just after it stops.
+Headline: the ratio of slowdowns, (t_ours / t_untraced) / (t_prof / t_untraced), target <= 1.2.
+Every run of ours is checked: the trace is read back and holds nodes and (for ``fit``) edges.
+TensorFlow runs in a child process: the parent (``bench/run.py``) has torch loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from _common import REPO_ROOT, Sample, alternate, log
+
+TARGET_RATIO = 1.2
+STEPS = 10
+BATCH = 32
+
+
+def run(rounds: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parent)]),
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, __file__, str(rounds)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the TensorFlow bench failed: {done.stderr[-600:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _child(rounds: int) -> dict[str, Any]:
+    import numpy as np
+    import tensorflow as tf
+
+    from tc_analyses.reader.fast import read_trace
+    from tracer.tf_source import TFRecorder
+    from tracer.workloads.tf_models import IMAGE, build_cnn
+
+    rng = np.random.default_rng(0)
+    images = rng.random((BATCH * STEPS * 10, *IMAGE), dtype=np.float32)
+    labels = rng.integers(0, 10, BATCH * STEPS * 10)
+    short, short_labels = images[:BATCH * STEPS], labels[:BATCH * STEPS]
+    model = build_cnn()
+    model.fit(short, short_labels, batch_size=BATCH, epochs=1, verbose=0)  # warm-up: tracing, oneDNN primitives
+    model(images[:BATCH], training=False)
+    workloads: dict[str, Callable[[], None]] = {
+        "fit": lambda: model.fit(short, short_labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False),
+        "fit x10": lambda: model.fit(images, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False),
+        "eager": lambda: [model(images[i * BATCH:(i + 1) * BATCH], training=False) for i in range(STEPS)],
+    }
+    options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3, python_tracer_level=0,
+                                                       device_tracer_level=1)
+    out: dict[str, Any] = {"tensorflow": tf.__version__, "workloads": {}}
+    for name, work in workloads.items():
+        checked: list[int] = []
+
+        def untraced() -> Sample:
+            t0 = time.perf_counter()
+            work()
+            return Sample(time.perf_counter() - t0)
+
+        def profiler() -> Sample:
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                tf.profiler.experimental.start(tmp, options=options)
+                work()
+                tf.profiler.experimental.stop()
+                return Sample(time.perf_counter() - t0)
+
+        def ours() -> Sample:
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                with TFRecorder(Path(tmp) / "trace"):
+                    work()
+                seconds = time.perf_counter() - t0
+                trace = read_trace(Path(tmp) / "trace")
+                nodes, edges = len(trace.table("node_begin")), len(trace.table("tensor_edge"))
+                if nodes == 0 or (name.startswith("fit") and edges == 0):
+                    raise RuntimeError(f"{name}: the recorder wrote {nodes} nodes and {edges} edges")
+                checked.append(nodes)
+                return Sample(seconds, {"nodes": nodes, "edges": edges})
+
+        timings = alternate({"untraced": untraced, "profiler": profiler, "ours": ours}, rounds)
+        best = {case: t.best.seconds for case, t in timings.items()}
+        ratio = (best["ours"] / best["untraced"]) / (best["profiler"] / best["untraced"])
+        out["workloads"][name] = {"seconds": best, "ratio": ratio, "pass": ratio <= TARGET_RATIO,
+                                  "slowdown_ours": best["ours"] / best["untraced"],
+                                  "slowdown_profiler": best["profiler"] / best["untraced"],
+                                  "nodes": timings["ours"].best.extra["nodes"],
+                                  "edges": timings["ours"].best.extra["edges"], "runs_checked": len(checked)}
+    out["target_ratio"] = TARGET_RATIO
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child(int(sys.argv[1]) if len(sys.argv) > 1 else 3)))
+    log("tf bench done")
