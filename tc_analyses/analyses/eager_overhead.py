@@ -24,13 +24,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tc_analyses.analyses.overhead import OUTSIDE_STEPS, WHOLE_TRACE
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import AnnotationRun, NodeRun, StepRun
 
 EAGER_PREFIX = "tf.eager "
-WHOLE_TRACE = -1
 MAX_FINDINGS = 5
 
 
@@ -92,7 +92,7 @@ def _step_of(start: int, steps: list[StepRun], begins: list[int]) -> int:
     at = bisect.bisect_right(begins, start) - 1
     if at >= 0 and start < steps[at].end:
         return steps[at].step
-    return WHOLE_TRACE if not steps else -2
+    return WHOLE_TRACE if not steps else OUTSIDE_STEPS
 
 
 def _findings(data: EagerOverhead) -> list[Finding]:
@@ -143,7 +143,7 @@ def run(inputs: Inputs, options: Options) -> Result:
                                       sum(1 for h, k in runs if k < h) / len(runs)) for op, runs in per_op.items()),
                       key=lambda r: (-r.host_ns, r.op))
     step_rows = tuple(StepOverhead(step, len(runs), sum(h for h, _ in runs), sum(k for _, k in runs))
-                      for step, runs in sorted(per_step.items()) if step != -2)
+                      for step, runs in sorted(per_step.items()) if step != OUTSIDE_STEPS)
     data = EagerOverhead(str(inputs.path), inputs.scope.text(), sum(r.count for r in op_types), unmatched,
                          sum(r.host_ns for r in op_types), sum(r.kernel_ns for r in op_types), tuple(op_types),
                          step_rows, ())
