@@ -310,25 +310,30 @@ class XSpaceConverter:
                 return step
         return 0xFFFFFFFF
 
-    def _runs_by_time(self) -> None:
+    def _runs_by_time(self, runs: dict[int, list[_Exec]]) -> None:
         """A graph op the executor ran outside any ``ExecutorState::Process`` on its thread (an op
-        handed to another thread of the pool) belongs to the run whose executor events span its
-        start; of several, the one that began last."""
+        handed to another thread of the pool) joins a run whose executor events span its start:
+        of those whose graph has a node of its name (other functions, tf.data's, may run at the
+        same time), the one that began last."""
         spans = sorted((begin, end, run) for run, (begin, end) in self._run_span.items())
+        graphs = {run: self.graphs.match(frozenset(n.name for n in nodes), self._call_function.get(run, ""))
+                  for run, nodes in runs.items()}
         for node in self._execs:
             if node.graph_op and node.call is None:
                 around = [run for begin, end, run in spans if begin <= node.start <= end]
-                if around:
-                    node.call = around[-1]
+                fitting = [run for run in around if node.name in (graphs.get(run) or {})]
+                if fitting:
+                    node.call = fitting[-1]
+                    runs[node.call].append(node)
 
     def _write_nodes_and_edges(self) -> None:
-        self._runs_by_time()
         runs: dict[int, list[_Exec]] = {}
         for node in self._execs:
             node.node_id = self.new_node_id()
             node.step = self._step_of(node.start)
             if node.call is not None:
                 runs.setdefault(node.call, []).append(node)
+        self._runs_by_time(runs)
         edges: list[tuple[_Exec, _Exec, int, int, bool]] = []  # producer, consumer, tensor, bytes, control
         for call, nodes in runs.items():
             function = self._call_function.get(call, "")
