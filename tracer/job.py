@@ -74,14 +74,19 @@ class _JobProcess:
 
     def _start_tf_recorder(self, _module: ModuleType) -> None:
         try:
-            from tracer.tf_source import TFRecorder
+            from tracer.tf_source import start_when_ready
 
-            TFRecorder(self.session).start()  # converts when the session stops (a stop hook)
+            assert self.session is not None
+            start_when_ready(self.session)  # converts when the session stops (a stop hook)
         except Exception as exc:  # tracing must never stop the program from running
             print(f"dfcompass: error: cannot record TensorFlow in process {os.getpid()}: {exc}", file=sys.stderr)
 
     def after_fork_in_child(self) -> None:
-        """A fork child: its parent's session is off here (tracer.session); start its own."""
+        """A fork child: its parent's session is off here (tracer.session); start its own.
+
+        TensorFlow is not recorded in a fork child: its runtime does not survive a fork (TF's own
+        rule), and its profiler is the parent's."""
+        self.tensorflow = False
         try:
             self.start()
             _stop_at_multiprocessing_exit(self.session)

@@ -113,6 +113,7 @@ class Session:
         self._devices: dict[str, int] = {}
         self._node_ids = itertools.count()
         self._tensor_ids = itertools.count()
+        self._annotation_ids = itertools.count(1)
         self._pending: deque[tuple[float, StreamFile, list[Any]]] = deque()
         self._wake = threading.Event()
         self._stop_lock = threading.Lock()
@@ -124,6 +125,9 @@ class Session:
         self._stop_hooks: list[Callable[[], None]] = []
         self._sigterm_deferrals = 0
         self._deferred_sigterm: int | None = None
+        # The thread running stop(), if any: a SIGTERM handled in it waits for the end of stop (the
+        # stop lock is not reentrant), and a hook that stops the session again returns at once.
+        self._stopping: int | None = None
         self.step = schema.NO_STEP
         self.dataflow: Any = None  # producer table of tracer.dataflow, kept per session
         self.node_keys: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # (op, name, device) -> ids
@@ -177,6 +181,19 @@ class Session:
 
     def stop(self) -> None:
         """Flush everything and close the trace. Safe to call twice, from atexit or a signal."""
+        me = threading.get_ident()
+        if self._stopping == me:
+            return
+        self._stopping = me
+        try:
+            self._stop()
+        finally:
+            self._stopping = None
+            if self._deferred_sigterm is not None and not self._sigterm_deferrals:
+                signum, self._deferred_sigterm = self._deferred_sigterm, None
+                self._on_sigterm(signum, None)
+
+    def _stop(self) -> None:
         global _active
         while self._stop_hooks:  # outside the lock: a hook may stop the session itself
             hook = self._stop_hooks.pop()
@@ -237,7 +254,7 @@ class Session:
                 self._on_sigterm(signum, None)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        if self._sigterm_deferrals:
+        if self._sigterm_deferrals or self._stopping == threading.get_ident():
             self._deferred_sigterm = signum
             return
         previous = self._previous_sigterm
@@ -303,6 +320,10 @@ class Session:
 
     def new_tensor_id(self) -> int:
         return next(self._tensor_ids) & _U32
+
+    def new_annotation_id(self) -> int:
+        """An annotation id unique in the trace (sources that write annotations share it)."""
+        return next(self._annotation_ids) & _U32
 
     # ------------------------------------------------------------------ recording
     def intern_at(self, text: str, ts: int) -> tuple[int, bool]:
@@ -477,6 +498,7 @@ def _disable_in_child() -> None:
         session.active = False
         session._pending.clear()
         session._threads.clear()
+        session._stop_hooks.clear()  # the parent's sources (profilers) are the parent's to stop
     _active = None
 
 

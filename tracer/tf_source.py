@@ -15,9 +15,11 @@ TensorFlow is imported lazily: the rest of ``tracer`` still needs only the stand
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -117,6 +119,7 @@ class TFRecorder:
         self._session_arg = trace
         self._session_options = session_options
         self._logdir: str | None = None
+        self._pid = 0
         self._steps: list[tuple[int, int, int]] = []  # (begin, end, step) in epoch ns
         self._step_open: tuple[int, int] | None = None
         self._step_count = 0
@@ -127,13 +130,38 @@ class TFRecorder:
     def __enter__(self) -> "TFRecorder":
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            self.stop()
+        except RuntimeError as error:
+            if exc_type is None:
+                raise
+            # the program's own exception is the one to see; ours gets one line
+            print(f"dfcompass: error: TensorFlow recording: {error}", file=sys.stderr)
+
+    @property
+    def recording(self) -> bool:
+        return self._logdir is not None and self._pid == os.getpid()
 
     def start(self) -> "TFRecorder":
-        tf = self._tf
+        """Start recording. A failure undoes what was set up (session, run metadata, profiler)
+        and raises RuntimeError with one line."""
+        if self._logdir is not None:
+            raise RuntimeError("this TFRecorder is already recording")
         from tensorflow.python.eager import context
 
+        try:
+            self._start(context)
+        except Exception as exc:
+            self._undo_start(context)
+            raise RuntimeError(f"cannot start recording TensorFlow: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        global _active
+        _active = self
+        return self
+
+    def _start(self, context: Any) -> None:
+        tf = self._tf
         if self._own_session:
             options = dict(self._session_options)
             options["env"] = {"tf_version": tf.__version__,
@@ -148,6 +176,7 @@ class TFRecorder:
         self.session.device("cpu")
         for gpu in tf.config.list_physical_devices("GPU"):
             self.session.device(f"cuda:{gpu.name.rsplit(':', 1)[-1]}")
+        self._pid = os.getpid()
         self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
         context.enable_run_metadata()
         if self._refresh_graphs:
@@ -158,9 +187,15 @@ class TFRecorder:
                                                            device_tracer_level=1)
         tf.profiler.experimental.start(self._logdir, options=options)
         self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
-        global _active
-        _active = self
-        return self
+
+    def _undo_start(self, context: Any) -> None:
+        with contextlib.suppress(Exception):
+            context.disable_run_metadata()
+        if self._logdir is not None:
+            shutil.rmtree(self._logdir, ignore_errors=True)
+            self._logdir = None
+        if self._own_session and self.session is not None:
+            self.session.stop()
 
     # ------------------------------------------------------------------ steps
     def step(self) -> None:
@@ -194,23 +229,30 @@ class TFRecorder:
 
     # ------------------------------------------------------------------ stop and convert
     def stop(self) -> None:
-        if self._logdir is None:
+        """Stop the profiler and write what it recorded. Does nothing in a forked child (the
+        profile is the parent's) or when not recording; raises RuntimeError (one line) if the
+        profile cannot be read, after the trace is closed."""
+        if not self.recording:
             return
         logdir, self._logdir = self._logdir, None
+        assert logdir is not None
         global _active
         if _active is self:
             _active = None
         session = self.session
         if session is not None:
             session.discard_stop_hook(self.stop)
-        tf = self._tf
         from tensorflow.python.eager import context
 
         try:
             self.end_step()
-            tf.profiler.experimental.stop()
-            metadata = context.export_run_metadata()
-            context.disable_run_metadata()
+            try:
+                self._tf.profiler.experimental.stop()
+            except Exception as exc:  # the program stopped TF's profiler itself
+                raise RuntimeError(f"TensorFlow's profiler was already stopped, its events are lost ({exc})") from exc
+            finally:
+                metadata = context.export_run_metadata()
+                context.disable_run_metadata()
             if session is not None and session.active and session.trace is not None:
                 self.result = self._convert(session, Path(logdir), metadata)
         finally:
@@ -230,7 +272,8 @@ class TFRecorder:
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
         converter = XSpaceConverter(batch, graphs, FuncGraphSizes(self._tf), session.new_node_id,
-                                    session.new_tensor_id, self._steps, pid=os.getpid())
+                                    session.new_tensor_id, self._steps, pid=os.getpid(),
+                                    new_annotation_id=session.new_annotation_id)
         result = converter.convert(space)
         for begin, end, step in self._steps:
             tid = threading.get_native_id()
@@ -238,3 +281,53 @@ class TFRecorder:
             batch.add("step_end", f"tf-steps-{tid}", end, step, tid)
         batch.flush()
         return result
+
+
+def start_when_ready(session: Session) -> None:
+    """For ``dfcompass record``: record TensorFlow into `session` once the program's TensorFlow is set up.
+
+    Starting at import would set TF's runtime up before the program configures it (thread pools,
+    logical devices, GPU memory growth must come first), so the recorder starts right after the
+    runtime's context is initialised: the program's first op, or its first device query. If the
+    program then starts TF's own profiler (tf.profiler.experimental.start, Keras's TensorBoard
+    profile_batch), only one can run: the recorder gives way, keeping what it recorded so far.
+    """
+    from tensorflow.python.eager import context
+
+    def start() -> None:
+        try:
+            recorder = TFRecorder(session).start()
+        except Exception as exc:  # tracing must never stop the program from running
+            print(f"dfcompass: error: cannot record TensorFlow in process {os.getpid()}: {exc}", file=sys.stderr)
+            return
+        _give_way_to_the_programs_profiler(recorder)
+
+    if context.context()._context_handle is not None:  # already set up (the program initialised it)
+        start()
+        return
+    original = context.Context.ensure_initialized
+
+    def ensure_initialized(self: Any) -> None:
+        original(self)
+        if context.Context.ensure_initialized is ensure_initialized:  # once, and not from inside start()
+            context.Context.ensure_initialized = original
+            start()
+
+    context.Context.ensure_initialized = ensure_initialized
+
+
+def _give_way_to_the_programs_profiler(recorder: TFRecorder) -> None:
+    import tensorflow as tf
+    from tensorflow.python.profiler import profiler_v2
+
+    original = profiler_v2.start
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        if recorder.recording:
+            print("dfcompass: the program starts TensorFlow's profiler: dfcompass records TensorFlow up to here",
+                  file=sys.stderr)
+            recorder.stop()
+        return original(*args, **kwargs)
+
+    profiler_v2.start = start
+    tf.profiler.experimental.start = start

@@ -24,6 +24,8 @@ shape is static.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
@@ -130,8 +132,9 @@ def thread_id(line: Any) -> int:
 class GraphSet:
     """The graphs that ran: one ``{node name: NodeDef}`` per function graph (its partitions merged).
 
-    A function run is matched to the graph that holds the most of the node names it executed
-    (ties: the smallest graph); names are unique within one function graph.
+    A function run is matched to the smallest graph that holds every node name it executed: names
+    are unique within one function graph, and a run of a function whose graph the runtime did
+    not give (a nested call it did not inline) must not borrow its caller's.
     """
 
     def __init__(self, function_graphs: Iterable[Iterable[Any]]) -> None:
@@ -149,11 +152,9 @@ class GraphSet:
         if key in self._cache:
             return self._cache[key]
         best: dict[str, Any] | None = None
-        best_score = (0, 0)
         for graph in self.graphs:
-            score = (sum(1 for n in names if n in graph), -len(graph))
-            if score[0] and score > best_score:
-                best, best_score = graph, score
+            if names and all(n in graph for n in names) and (best is None or len(graph) < len(best)):
+                best = graph
         self._cache[key] = best
         return best
 
@@ -179,6 +180,7 @@ class _Exec:
     tid: int
     call: int | None  # the function run (ExecutorState::Process id); None for eager ops
     graph_op: bool = False  # a graph op (its run may be found by time: see _runs_by_time)
+    iteration: int | None = None  # the while-loop iteration (iter_num of its executor frame)
     device: str = "cpu"
     step: int = 0xFFFFFFFF
 
@@ -188,6 +190,7 @@ class _Frame:
     end: int
     kind: str  # process | eager | function
     value: Any = None
+    iteration: int | None = None
     exec_: _Exec | None = None
 
 
@@ -208,7 +211,8 @@ class XSpaceConverter:
     """Writes one XSpace into a :class:`Batch`. `new_id` numbers nodes and tensors (the session's)."""
 
     def __init__(self, batch: Batch, graphs: GraphSet, sizes: TensorSizes, new_node_id: Callable[[], int],
-                 new_tensor_id: Callable[[], int], steps: list[tuple[int, int, int]] | None = None, pid: int = 0) -> None:
+                 new_tensor_id: Callable[[], int], steps: list[tuple[int, int, int]] | None = None, pid: int = 0,
+                 new_annotation_id: Callable[[], int] | None = None) -> None:
         self.batch = batch
         self.pid = pid
         self.graphs = graphs
@@ -216,11 +220,12 @@ class XSpaceConverter:
         self.new_node_id = new_node_id
         self.new_tensor_id = new_tensor_id
         self.steps = sorted(steps or [])
+        self._step_begins = [begin for begin, _, _ in self.steps]
         self.result = Converted()
         self._execs: list[_Exec] = []
         self._call_function: dict[int, str] = {}  # function run id -> the tf.function that ran
         self._run_span: dict[int, tuple[int, int]] = {}  # function run id -> its executor events' extent
-        self._annotation_id = 0
+        self.new_annotation_id = new_annotation_id or itertools.count(1).__next__
         self.origin = 0
 
     # ------------------------------------------------------------------ entry
@@ -259,7 +264,8 @@ class XSpaceConverter:
                     begin, finish = self._run_span.get(run, (event.start, event.end))
                     self._run_span[run] = (min(begin, event.start), max(finish, event.end))
                 if name == "ExecutorState::Process":
-                    stack.append(_Frame(event.end, "process", run))
+                    iteration = event.stats.get("iter_num")
+                    stack.append(_Frame(event.end, "process", run, iteration=int(iteration) if iteration else None))
             elif name == "EagerExecute" and "eager_op" in event.stats:
                 op = str(event.stats["eager_op"])
                 if event.stats.get("is_func"):
@@ -271,7 +277,7 @@ class XSpaceConverter:
                     node = _Exec(0, op, op, event.start, event.end, tid, None)
                     self._execs.append(node)
                     self.result.eager_ops += 1
-                    stack.append(_Frame(event.end, "eager", op, node))
+                    stack.append(_Frame(event.end, "eager", op, exec_=node))
             elif name == "FunctionRun" and "id" in event.stats:
                 function = next((f.value for f in reversed(stack) if f.kind == "function"), "")
                 self._call_function[event.stats["id"]] = function
@@ -280,18 +286,19 @@ class XSpaceConverter:
                 if frame is not None and frame.kind == "eager" and frame.exec_ is not None:
                     frame.exec_.start, frame.exec_.end = event.start, event.end  # the kernel, not the dispatch
             elif _graph_op(name, event.op):
-                call = next((f.value for f in reversed(stack) if f.kind == "process"), None)
-                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid, call,
-                                         graph_op=True))
+                frame = next((f for f in reversed(stack) if f.kind == "process"), None)
+                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid,
+                                         frame.value if frame else None, graph_op=True,
+                                         iteration=frame.iteration if frame else None))
                 self.result.graph_ops += 1
             elif name in ("MemoryAllocation", "MemoryDeallocation"):
                 self._memory(key, event)
 
     def _annotation(self, key: str, tid: int, event: XEvent, label: str) -> None:
-        self._annotation_id += 1
+        annotation = self.new_annotation_id()
         device = self.batch.device("cpu")
-        self.batch.add("annotation_begin", key, event.start, device, tid, self._annotation_id, label)
-        self.batch.add("annotation_end", key, event.end, device, tid, self._annotation_id)
+        self.batch.add("annotation_begin", key, event.start, device, tid, annotation, label)
+        self.batch.add("annotation_end", key, event.end, device, tid, annotation)
 
     def _memory(self, key: str, event: XEvent) -> None:
         stats = event.stats
@@ -305,9 +312,9 @@ class XSpaceConverter:
 
     # ------------------------------------------------------------------ nodes and edges
     def _step_of(self, start: int) -> int:
-        for begin, end, step in self.steps:
-            if begin <= start < end:
-                return step
+        at = bisect.bisect_right(self._step_begins, start) - 1
+        if at >= 0 and start < self.steps[at][1]:
+            return self.steps[at][2]
         return 0xFFFFFFFF
 
     def _runs_by_time(self, runs: dict[int, list[_Exec]]) -> None:
@@ -359,11 +366,12 @@ class XSpaceConverter:
 
     def _run_edges(self, function: str, graph: Mapping[str, Any],
                    nodes: list[_Exec]) -> Iterator[tuple[_Exec, _Exec, int, int, bool]]:
-        """One function run's edges: each input of each node executed, from the last execution of
-        its producer that started before it (loops run a node more than once)."""
-        by_name: dict[str, list[_Exec]] = {}
-        for node in sorted(nodes, key=lambda n: n.start):
-            by_name.setdefault(node.name, []).append(node)
+        """One function run's edges: each input of each node executed, from an execution of its
+        producer that ended before it started (loops run a node more than once): the last one of the
+        same loop iteration, else the last one."""
+        by_name: dict[str, _Runs] = {}
+        for node in sorted(nodes, key=lambda n: n.end):
+            by_name.setdefault(node.name, _Runs()).add(node)
         tensors: dict[tuple[int, int], int] = {}
         for consumer in nodes:
             found = graph.get(consumer.name)
@@ -374,7 +382,8 @@ class XSpaceConverter:
             for text in found.input:
                 is_control = text.startswith("^")
                 source, _, slot_text = text.lstrip("^").partition(":")
-                producer = _last_before(by_name.get(source, ()), consumer)
+                runs = by_name.get(source)
+                producer = runs.before(consumer) if runs is not None else None
                 if producer is None:
                     continue
                 if is_control:
@@ -449,10 +458,26 @@ class XSpaceConverter:
                     self.batch.add("launch", key, event.start, tid, int(corr))
 
 
-def _last_before(candidates: Iterable[_Exec], consumer: _Exec) -> _Exec | None:
-    found = None
-    for node in candidates:
-        if node.start > consumer.start or node is consumer:
-            break
-        found = node
-    return found
+class _Runs:
+    """The executions of one node in one function run, by end time."""
+
+    _SAME_ITERATION_LOOKBACK = 64  # how far back to look for the consumer's own loop iteration
+
+    def __init__(self) -> None:
+        self.ends: list[int] = []
+        self.nodes: list[_Exec] = []
+
+    def add(self, node: _Exec) -> None:  # in end order
+        self.ends.append(node.end)
+        self.nodes.append(node)
+
+    def before(self, consumer: _Exec) -> _Exec | None:
+        at = bisect.bisect_right(self.ends, consumer.start)
+        if at == 0:
+            return None
+        if consumer.iteration is not None:
+            for back in range(at - 1, max(-1, at - 1 - self._SAME_ITERATION_LOOKBACK), -1):
+                if self.nodes[back].iteration == consumer.iteration and self.nodes[back] is not consumer:
+                    return self.nodes[back]
+        found = self.nodes[at - 1]
+        return None if found is consumer else found

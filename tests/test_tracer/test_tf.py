@@ -188,3 +188,36 @@ def test_functions_that_ran_before_recording(tmp_path: Path, mode: str) -> None:
         assert edges == {(names["MatMul"], names["Relu"]), (names["Relu"], names["mul"])}
     else:
         assert edges == set()
+
+
+def test_record_lets_the_program_configure_tf_and_run_its_own_profiler(tmp_path: Path) -> None:
+    done = _run(sys.executable, "-m", "tc_analyses.cli", "record", "-o", tmp_path / "job", "--", "python",
+                PROGRAMS / "configures_and_profiles.py")
+    assert "dfcompass records TensorFlow up to here" in done.stderr
+    traces = [p for p in (tmp_path / "job").iterdir() if p.is_dir()]
+    nodes = _nodes(traces[0])
+    assert sum(1 for n in nodes.values() if n["name"] == "MatMul") == 3  # the calls before the program's profiler
+    assert _edges(traces[0])
+
+
+def test_while_loop_edges_stay_in_their_iteration(tmp_path: Path) -> None:
+    _run(sys.executable, PROGRAMS / "while_loop.py", tmp_path / "trace")
+    t = read_trace(tmp_path / "trace")
+    begin, end = t.table("node_begin"), t.table("node_end")
+    names = dict(zip(begin["node_id"].tolist(), begin.text("name")))
+    starts = dict(zip(begin["node_id"].tolist(), begin["timestamp"].tolist()))
+    ends = dict(zip(end["node_id"].tolist(), end["timestamp"].tolist()))
+    edges = _edges(tmp_path / "trace")
+    assert sum(1 for n in names.values() if n.endswith("MatMul")) == 6
+    into_mul = [(p, c) for p, c, _, _ in edges if names[c].endswith("/mul") and names[p].endswith("MatMul")]
+    assert len(into_mul) == 6 and len({p for p, _ in into_mul}) == 6  # each iteration its own MatMul
+    assert all(ends[p] <= starts[c] for p, c, _, _ in edges)  # no edge points back in time
+
+
+def test_two_windows_on_one_session_keep_their_dispatches_apart(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    _run(sys.executable, PROGRAMS / "two_windows.py", tmp_path / "trace")
+    begin = read_trace(tmp_path / "trace").table("annotation_begin")
+    assert len(set(begin["annotation_id"].tolist())) == len(begin) == 6
+    result = cli("eager-overhead", tmp_path / "trace", "--format", "json")
+    data = json.loads(result.stdout)["result"]
+    assert data["executions"] == 6 and data["unmatched"] == 0
