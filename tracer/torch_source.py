@@ -172,7 +172,7 @@ class _Node:
     name: str
     step: int
     inputs: list[Any]
-    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr]
+    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr, time of its last allocation]
     device: str = "cpu"
 
 
@@ -259,9 +259,10 @@ class _Collector:
         size = extra.alloc_size
         self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, size, extra.total_allocated))
         if node is not None and extra.allocation_id is not None:
-            entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr])
+            entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr, 0])
             entry[1] += size
             if size > 0:
+                entry[3] = event.start_time_ns  # when: a buffer freed earlier in the op may have had this address
                 node.device = device
 
     def steps_by_time(self) -> None:
@@ -302,6 +303,14 @@ class _Writes:
                                   if a.alias_info is not None and a.alias_info.is_write}))
             self._cache[key] = found
         return found
+
+
+def _freed_between(frees: list[int] | None, after: float, before: float) -> bool:
+    """Whether a storage freed at the times `frees` (sorted) was freed in (after, before]."""
+    if not frees:
+        return False
+    at = bisect.bisect_right(frees, after)
+    return at < len(frees) and frees[at] <= before
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -525,21 +534,24 @@ class TorchRecorder:
     def _write_nodes(self, batch: "Batch", collector: _Collector) -> None:
         """Nodes and their exact input edges; see the module docstring for the writer rule.
 
-        Within a window a tensor is known by its profiler TensorID. Those ids are renumbered in
-        every window, so a tensor written in an earlier window (a weight the optimizer updated, a
-        saved activation) is found by its storage pointer in ``self._carried``, unless that storage
-        was freed in this window before the read.
+        A tensor is known by its storage pointer, not by the profiler's TensorID: the profiler gives
+        one id to every tensor that ever had a null data pointer (empty and sparse tensors, and
+        outputs made empty and then resized, such as arange's and randperm's), so ids would join
+        unrelated ops. A write is an allocation inside the op that it outlives, or an argument the
+        op's schema marks as written; a read takes the last write of its storage unless that storage
+        was freed in between. A tensor with no data pointer (sparse, zero-size) has no identity
+        here: it gets no edge rather than a false one. Writes carry over to the next window in
+        ``self._carried``, unless the storage is freed before the read.
         """
         session = batch.session
-        writer: dict[int, tuple[int, int, int]] = {}  # profiler TensorID -> (node id, device, trace tensor id)
-        written: list[tuple[int, int, int]] = []  # (storage ptr, TensorID, time), in writing order
-        first_free: dict[int, int] = {}
-        last_free: dict[int, int] = {}
+        writer: dict[int, tuple[int, int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor id, time)
+        frees: dict[int, list[int]] = {}  # storage ptr -> times it was freed, in order
         for ts, _ptid, _device, ptr, size, _total in collector.memory:
             if size < 0:
-                first_free.setdefault(ptr, ts)
-                last_free[ptr] = ts
+                frees.setdefault(ptr, []).append(ts)
         carried = self._carried
+        for ptr, (node_id_, device_, tensor_) in list(carried.items()):
+            writer[ptr] = (node_id_, device_, tensor_, -1)  # written before this window
         for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
             tid = collector.os_tids.get(node.ptid, node.ptid)
             key = f"torch-{tid}"
@@ -555,39 +567,31 @@ class TorchRecorder:
             seen: set[int] = set()
             for metas in tensors:
                 for meta in metas:
-                    if meta.id is None or meta.id in seen:
+                    ptr = meta.storage_data_ptr
+                    if not ptr or ptr in seen:
                         continue
-                    seen.add(meta.id)
-                    producer = writer.get(meta.id)
-                    if producer is None and carried:
-                        ptr = meta.storage_data_ptr
-                        producer = carried.get(ptr)
-                        if producer is not None and first_free.get(ptr, node.start + 1) > node.start:
-                            writer[meta.id] = producer
-                        else:
-                            producer = None
-                    if producer is not None:
-                        batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
-                                  self._nbytes(meta), producer[1], device)
-                        self.edges_recorded += 1
-            for tensor_id, net_bytes, ptr in node.allocations.values():
-                if net_bytes > 0 and tensor_id is not None:  # allocated here and still alive: an output
-                    writer[tensor_id] = (node_id, device, session.new_tensor_id())
-                    written.append((ptr, tensor_id, node.start))
+                    seen.add(ptr)
+                    producer = writer.get(ptr)
+                    if producer is None or _freed_between(frees.get(ptr), producer[3], node.start):
+                        continue
+                    batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
+                              self._nbytes(meta), producer[1], device)
+                    self.edges_recorded += 1
+            for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
+                if net_bytes > 0 and ptr:  # allocated here and still alive: an output
+                    writer[ptr] = (node_id, device, session.new_tensor_id(), allocated_at)
             for index in self._writes(node.op, node.overload, len(node.inputs)):
                 if index < len(node.inputs):
                     for meta in _tensors(node.inputs[index]):
-                        if meta.id is not None:  # written in place: this op holds the new value
-                            writer[meta.id] = (node_id, device, session.new_tensor_id())
-                            written.append((meta.storage_data_ptr, meta.id, node.start))
+                        if meta.storage_data_ptr:  # written in place: this op holds the new value
+                            writer[meta.storage_data_ptr] = (node_id, device, session.new_tensor_id(), node.start)
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         # What the next window may read: storages not freed since their last write here.
-        for ptr in last_free:
-            carried.pop(ptr, None)
-        for ptr, tensor_id, at in written:
-            if ptr and last_free.get(ptr, -1) < at:
-                carried[ptr] = writer[tensor_id]
+        carried.clear()
+        for ptr, (node_id_, device_, tensor_, at) in writer.items():
+            if not _freed_between(frees.get(ptr), at, float("inf")):
+                carried[ptr] = (node_id_, device_, tensor_)
 
     def _note_rank(self) -> None:
         """Keep this process's rank while torch.distributed is up: the window that holds the last
