@@ -5,8 +5,9 @@ with ``record_shapes`` and ``profile_memory``, turned into dfcompass events afte
 
 * **Nodes** are the outermost ``aten::`` ops (an op called from Python, not from another op),
   forward, backward and optimizer alike, with input shapes and dtypes.
-* **Edges are exact.** The profiler gives every tensor input a TensorID that follows its storage
-  (views share it). An op *writes* a tensor when the tensor's storage is allocated inside the op
+* **Edges are exact.** A tensor is known by its storage pointer, which views share (not by the
+  profiler's TensorID, which is one for every tensor that ever had a null data pointer). An op
+  *writes* a tensor when the tensor's storage is allocated inside the op
   and survives it, or when the op's schema marks that argument as written (in-place ops,
   ``out=``). A consumer links to the last writer of each tensor it reads: views add no edge,
   in-place ops become the new writer, and edges always point forward in time, so no cycles.
