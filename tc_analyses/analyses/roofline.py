@@ -37,7 +37,7 @@ import numpy as np
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
-from tc_analyses.perf.cost import estimate_op, task_memory
+from tc_analyses.perf.cost import ATTENTION, estimate_op, is_view, op_key, task_memory
 from tc_analyses.perf.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.reader.fast import DfcTrace
 
@@ -45,6 +45,10 @@ from tc_analyses.reader.fast import DfcTrace
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
 MAX_FINDINGS = 5
 NO_SHAPES = "this trace has no input shapes (dfc:node_args): record it with the PyTorch source"
+NO_MODEL, ABOVE_ROOF = "no FLOP model", "above its roof"
+# Ops that are already one fused kernel: "fuse it" is no advice for them.
+FUSED_OPS = frozenset({*ATTENTION, "_fused_adam", "_fused_adamw", "_fused_sgd", "native_layer_norm",
+                       "_native_multi_head_attention", "lstm", "gru"})
 
 
 
@@ -105,6 +109,16 @@ class RooflineOp:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """An op type left out of the roofline, with why: its time still counts somewhere."""
+
+    op: str
+    executions: int
+    total_ns: int
+    reason: str  # "no FLOP model" or "above its roof"
+
+
+@dataclass(frozen=True)
 class RooflineResult:
     trace: str
     peaks: Peaks
@@ -115,6 +129,7 @@ class RooflineResult:
     memory_bound_share: float  # of the analysed time
     compute_bound_share: float
     findings: tuple[Finding, ...]
+    left_out: tuple[LeftOut, ...] = ()  # by total time, longest first
 
 
 def peaks_from_spec(s: DeviceSpec) -> Peaks:
@@ -139,6 +154,7 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
     """
     peaks = device_spec if isinstance(device_spec, Peaks) else peaks_from_spec(device_spec)
     points: list[RooflinePoint] = []
+    left_out: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (op, reason) -> [executions, ns]
     skipped = 0
     for node in sorted(graph.nodes):
         attrs = graph.nodes[node]
@@ -149,26 +165,60 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
             skipped += 1
             continue
         op = attrs.get(K.OP, "")
-        est = estimate_op(op, shapes, dtypes, task_memory(graph, node) or None)
-        if est.bytes <= 0:
+        executions = len(durations) or int(attrs.get(K.EXECUTIONS, 1))
+        total_ns = int(sum(durations)) if durations else mean_ns * executions
+        if is_view(op):  # metadata only: nothing to put on a roofline
             skipped += 1
             continue
+        est = estimate_op(op, shapes, dtypes, task_memory(graph, node) or None)
+        if not est.known or est.flops <= 0 and est.bytes <= 0:
+            _count(left_out[(op, NO_MODEL)], executions, total_ns)
+            continue
         peak = peaks.peak(est.dtype)
-        intensity = est.flops / est.bytes
+        intensity = est.flops / est.bytes if est.bytes else float("inf")
         roof = min(peak, intensity * peaks.bandwidth)
         efficiency = _roof_time(est.flops, est.bytes, peak, peaks.bandwidth) / (mean_ns * 1e-9)
-        executions = len(durations) or int(attrs.get(K.EXECUTIONS, 1))
+        if efficiency > 1.0:  # faster than the roof allows: a no-op call, or the model overcounts its work
+            _count(left_out[(op, ABOVE_ROOF)], executions, total_ns)
+            continue
         points.append(RooflinePoint(
             node, attrs.get(K.NAME, ""), op, attrs.get(K.DEVICE, ""), est.dtype, executions, mean_ns,
-            int(sum(durations)) if durations else mean_ns * executions, est.flops, est.bytes, intensity,
+            total_ns, est.flops, est.bytes, intensity,
             est.flops / (mean_ns * 1e-9), roof, efficiency, "memory" if intensity < peaks.ridge(est.dtype) else "compute"))
-    if not points:
+    if not points and not left_out:
         raise AnalysisUnavailable(f"{trace}: {NO_SHAPES}" if trace else NO_SHAPES)
     ops = _per_op(points, peaks)
     total = sum(p.total_ns for p in points)
     memory = sum(p.total_ns for p in points if p.bound == "memory") / total if total else 0.0
+    out = tuple(sorted((LeftOut(op, n, ns, reason) for (op, reason), (n, ns) in left_out.items()),
+                       key=lambda o: (-o.total_ns, o.op)))
+    findings = _findings(ops, memory, peaks, skipped) + _left_out_findings(out, total) + [
+        _thread_finding(memory, peaks, threads)]
     return RooflineResult(trace, peaks, peaks.ridge(), tuple(points), ops, skipped, memory,
-                          1.0 - memory if total else 0.0, tuple(_findings(ops, memory, peaks, skipped) + [_thread_finding(memory, peaks, threads)]))
+                          1.0 - memory if total else 0.0, tuple(findings), out)
+
+
+def _count(entry: list[int], executions: int, total_ns: int) -> None:
+    entry[0] += executions
+    entry[1] += total_ns
+
+
+def _left_out_findings(left_out: tuple[LeftOut, ...], plotted_ns: int) -> list[Finding]:
+    """Say which op types the roofline does not show, and how much time they take."""
+    out = []
+    for reason, what in ((NO_MODEL, "have no FLOP model, so no roofline point (time spent, not analysed)"),
+                         (ABOVE_ROOF, "ran faster than their roof allows (a call that returned its input, or "
+                                      "work the model counts that the op did not do): left out, not counted as efficient")):
+        rows = [o for o in left_out if o.reason == reason]
+        if rows:
+            ns = sum(o.total_ns for o in rows)
+            share = ns / (ns + plotted_ns) if ns + plotted_ns else 0.0
+            names = ", ".join(f"{o.op} ({o.total_ns / 1e6:.3f} ms)" for o in rows[:5])
+            more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+            kind = "unmodelled_ops" if reason == NO_MODEL else "above_roof"
+            out.append(Finding(kind, ns if reason == NO_MODEL else 0,
+                               f"{len(rows)} op type(s), {share:.0%} of the op time, {what}: {names}{more}"))
+    return out
 
 
 def recorded_threads(trace: DfcTrace) -> int | None:
@@ -225,14 +275,21 @@ def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]
 
 
 def _findings(ops: tuple[RooflineOp, ...], memory_share: float, peaks: Peaks, skipped: int) -> list[Finding]:
+    if not ops:  # every op was left out: the left-out findings say why
+        return [Finding("skipped_nodes", 0, f"{skipped} node(s) without input shapes or measured time were left out")] \
+            if skipped else []
     out = [Finding("bound_mix", 0, f"memory-bound ops take {memory_share:.0%} of the analysed op time, compute-bound ops "
            f"{1 - memory_share:.0%} (ridge point {peaks.ridge():.1f} FLOP/byte on {peaks.model}, "
            f"peaks from the {peaks.source})")]
     slow = [o for o in ops if o.efficiency < LOW_EFFICIENCY][:MAX_FINDINGS]
     for o in slow:
-        advice = ("fuse it with its neighbours or avoid the copy: it moves bytes far slower than the bandwidth"
-                  if o.bound == "memory" else
-                  "use larger batches or a faster kernel/dtype: it runs far below the compute peak")
+        if op_key(o.op) in FUSED_OPS:
+            advice = ("it is already one fused kernel: a larger batch or sequence, or a lower precision, raises "
+                      "its intensity")
+        elif o.bound == "memory":
+            advice = "fuse it with its neighbours or avoid the copy: it moves bytes far slower than the bandwidth"
+        else:
+            advice = "use larger batches or a faster kernel/dtype: it runs far below the compute peak"
         # The time at stake: what the op takes beyond its roofline time.
         out.append(Finding("low_efficiency", round(o.total_ns * (1 - o.efficiency)),
                            f"{o.op}: {o.total_ns / 1e6:.3f} ms at {o.efficiency:.1%} of its roof "

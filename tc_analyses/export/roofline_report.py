@@ -102,6 +102,11 @@ def roofline_text(r: RooflineResult) -> str:
     lines += table(("op", "count", "time ms", "FLOP/s", "FLOP/byte", "bound", "efficiency"), [
         (o.op, o.count, f"{o.total_ns / 1e6:.3f}", _rate(o.achieved_flops, "FLOP/s"), f"{o.intensity:.2f}",
          o.bound, f"{o.efficiency:.1%}") for o in r.ops])
+    if r.left_out:
+        lines += ["", "left out of the roofline:"] + table(("op", "count", "time ms", "why"), [
+            (o.op, o.executions, f"{o.total_ns / 1e6:.3f}", o.reason) for o in r.left_out[:10]], "  ")
+        if len(r.left_out) > 10:
+            lines.append(f"  ... {len(r.left_out) - 10} more in --format json")
     lines += ["", "findings:"] + [f"  - {f.text}" for f in r.findings]
     return "\n".join(lines) + "\n"
 

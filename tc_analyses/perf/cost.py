@@ -184,6 +184,19 @@ def _embedding(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
     return 0.0, idx * (w[-1] if w else 1)
 
 
+def _attention(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
+    """Scaled dot-product attention, [q (..., L, E), k (..., S, E), v (..., S, Ev)]: the two matmuls
+    (Q K^T and P V, 2 FLOPs per multiply-add) plus the softmax (5 per score)."""
+    q, k, v = args[0].shape, args[1].shape, args[2].shape
+    batch, length, embed, source, value = math.prod(q[:-2]), q[-2], q[-1], k[-2], v[-1]
+    scores = batch * length * source
+    return 2.0 * scores * embed + 2.0 * scores * value + 5.0 * scores, batch * length * value
+
+
+ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
+             "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward")
+
 ELEMENTWISE = {  # FLOPs per element
     "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1, "threshold": 1,
     "threshold_backward": 1, "clamp": 1, "hardtanh": 1, "leaky_relu": 2, "where": 1, "pow": 2,
@@ -212,6 +225,7 @@ OPS: dict[str, Estimate] = {
     **{op: _pool for op in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_with_indices",
                             "adaptive_max_pool2d", "max_pool1d", "avg_pool1d")},
     "embedding": _embedding,
+    **{op: _attention for op in ATTENTION},
 }
 
 

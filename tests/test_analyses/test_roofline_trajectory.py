@@ -17,7 +17,7 @@ from tc_analyses.model.graph import build_graph
 from tc_analyses.reader import read_trace
 from tracer.builder import TraceBuilder
 
-PEAKS = Peaks("test", "device table", 100e9, None, 10e9)  # ridge 10 FLOP/byte
+PEAKS = Peaks("test", "device table", 1000e9, None, 100e9)  # ridge 10 FLOP/byte; every run below its roof
 
 
 def _mm_trace(path: Path, m: int, k: int, n: int, ns: int) -> Path:
@@ -113,4 +113,44 @@ def test_thread_setting_finding(tmp_path: Path) -> None:
     assert "torch.set_num_threads(2)" in roofline(graph, cpu2, "t", threads=1).findings[-1].text
     assert "does not say how many" in roofline(graph, cpu2, "t").findings[-1].text
     slow_memory = Peaks("CPU-2", "device table", 1e15, None, 1e9)  # ridge 1e6: everything is memory-bound
+    # 49,152 bytes at 1 GB/s take 49 µs: the op must take longer, or it would beat its roof
+    graph = build_graph(read_trace(_mm_trace(tmp_path / "slow", 64, 64, 64, 100_000)))
     assert "try fewer threads (e.g. 2)" in roofline(graph, slow_memory, "t", threads=4).findings[-1].text
+
+
+def _ops_trace(path: Path, ops: list[tuple[str, str, str, int]]) -> Path:
+    """One node per (op, shapes, dtypes, ns), one after another."""
+    with TraceBuilder(path, clock_offset_ns=0, overwrite=True) as b:
+        cpu = b.device("cpu", 10)
+        at = 100
+        for node, (op, shapes, dtypes, ns) in enumerate(ops):
+            b.add("node_begin", "1", at, node, op, op, cpu, 1, 0)
+            b.add("node_args", "1", at + 1, node, shapes, dtypes)
+            b.add("node_end", "1", at + ns, node, cpu, 1)
+            at += ns + 10
+    return path
+
+
+def test_no_op_is_shown_above_its_roof_and_what_is_left_out_is_said(tmp_path: Path) -> None:
+    trace = _ops_trace(tmp_path / "t", [
+        ("aten::mm", "[[64, 64], [64, 64]]", "float32,float32", 10_000),  # 52 GFLOP/s: below the roof
+        ("aten::to", "[[1024, 1024]]", "float32", 50),  # 8 MB in 50 ns: a call that returned its input
+        ("aten::lstm", "[[8, 4, 16]]", "float32", 40_000),  # no FLOP model
+        ("aten::t", "[[64, 64]]", "float32", 20),  # a view: nothing to plot
+    ])
+    result = roofline(build_graph(read_trace(trace)), PEAKS, "t")
+    assert [p.op for p in result.points] == ["aten::mm"] and all(p.efficiency <= 1 for p in result.points)
+    assert {(o.op, o.reason) for o in result.left_out} == {("aten::to", "above its roof"), ("aten::lstm", "no FLOP model")}
+    texts = " ".join(f.text for f in result.findings)
+    assert "aten::lstm (0.040 ms)" in texts and "have no FLOP model" in texts
+    assert "aten::to" in texts and "faster than their roof" in texts
+    assert "aten::t" not in texts.replace("aten::to", "")
+
+
+def test_a_fused_kernel_is_not_told_to_fuse(tmp_path: Path) -> None:
+    trace = _ops_trace(tmp_path / "t", [("aten::_scaled_dot_product_flash_attention_for_cpu",
+                                         "[[1, 4, 128, 32], [1, 4, 128, 32], [1, 4, 128, 32]]",
+                                         "float32,float32,float32", 10_000_000)])
+    result = roofline(build_graph(read_trace(trace)), PEAKS, "t")
+    slow = [f.text for f in result.findings if f.kind == "low_efficiency"]
+    assert slow and "already one fused kernel" in slow[0] and "fuse it" not in slow[0]
