@@ -33,7 +33,8 @@ def plan_json(plan: StreamPlan) -> dict[str, Any]:
 def plan_text(plan: StreamPlan) -> str:
     """The plan as text: the numbers, each lane's ops in order with the events they wait on, findings."""
     lane = plan.lane
-    width = "-" if plan.width is None else str(plan.width)
+    # Dilworth's width is skipped on closures past WIDTH_PAIR_LIMIT pairs or WIDTH_BUDGET_S seconds
+    width = "not computed (graph too large for the exact width)" if plan.width is None else str(plan.width)
     lines = [
         f"trace:      {plan.source or '-'}",
         f"device:     {plan.device} ({plan.nodes} ops, weighted by {plan.work}; {lane}s)",

@@ -40,6 +40,7 @@ from typing import Any, Protocol, TypeVar
 N = TypeVar("N", bound=Hashable)
 
 WIDTH_PAIR_LIMIT = 2_000_000  # reachable pairs above which width() does not compute the exact width
+WIDTH_BUDGET_S = 10.0  # seconds the width's matching may take before it gives up
 
 
 
@@ -196,11 +197,14 @@ def transitive_reduction(n: int, succ: Adjacency, reach: Sequence[int]) -> list[
     return edges
 
 
-def width(n: int, reach: Sequence[int]) -> int | None:
+def width(n: int, reach: Sequence[int], budget_s: float = WIDTH_BUDGET_S) -> int | None:
     """Dilworth: the most pairwise independent nodes, ``n`` - a maximum matching of the transitive closure.
 
-    The matching is scipy's Hopcroft-Karp on the closure given by the :func:`reachability`
-    bitsets. None when the closure has more than :data:`WIDTH_PAIR_LIMIT` pairs.
+    The matching is Hopcroft-Karp (greedy start, then shortest augmenting paths in phases) on the
+    closure given by the :func:`reachability` bitsets. Not scipy's ``maximum_bipartite_matching``:
+    on closures it took 10 s for 1,000 nodes and 320 k pairs (minutes on real graphs), this 0.1 s.
+    None when the closure has more than :data:`WIDTH_PAIR_LIMIT` pairs, or when the matching
+    has not finished within `budget_s` seconds.
 
     Examples
     --------
@@ -209,17 +213,66 @@ def width(n: int, reach: Sequence[int]) -> int | None:
     """
     if sum(r.bit_count() for r in reach) > WIDTH_PAIR_LIMIT:
         return None
+    import time
+
     import numpy as np
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_bipartite_matching
 
     nbytes = (n + 7) // 8
-    rows = [np.flatnonzero(np.unpackbits(np.frombuffer(r.to_bytes(nbytes, "little"), dtype=np.uint8),
-                                         bitorder="little")[:n]) for r in reach]
-    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
-    indices = np.concatenate(rows).astype(np.int32) if rows else np.empty(0, dtype=np.int32)
-    if not len(indices):
-        return n
-    closure = csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
-    matched = maximum_bipartite_matching(closure, perm_type="column")
-    return n - int((matched >= 0).sum())
+    adj = [np.flatnonzero(np.unpackbits(np.frombuffer(r.to_bytes(nbytes, "little"), dtype=np.uint8),
+                                        bitorder="little")[:n]).tolist() for r in reach]
+    matched = _hopcroft_karp(n, adj, time.monotonic() + budget_s)
+    return None if matched is None else n - matched
+
+
+def _hopcroft_karp(n: int, adj: list[list[int]], deadline: float) -> int | None:
+    """The size of a maximum matching of the bipartite graph ``u -> adj[u]`` (both sides 0..n-1);
+    None past `deadline` (time.monotonic)."""
+    import time
+
+    match_left, match_right = [-1] * n, [-1] * n
+    for u in range(n):  # greedy start: most of the matching, in one pass
+        for v in adj[u]:
+            if match_right[v] < 0:
+                match_left[u], match_right[v] = v, u
+                break
+    unreached = n + 1
+    while True:
+        if time.monotonic() > deadline:
+            return None
+        dist = [unreached] * n
+        queue = [u for u in range(n) if match_left[u] < 0]
+        for u in queue:
+            dist[u] = 0
+        found, head = False, 0
+        while head < len(queue):  # layers of alternating paths from the free left nodes
+            u = queue[head]
+            head += 1
+            for v in adj[u]:
+                w = match_right[v]
+                if w < 0:
+                    found = True
+                elif dist[w] == unreached:
+                    dist[w] = dist[u] + 1
+                    queue.append(w)
+        if not found:
+            return sum(1 for v in match_left if v >= 0)
+        for root in range(n):  # augment along vertex-disjoint shortest paths (iterative DFS)
+            if match_left[root] >= 0:
+                continue
+            stack = [(root, iter(adj[root]))]
+            while stack:
+                u, successors = stack[-1]
+                for v in successors:
+                    w = match_right[v]
+                    if w < 0:  # a free right node: flip the path
+                        for x, _ in reversed(stack):
+                            v, match_left[x] = match_left[x], v
+                            match_right[match_left[x]] = x
+                        stack = []
+                        break
+                    if dist[w] == dist[u] + 1:
+                        stack.append((w, iter(adj[w])))
+                        break
+                else:
+                    dist[u] = unreached  # a dead end: no later path goes through it
+                    stack.pop()
