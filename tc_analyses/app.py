@@ -151,11 +151,14 @@ class Analysis:
     summary: Any
     sections: list[SeedSection]
 
-    def text(self) -> str:
+    def text(self, details: bool = True) -> str:
+        """The summary, then each section in full; without `details`, one line per section (its first
+        finding), so the page stays readable on real programs (a full page runs to hundreds of lines)."""
         from tc_analyses.export import reports
-        from tc_analyses.export.sections import sections_text
+        from tc_analyses.export.sections import sections_headlines, sections_text
 
-        return reports.summary_text(self.summary) + sections_text(self.sections)
+        summary = reports.summary_text(self.summary)
+        return summary + (sections_text(self.sections) if details else sections_headlines(self.sections))
 
     def json(self) -> str:
         import json

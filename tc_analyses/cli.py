@@ -167,15 +167,17 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.option("--section", "section_keys", multiple=True, type=click.Choice(TRACE_KEYS),
               help="Seed analyses to add (repeatable; default: all). Sections a trace cannot feed say why.")
 @click.option("--no-sections", is_flag=True, help="Only the summary of the Trace Compass analyses.")
+@click.option("--details", is_flag=True, help="Print every section in full (by default: one line each, its first "
+                                               "finding; sections named with --section are printed in full).")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
 @_window_options
 @_job_options
 @_handle_errors
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
-            no_sections: bool, device: str, plots: Path | None, window: str | None, annotation: str | None,
-            include_last_step: bool, scheduler: str | None, workers: int | None, in_process: bool,
-            cache: Path | None) -> None:
+            no_sections: bool, details: bool, device: str, plots: Path | None, window: str | None,
+            annotation: str | None, include_last_step: bool, scheduler: str | None, workers: int | None,
+            in_process: bool, cache: Path | None) -> None:
     """Summarise TRACE: busy %, top nodes, memory peaks and lost events from the Trace Compass analyses
     run headless, then the seed analyses: roofline, runtime overhead, HTA-compatible breakdown,
     memory and inter-operator parallelism.
@@ -200,7 +202,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
         return
     inputs = TraceInputs(trace, _progress, _window(window, annotation, include_last_step))
     result = app.analyze(inputs, xml, top, keys, device, plots, _progress)
-    click.echo(result.json() if fmt == "json" else result.text(), nl=False)
+    click.echo(result.json() if fmt == "json" else result.text(details or bool(section_keys)), nl=False)
 
 
 @main.command()

@@ -60,3 +60,12 @@ def sections_json(sections: list[SeedSection]) -> dict[str, Any]:
 
 def sections_text(sections: list[SeedSection]) -> str:
     return "".join(f"\n== {s.title} ==\n{s.text}" for s in sections)
+
+
+def sections_headlines(sections: list[SeedSection]) -> str:
+    """One line per section: its first finding, or why it is not available."""
+    if not sections:
+        return ""
+    lines = ["", "analyses (first finding of each; --details prints them in full, --section KEY one of them):"]
+    lines += [f"  {s.title}: {s.headline()}" for s in sections]
+    return "\n".join(lines) + "\n"

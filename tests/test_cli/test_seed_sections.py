@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tc_analyses.registry import TRACE_KEYS
+from tc_analyses.registry import TRACE_KEYS, entry
 
 from tests.helpers import fork_join_cpu_trace
 
@@ -136,3 +136,12 @@ def _same_json_alone_and_in_analyze(cli: Any, trace: Path, keys: list[str]) -> N
         alone = json.loads(cli(key, trace, "--format", "json").stdout)
         assert {"available": True, **alone} == sections[key], key
         assert alone["analysis"] == key and all(set(f) == {"kind", "impact_ns", "text"} for f in alone["findings"])
+
+
+def test_analyze_text_is_a_summary_then_one_line_per_section(cli: Any) -> None:
+    short = cli("analyze", ALL_CLASSES).stdout
+    titles = [entry(key).title for key in KEYS]
+    assert "== " not in short and all(f"  {title}: " in short for title in titles)
+    full = cli("analyze", ALL_CLASSES, "--details").stdout
+    assert all(f"== {title} ==" in full for title in titles) and len(full.splitlines()) > len(short.splitlines())
+    assert short.splitlines()[0] == full.splitlines()[0]  # the same summary first
