@@ -306,6 +306,29 @@ class _Writes:
         return found
 
 
+@dataclass
+class _StorageWrites:
+    """The writes of one storage address in time order."""
+
+    times: list[int]
+    entries: list[tuple[int, int, int]]  # (node id, device, trace tensor id)
+
+    def last_at(self, at: int) -> tuple[int, tuple[int, int, int]] | None:
+        """The last write dated at or before `at`: (time, entry)."""
+        k = bisect.bisect_right(self.times, at)
+        return (self.times[k - 1], self.entries[k - 1]) if k else None
+
+
+def _record_write(writes: dict[int, _StorageWrites], ptr: int, at: int, entry: tuple[int, int, int]) -> None:
+    history = writes.get(ptr)
+    if history is None:
+        writes[ptr] = _StorageWrites([at], [entry])
+        return
+    k = bisect.bisect_right(history.times, at)  # almost always the end
+    history.times.insert(k, at)
+    history.entries.insert(k, entry)
+
+
 def _freed_between(frees: list[int] | None, after: float, before: float) -> bool:
     """Whether a storage freed at the times `frees` (sorted) was freed in (after, before]."""
     if not frees:
@@ -545,14 +568,17 @@ class TorchRecorder:
         ``self._carried``, unless the storage is freed before the read.
         """
         session = batch.session
-        writer: dict[int, tuple[int, int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor id, time)
+        # storage ptr -> its writes in time order: (time, (node id, device, trace tensor id)). Nodes are
+        # visited by start time, but a write is dated by its allocation, which may come later than
+        # the start of an op on another thread that read the same address before it was reused.
+        writes: dict[int, _StorageWrites] = {}
         frees: dict[int, list[int]] = {}  # storage ptr -> times it was freed, in order
         for ts, _ptid, _device, ptr, size, _total in collector.memory:
             if size < 0:
                 frees.setdefault(ptr, []).append(ts)
         carried = self._carried
-        for ptr, (node_id_, device_, tensor_) in list(carried.items()):
-            writer[ptr] = (node_id_, device_, tensor_, -1)  # written before this window
+        for ptr, entry in carried.items():
+            writes[ptr] = _StorageWrites([-1], [entry])  # written before this window
         for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
             tid = collector.os_tids.get(node.ptid, node.ptid)
             key = f"torch-{tid}"
@@ -572,27 +598,30 @@ class TorchRecorder:
                     if not ptr or ptr in seen:
                         continue
                     seen.add(ptr)
-                    producer = writer.get(ptr)
-                    if producer is None or _freed_between(frees.get(ptr), producer[3], node.start):
+                    history = writes.get(ptr)
+                    found = history.last_at(node.start) if history is not None else None
+                    if found is None or _freed_between(frees.get(ptr), found[0], node.start):
                         continue
+                    producer = found[1]
                     batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
                               self._nbytes(meta), producer[1], device)
                     self.edges_recorded += 1
             for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
                 if net_bytes > 0 and ptr:  # allocated here and still alive: an output
-                    writer[ptr] = (node_id, device, session.new_tensor_id(), allocated_at)
+                    _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))
             for index in self._writes(node.op, node.overload, len(node.inputs)):
                 if index < len(node.inputs):
                     for meta in _tensors(node.inputs[index]):
                         if meta.storage_data_ptr:  # written in place: this op holds the new value
-                            writer[meta.storage_data_ptr] = (node_id, device, session.new_tensor_id(), node.start)
+                            _record_write(writes, meta.storage_data_ptr, node.start,
+                                          (node_id, device, session.new_tensor_id()))
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         # What the next window may read: storages not freed since their last write here.
         carried.clear()
-        for ptr, (node_id_, device_, tensor_, at) in writer.items():
-            if not _freed_between(frees.get(ptr), at, float("inf")):
-                carried[ptr] = (node_id_, device_, tensor_)
+        for ptr, history in writes.items():
+            if not _freed_between(frees.get(ptr), history.times[-1], float("inf")):
+                carried[ptr] = history.entries[-1]
 
     def _note_rank(self) -> None:
         """Keep this process's rank while torch.distributed is up: the window that holds the last

@@ -192,8 +192,8 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
     memory = sum(p.total_ns for p in points if p.bound == "memory") / total if total else 0.0
     out = tuple(sorted((LeftOut(op, n, ns, reason) for (op, reason), (n, ns) in left_out.items()),
                        key=lambda o: (-o.total_ns, o.op)))
-    findings = _findings(ops, memory, peaks, skipped) + _left_out_findings(out, total) + [
-        _thread_finding(memory, peaks, threads)]
+    findings = _findings(ops, memory, peaks, skipped) + _left_out_findings(out, total) + (
+        [_thread_finding(memory, peaks, threads)] if points else [])  # no bound mix to advise on
     return RooflineResult(trace, peaks, peaks.ridge(), tuple(points), ops, skipped, memory,
                           1.0 - memory if total else 0.0, tuple(findings), out)
 

@@ -193,9 +193,11 @@ def _attention(args: list[Arg], out_bytes: int | None) -> tuple[float, int]:
     return 2.0 * scores * embed + 2.0 * scores * value + 5.0 * scores, batch * length * value
 
 
+# The ops that take q, k, v as (..., L, E); the kernels _flash_attention_forward and
+# _efficient_attention_forward take (B, L, H, E) and are left without a model (they are flagged).
 ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-             "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward")
+             "_scaled_dot_product_cudnn_attention")
 
 ELEMENTWISE = {  # FLOPs per element
     "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1, "threshold": 1,

@@ -214,3 +214,4 @@ def test_thread_settings_go_into_the_metadata(tmp_path: Path) -> None:
     env = trace.metadata.env  # type: ignore[attr-defined]
     assert int(env["torch_num_threads"]) == torch.get_num_threads()
     assert int(env["torch_interop_threads"]) == torch.get_num_interop_threads()
+

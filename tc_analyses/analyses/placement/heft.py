@@ -49,6 +49,8 @@ def _insert(busy: Busy, k: int, s: int, e: int) -> None:
     of every task made each gap search scan them all: quadratic on long chains (79 of 101 s of
     recommend-placement on a 32 k-node LSTM trace).
     """
+    if s == e:  # a zero-length task occupies nothing (see _earliest_gap)
+        return
     starts, ends = busy
     left = k > 0 and ends[k - 1] == s
     right = k < len(starts) and starts[k] == e
@@ -209,8 +211,13 @@ def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]
 
 
 def _earliest_gap(starts: list[int], ends: list[int], ready: int, dur: int) -> tuple[int, int]:
-    """Earliest start >= ready where [start, start + dur) fits between the busy intervals; and the insert index."""
+    """Earliest start >= ready where [start, start + dur) fits between the busy intervals; and the insert index.
+
+    A zero-length task starts when it is ready: it occupies no time, so it needs no gap (and the
+    merged busy intervals of :func:`_insert` keep no boundaries for it to sit on)."""
     k = bisect_right(ends, ready)
+    if dur == 0:
+        return ready, k
     t = ready
     for i in range(k, len(starts)):
         if t + dur <= starts[i]:
