@@ -632,6 +632,8 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     from tc_analyses.export.html_report import Block, Section, render
     from tc_analyses.export.tracecompass import write_output
 
+    if framework == "tf" and workload != "torch":
+        raise ConfigurationError(f"--framework tf has its own workload (a Keras CNN): leave out --workload {workload}")
     if workload == "ddp":
         demo_job(output, steps, echo, progress)
         return

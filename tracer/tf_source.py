@@ -55,7 +55,7 @@ class FuncGraphSizes:
     attribute names the callee, where the rest of the name is looked up.
     """
 
-    def __init__(self, tf: Any) -> None:
+    def __init__(self) -> None:
         from tensorflow.python.eager.polymorphic_function.atomic_function import AtomicFunction
 
         # An exact type test: isinstance goes through ABC checks, 10x slower over a whole heap.
@@ -120,8 +120,8 @@ class TFRecorder:
         self._session_options = session_options
         self._logdir: str | None = None
         self._pid = 0
-        self._steps: list[tuple[int, int, int]] = []  # (begin, end, step) in epoch ns
-        self._step_open: tuple[int, int] | None = None
+        self._steps: list[tuple[int, int, int, int]] = []  # (begin, end, step, tid of the marking thread), epoch ns
+        self._step_open: tuple[int, int, int] | None = None  # (begin, step, tid)
         self._step_count = 0
         self.session: Session | None = None
         self.result: Converted | None = None
@@ -205,13 +205,13 @@ class TFRecorder:
 
     def begin_step(self) -> None:
         self.end_step()
-        self._step_open = (time.time_ns(), self._step_count)
+        self._step_open = (time.time_ns(), self._step_count, threading.get_native_id())
         self._step_count += 1
 
     def end_step(self) -> None:
         if self._step_open is not None:
-            begin, number = self._step_open
-            self._steps.append((begin, time.time_ns(), number))
+            begin, number, tid = self._step_open
+            self._steps.append((begin, time.time_ns(), number, tid))
             self._step_open = None
 
     def keras_callback(self) -> Any:
@@ -271,12 +271,11 @@ class TFRecorder:
         graphs = self.graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
-        converter = XSpaceConverter(batch, graphs, FuncGraphSizes(self._tf), session.new_node_id,
-                                    session.new_tensor_id, self._steps, pid=os.getpid(),
+        converter = XSpaceConverter(batch, graphs, FuncGraphSizes(), session.new_node_id,
+                                    session.new_tensor_id, [step[:3] for step in self._steps], pid=os.getpid(),
                                     new_annotation_id=session.new_annotation_id)
         result = converter.convert(space)
-        for begin, end, step in self._steps:
-            tid = threading.get_native_id()
+        for begin, end, step, tid in self._steps:  # on the thread that marked the step
             batch.add("step_begin", f"tf-steps-{tid}", begin, step, tid)
             batch.add("step_end", f"tf-steps-{tid}", end, step, tid)
         batch.flush()

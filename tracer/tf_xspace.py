@@ -43,6 +43,8 @@ _COPY_ENDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
 _TF_COPY = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH", "P2P": "PtoP"}
 _DEVICE = re.compile(r"device:(CPU|GPU):(\d+)", re.IGNORECASE)
 _GPU_ALLOCATOR = re.compile(r"GPU_(\d+)")
+# The events that carry a function run's id: together they span the run (see _runs_by_time).
+_RUN_EVENTS = frozenset({"FunctionRun", "ExecutorState::Process", "ExecutorDoneCallback"})
 # The host events the conversion reads (every other one, ThreadpoolListener::* and the like, is skipped).
 _HOST_EVENTS = frozenset({"ExecutorState::Process", "ExecutorDoneCallback", "EagerExecute", "FunctionRun",
                           "KernelAndDeviceFunc::Run", "MemoryAllocation", "MemoryDeallocation"})
@@ -208,7 +210,8 @@ class Converted:
 
 
 class XSpaceConverter:
-    """Writes one XSpace into a :class:`Batch`. `new_id` numbers nodes and tensors (the session's)."""
+    """Writes one XSpace into a :class:`Batch`; the session's counters number nodes, tensors and
+    annotations, and `steps` ((begin, end, step), epoch ns) give each node its step."""
 
     def __init__(self, batch: Batch, graphs: GraphSet, sizes: TensorSizes, new_node_id: Callable[[], int],
                  new_tensor_id: Callable[[], int], steps: list[tuple[int, int, int]] | None = None, pid: int = 0,
@@ -258,14 +261,12 @@ class XSpaceConverter:
             while stack and stack[-1].end <= event.start:
                 stack.pop()
             name = event.name
-            if name in ("ExecutorState::Process", "ExecutorDoneCallback"):
-                run = event.stats.get("id")
-                if run is not None:
-                    begin, finish = self._run_span.get(run, (event.start, event.end))
-                    self._run_span[run] = (min(begin, event.start), max(finish, event.end))
-                if name == "ExecutorState::Process":
-                    iteration = event.stats.get("iter_num")
-                    stack.append(_Frame(event.end, "process", run, iteration=int(iteration) if iteration else None))
+            if name in _RUN_EVENTS:
+                self._extend_run(event)
+            if name == "ExecutorState::Process":
+                iteration = event.stats.get("iter_num")
+                stack.append(_Frame(event.end, "process", event.stats.get("id"),
+                                    iteration=int(iteration) if iteration else None))
             elif name == "EagerExecute" and "eager_op" in event.stats:
                 op = str(event.stats["eager_op"])
                 if event.stats.get("is_func"):
@@ -294,6 +295,13 @@ class XSpaceConverter:
             elif name in ("MemoryAllocation", "MemoryDeallocation"):
                 self._memory(key, event)
 
+    def _extend_run(self, event: XEvent) -> None:
+        """A function run spans its launch (FunctionRun) to its executor's last event."""
+        run = event.stats.get("id")
+        if run is not None:
+            begin, finish = self._run_span.get(run, (event.start, event.end))
+            self._run_span[run] = (min(begin, event.start), max(finish, event.end))
+
     def _annotation(self, key: str, tid: int, event: XEvent, label: str) -> None:
         annotation = self.new_annotation_id()
         device = self.batch.device("cpu")
@@ -319,7 +327,8 @@ class XSpaceConverter:
 
     def _runs_by_time(self, runs: dict[int, list[_Exec]]) -> None:
         """A graph op the executor ran outside any ``ExecutorState::Process`` on its thread (an op
-        handed to another thread of the pool) joins a run whose executor events span its start:
+        handed to another thread of the pool) joins a run whose events (from its launch on the
+        calling thread to its executor's last event) span its start:
         of those whose graph has a node of its name (other functions, tf.data's, may run at the
         same time), the one that began last."""
         spans = sorted((begin, end, run) for run, (begin, end) in self._run_span.items())

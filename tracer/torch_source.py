@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tracer import schema
+from tracer.batch import Batch
 from tracer.collectives import collective_kind
 from tracer.copy_kinds import copy_ends, copy_kind_of
-from tracer.batch import Batch
 from tracer.session import Session, active_session
 
 MODULE_MARK = "dfc.module::"

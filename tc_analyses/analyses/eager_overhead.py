@@ -22,13 +22,13 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tc_analyses.analyses.overhead import OUTSIDE_STEPS, WHOLE_TRACE
+from tc_analyses.analyses.overhead import OUTSIDE_STEPS, WHOLE_TRACE, step_windows, stepper
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
-from tc_analyses.model.activity import AnnotationRun, NodeRun, StepRun
+from tc_analyses.model.activity import AnnotationRun, NodeRun
 
 EAGER_PREFIX = "tf.eager "
 MAX_FINDINGS = 5
@@ -88,13 +88,6 @@ def _kernel_of(dispatch: AnnotationRun, op: str, starts: list[int], nodes: list[
     return None
 
 
-def _step_of(start: int, steps: list[StepRun], begins: list[int]) -> int:
-    at = bisect.bisect_right(begins, start) - 1
-    if at >= 0 and start < steps[at].end:
-        return steps[at].step
-    return WHOLE_TRACE if not steps else OUTSIDE_STEPS
-
-
 def _findings(data: EagerOverhead) -> list[Finding]:
     out = []
     if data.host_ns > data.kernel_ns:
@@ -121,8 +114,7 @@ def run(inputs: Inputs, options: Options) -> Result:
     for node in activity.nodes:
         by_thread[node.tid].append(node)
     starts = {tid: [n.start for n in nodes] for tid, nodes in by_thread.items()}
-    steps = sorted(activity.steps, key=lambda s: s.start)
-    begins = [s.start for s in steps]
+    step_of = stepper(step_windows(activity)[0])  # overhead's steps: one window per number, all threads
     per_op: dict[str, list[tuple[int, int]]] = defaultdict(list)
     per_step: dict[int, list[tuple[int, int]]] = defaultdict(list)
     unmatched = 0
@@ -135,7 +127,7 @@ def run(inputs: Inputs, options: Options) -> Result:
         kernel = kernel_node.duration
         host = max(0, (dispatch.end - dispatch.start) - kernel)
         per_op[op].append((host, kernel))
-        per_step[_step_of(dispatch.start, steps, begins)].append((host, kernel))
+        per_step[step_of(kernel_node)].append((host, kernel))
     if not per_op:
         raise AnalysisUnavailable(f"{inputs.path}: {unmatched} eager dispatches, none with its kernel's node inside it")
     op_types = sorted((OpTypeOverhead(op, len(runs), sum(h for h, _ in runs), sum(k for _, k in runs),
@@ -148,5 +140,5 @@ def run(inputs: Inputs, options: Options) -> Result:
                          sum(r.host_ns for r in op_types), sum(r.kernel_ns for r in op_types), tuple(op_types),
                          step_rows, ())
     findings = tuple(_findings(data))
-    data = EagerOverhead(**{**data.__dict__, "findings": findings})
+    data = replace(data, findings=findings)
     return Result("eager-overhead", data.trace, data, findings)

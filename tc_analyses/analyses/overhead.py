@@ -154,8 +154,8 @@ def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
         raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
     if not launched.owned.any():
         raise AnalysisUnavailable(f"{trace}: {NO_OWNER}")
-    windows, whole = _windows(activity)
-    step_of = _stepper(windows)
+    windows, whole = step_windows(activity)
+    step_of = stepper(windows)
     ops = tuple(sorted(launched.ops(step_of), key=lambda o: (o.start, o.tid, o.node_id)))
     op_types = _op_types(ops)
     min_hiding = {t.op: t.min_hiding_kernel_ns for t in op_types}
@@ -250,7 +250,7 @@ class _Launched:
         return out
 
 
-def _windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], bool]:
+def step_windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], bool]:
     """(step number, (start, end)) by start; steps of the same number on several threads are merged."""
     if activity.steps:
         merged: dict[int, tuple[int, int]] = {}
@@ -263,7 +263,7 @@ def _windows(activity: Activity) -> tuple[list[tuple[int, tuple[int, int]]], boo
                            max(int(t.column("end").max()) for t in tables)))], True
 
 
-def _stepper(windows: list[tuple[int, tuple[int, int]]]) -> Callable[[NodeRun], int]:
+def stepper(windows: list[tuple[int, tuple[int, int]]]) -> Callable[[NodeRun], int]:
     """node -> the step window it belongs to: its own step field when that step exists, else by time."""
     numbers = {n for n, _ in windows}
 

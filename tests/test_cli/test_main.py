@@ -111,3 +111,9 @@ def test_an_analysis_without_a_report_module_lists_its_findings() -> None:
     assert bare.text(Result("x", "t", None, ())) == "trace: t\n\nfindings:\n  none\n"
     assert bare.text(Result("x", "t", None, (Finding("k", 0, "a"),))).endswith("findings:\n  - a\n")
     assert bare.plots(Result("x", "t", None, ()), Path("/nonexistent")) == [] and bare.artifacts_note == ""
+
+
+def test_demo_framework_tf_takes_no_other_workload(cli: Any, tmp_path: Path) -> None:
+    result = cli("demo", "--framework", "tf", "--workload", "ddp", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--framework tf has its own workload" in result.stderr and not (tmp_path / "out").exists()
