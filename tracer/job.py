@@ -63,10 +63,16 @@ class _JobProcess:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF loads: its C++ notices bury the output
             call_after_import("tensorflow", self._start_tf_recorder)
 
-    def _start_torch_recorder(self, _module: ModuleType) -> None:
+    def _start_torch_recorder(self, module: ModuleType) -> None:
         try:
             from tracer.torch_source import TorchRecorder
 
+            if module.cuda._is_in_bad_fork():
+                # Kineto does not start again in a fork child of a process that used CUDA (it
+                # hung on an H200); such a child (a DataLoader worker) records no PyTorch ops.
+                print(f"dfcompass: process {os.getpid()} is a fork child of a CUDA process: its PyTorch "
+                      "ops are not recorded", file=sys.stderr)
+                return
             # It stops when the session does (a stop hook: exit, SIGTERM), converting first.
             TorchRecorder(self.session).start()
         except Exception as exc:  # tracing must never stop the program from running

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -46,6 +47,8 @@ from tracer import schema
 from tracer.batch import Batch
 from tracer.collectives import collective_kind
 from tracer.copy_kinds import copy_ends, copy_kind_of
+from tracer.importers.kineto_convert import kernel_config, kernel_dims
+from tracer.importers.kineto_source import U32_MAX, U64_MAX, as_int, unsigned
 from tracer.session import Session, active_session
 
 MODULE_MARK = "dfc.module::"
@@ -161,6 +164,20 @@ class _ModuleScopes:
         stack = getattr(self._local, "stack", None)
         if stack:
             stack.pop().__exit__(None, None, None)
+            if not stack:
+                self._mark_backward_thread(output)
+
+    def _mark_backward_thread(self, output: Any) -> None:
+        """Have the thread that runs this output's backward tell its OS id too: with CUDA tensors
+        backward runs on autograd's own device thread, which no forward ever runs on."""
+        values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else (output,)
+        for value in values:
+            if isinstance(value, self._torch.Tensor) and value.grad_fn is not None:
+                value.register_hook(self._on_backward)
+                return
+
+    def _on_backward(self, grad: Any) -> None:
+        self.mark_thread()
 
 
 @dataclass
@@ -239,14 +256,14 @@ class _Collector:
     def _inside(self, event: Any, node: _Node, forward_scope: str) -> None:
         """Below a node, in time order: its allocations, and (in forward) the autograd sequence
         numbers of its inner ops, whose backward functions take the node's scope."""
-        allocation, seq_scope = self.allocation, self.seq_scope
+        allocation, torch_op, seq_scope = self.allocation, self.torch_op, self.seq_scope
         stack = event.children[::-1]
         while stack:
             child = stack.pop()
             if child.tag == allocation:
                 self._allocation(child, node)
                 continue
-            if forward_scope:
+            if forward_scope and child.tag == torch_op:  # a runtime call (Kineto) has no sequence
                 sequence = child.extra_fields.sequence_number
                 if sequence >= 0:
                     seq_scope.setdefault(sequence, forward_scope)
@@ -275,9 +292,13 @@ class _Collector:
         """
         windows = sorted((begin, end, step) for begin, end, step, _ in self.steps)
         begins = [w[0] for w in windows]
+        marking = {ptid for *_, ptid in self.steps}
         for node in self.nodes:
-            if node.step != schema.NO_STEP:
+            # On another thread than the one that marked the steps, the tree is no guide: torch
+            # put all of CUDA autograd's device-thread ops under the first step's mark (torch 2.11).
+            if node.step != schema.NO_STEP and node.ptid in marking:
                 continue
+            node.step = schema.NO_STEP
             at = bisect.bisect_right(begins, node.start) - 1  # the last window begun by the op's start
             if at >= 0 and node.start <= windows[at][1]:
                 node.step = windows[at][2]
@@ -380,7 +401,9 @@ class TorchRecorder:
         self._flush_interval = flush_interval
         self._record_modules = record_modules
         self._scopes: _ModuleScopes | None = None
-        self._cuda = self._torch.cuda.is_available() if cuda is None else cuda
+        # A fork child of a process that used CUDA cannot use it (torch raises on any CUDA call).
+        usable = self._torch.cuda.is_available() and not self._torch.cuda._is_in_bad_fork()
+        self._cuda = usable if cuda is None else cuda and usable
         self._writes = _Writes(self._torch)
         self._itemsize: dict[Any, int] = {}
         self._args_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
@@ -403,6 +426,7 @@ class TorchRecorder:
         self.nodes_recorded = 0
         self.edges_recorded = 0
         self.windows_written = 0
+        self.windows_lost = 0
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -434,8 +458,8 @@ class TorchRecorder:
         with warnings.catch_warnings():  # torch advises a warmup; with wait=warmup=0 we accept the cost
             warnings.filterwarnings("ignore", message=".*warmup.*")
             schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
-        config = torch._C._profiler._ExperimentalConfig(profile_all_threads=self._all_threads,
-                                                        capture_overload_names=True)
+        config = _experimental_config(torch, profile_all_threads=self._all_threads, capture_overload_names=True,
+                                      enable_cuda_sync_events=self._cuda)
         self._profiler = profiler.profile(
             activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
             on_trace_ready=self._convert, experimental_config=config,
@@ -509,6 +533,15 @@ class TorchRecorder:
 
     # ------------------------------------------------------------------ conversion
     def _convert(self, prof: Any) -> None:
+        """on_trace_ready: write one window. A failure loses that window, never the program."""
+        try:
+            self._convert_window(prof)
+        except Exception as exc:  # the profiler calls this inside the user's step() or forward
+            self.windows_lost += 1
+            print(f"dfcompass: error: process {os.getpid()}: a PyTorch profile window was not recorded: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _convert_window(self, prof: Any) -> None:
         session = self.session
         if session is None or not session.active or session.trace is None:
             return
@@ -690,37 +723,143 @@ class TorchRecorder:
             batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0))
 
     def _write_gpu(self, batch: "Batch", events: Any, collector: _Collector) -> None:
-        """Runtime API calls and GPU activity from Kineto's event list (CUDA only)."""
+        """Runtime and driver API calls, kernels, copies, memsets and syncs from Kineto's events.
+
+        Kineto's event list also holds allocations (``[memory]``) and user annotations replayed on
+        the GPU's streams with the GPU's device type: those are not GPU work and are left out.
+        """
         cuda_type = self._torch.autograd.DeviceType.CUDA
         launched: set[int] = set()
         calls: list[tuple[int, int, int]] = []  # (tid, start, correlation id) of runtime calls
+        gpu_events = []
         for event in events:
-            name = event.name()
-            corr = event.correlation_id()
-            start, end = event.start_ns(), event.end_ns()
-            if event.device_type() == cuda_type:
-                launched.add(corr)
-                device = batch.device(f"cuda:{event.device_index()}")
-                queue = event.device_resource_id() & 0xFFFFFFFF
-                key = f"torch-gpu{event.device_index()}-q{queue}"
-                lower = name.lower()
-                if lower.startswith("memcpy"):
-                    kind = copy_kind_of(name)  # "HtoD pageable", "DtoD"... (tracer.copy_kinds)
-                    src, dst = (batch.device(side) for side in copy_ends(kind, f"cuda:{event.device_index()}"))
-                    batch.add("memcpy_begin", key, start, device, queue, corr, event.nbytes() if hasattr(event, "nbytes") else 0,
-                              kind, src, dst)
-                    batch.add("memcpy_end", key, end, device, queue, corr)
-                elif lower.startswith("memset"):
-                    batch.add("memset_begin", key, start, device, queue, corr, 0)
-                    batch.add("memset_end", key, end, device, queue, corr)
-                else:
-                    batch.add("kernel_begin", key, start, device, queue, corr, name, 0, 0, 0, 0, 0, 0)
-                    batch.add("kernel_end", key, end, device, queue, corr)
-            elif corr and name.startswith("cuda"):
+            activity = gpu_activity(event, cuda_type)
+            if activity == "api":
+                name, corr, start = event.name(), event.correlation_id(), event.start_ns()
                 tid = collector.os_tids.get(event.start_thread_id(), event.start_thread_id())
                 batch.add("api_enter", f"torch-api-{tid}", start, tid, name, corr)
-                batch.add("api_exit", f"torch-api-{tid}", end, tid, name, corr)
+                batch.add("api_exit", f"torch-api-{tid}", event.end_ns(), tid, name, corr)
                 calls.append((tid, start, corr))
+            elif activity:
+                gpu_events.append((activity, event))
+        copy_bytes = _CopyBytes(self, collector, calls)
+        for activity, event in gpu_events:
+            name, corr = event.name(), event.correlation_id()
+            start, end = event.start_ns(), event.end_ns()
+            meta = event_metadata(event)
+            index = event.device_index()
+            device = batch.device(f"cuda:{index}")
+            queue = unsigned(meta.get("stream"), U32_MAX, event.device_resource_id() & 0xFFFFFFFF)
+            key = f"torch-gpu{index}-q{queue}"
+            if activity == "sync":
+                waited = as_int(meta.get("wait_on_stream"))
+                batch.add("sync_begin", f"torch-gpu{index}-sync", start, device, queue, corr,
+                          str(meta.get("cuda_sync_kind", name))[:200],
+                          waited if waited is not None and 0 <= waited < U32_MAX else U32_MAX,
+                          unsigned(meta.get("wait_on_cuda_event_record_corr_id"), U64_MAX))
+                batch.add("sync_end", f"torch-gpu{index}-sync", end, device, queue, corr)
+                continue
+            launched.add(corr)
+            size = unsigned(meta.get("bytes"), U64_MAX, event.nbytes() if hasattr(event, "nbytes") else 0)
+            if activity == "memcpy":
+                size = size or copy_bytes(corr)
+                kind = copy_kind_of(name)  # "HtoD pageable", "DtoD"... (tracer.copy_kinds)
+                src, dst = (batch.device(side) for side in copy_ends(kind, f"cuda:{index}"))
+                batch.add("memcpy_begin", key, start, device, queue, corr, size, kind, src, dst)
+            elif activity == "memset":
+                batch.add("memset_begin", key, start, device, queue, corr, size)
+            else:
+                batch.add("kernel_begin", key, start, device, queue, corr, name,
+                          *kernel_dims(meta.get("grid")), *kernel_dims(meta.get("block")))
+                config = kernel_config(meta)
+                if config is not None:
+                    batch.add("kernel_info", key, start, device, queue, corr, *config)
+            batch.add(f"{activity}_end", key, end, device, queue, corr)
         for tid, start, corr in calls:  # the calls whose GPU work is in this window
             if corr in launched:
                 batch.add("launch", f"torch-api-{tid}", start, tid, corr)
+
+
+class _CopyBytes:
+    """A copy's size where torch does not give it (torch < 2.13 has no Kineto metadata): the bytes
+    of the first tensor of the outermost op around the runtime call that launched it (``to``,
+    ``copy_``, ``item``: source and destination have the same size)."""
+
+    def __init__(self, recorder: "TorchRecorder", collector: _Collector, calls: list[tuple[int, int, int]]) -> None:
+        self._recorder, self._collector = recorder, collector
+        self._calls = {corr: (tid, start) for tid, start, corr in calls}
+        self._by_tid: dict[int, tuple[list[int], list[_Node]]] | None = None
+
+    def __call__(self, corr: int) -> int:
+        call = self._calls.get(corr)
+        if call is None:
+            return 0
+        if self._by_tid is None:
+            by_tid: dict[int, list[_Node]] = {}
+            for node in self._collector.nodes:
+                by_tid.setdefault(self._collector.os_tids.get(node.ptid, node.ptid), []).append(node)
+            self._by_tid = {tid: ([n.start for n in nodes], nodes)
+                            for tid, nodes in ((t, sorted(ns, key=lambda n: n.start)) for t, ns in by_tid.items())}
+        tid, at = call
+        starts, nodes = self._by_tid.get(tid, ([], []))
+        index = bisect.bisect_right(starts, at) - 1
+        if index < 0 or nodes[index].end < at:
+            return 0
+        for value in nodes[index].inputs:
+            if hasattr(value, "sizes") and hasattr(value, "dtype"):
+                return self._recorder._nbytes(value)
+        return 0
+
+
+_SYNC_NAMES = frozenset({"Event Sync", "Stream Sync", "Context Sync", "Stream Wait Event"})
+
+
+def _experimental_config(torch: Any, **options: bool) -> Any:
+    """The profiler's experimental config with the options this torch knows (an older one lacks
+    overload names and CUDA sync events; without overload names, writes are not told per overload)."""
+    while True:
+        try:
+            return torch._C._profiler._ExperimentalConfig(**options)
+        except TypeError:
+            if not options:
+                raise
+            options.popitem()
+
+
+_GPU_ACTIVITIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync",
+                   "cuda_runtime": "api", "cuda_driver": "api"}
+
+
+def gpu_activity(event: Any, cuda_type: Any) -> str:
+    """What a Kineto event is to us: kernel, memcpy, memset, sync, api, or "" (not GPU work).
+
+    Uses the event's activity type where torch gives it; else its name and device type.
+    """
+    name = event.name()
+    if hasattr(event, "activity_type"):
+        activity = _GPU_ACTIVITIES.get(event.activity_type(), "")
+        # Kineto names some driver records INVALID; a call launches work only with a correlation.
+        if activity == "api" and (not name.startswith("cu") or not event.correlation_id()):
+            return ""
+        return activity
+    if event.device_type() == cuda_type:
+        if (name == "[memory]" or not event.correlation_id()  # GPU work always has a correlation id
+                or (hasattr(event, "is_user_annotation") and event.is_user_annotation())):
+            return ""
+        if name in _SYNC_NAMES:  # CUPTI's synchronisation records (cuda_sync)
+            return "sync"
+        lower = name.lower()
+        return "memcpy" if lower.startswith("memcpy") else "memset" if lower.startswith("memset") else "kernel"
+    return "api" if event.correlation_id() and name.startswith("cu") else ""
+
+
+def event_metadata(event: Any) -> dict[str, Any]:
+    """A Kineto event's metadata (Kineto's ``"key": value, ...`` text), {} when it has none."""
+    text = event.metadata_json().strip() if hasattr(event, "metadata_json") else ""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text if text.startswith("{") else "{" + text + "}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.torch
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from tc_analyses.reader import read_trace  # noqa: E402
 
@@ -55,3 +55,25 @@ def test_dfcompass_torch_0_turns_the_torch_source_off(tmp_path: Path) -> None:
     done, out = _record(tmp_path, "DFCOMPASS_TORCH=0")
     assert done.returncode == 0, done.stderr
     assert len(read_trace(out).table("node_begin")) == 0
+
+
+def test_a_window_that_fails_to_convert_is_lost_not_the_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The profiler converts inside the user's step(): an error there must not reach the program."""
+    from tracer.torch_source import TorchRecorder
+
+    calls = []
+
+    def broken(self: TorchRecorder, prof: object) -> None:
+        calls.append(prof)
+        raise AttributeError("'_ExtraFields_Kineto' object has no attribute 'sequence_number'")
+
+    monkeypatch.setattr(TorchRecorder, "_convert_window", broken)
+    with TorchRecorder(str(tmp_path / "trace"), active=2, repeat=1) as recorder:
+        for _ in range(2):
+            torch.ones(4).add(1)
+            recorder.step()
+    assert calls and recorder.windows_lost == len(calls) and recorder.windows_written == 0
+    err = capsys.readouterr().err
+    assert "a PyTorch profile window was not recorded: AttributeError" in err
+    assert len(read_trace(tmp_path / "trace").table("node_begin")) == 0  # the trace is still readable

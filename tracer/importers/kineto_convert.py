@@ -96,7 +96,7 @@ def _milli(value: Any) -> int:
     return int(round(number * 1000)) if 0 <= number * 1000 < U32_MAX else 0
 
 
-def _kernel_config(args: dict[str, Any]) -> tuple[int, int, int, int, int] | None:
+def kernel_config(args: dict[str, Any]) -> tuple[int, int, int, int, int] | None:
     """(registers, shared memory, blocks/SM x1000, warps/SM x1000, occupancy %) from a kernel's args;
     None when the file gives none of them."""
     keys = ("registers per thread", "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %")
@@ -108,7 +108,7 @@ def _kernel_config(args: dict[str, Any]) -> tuple[int, int, int, int, int] | Non
             occupancy if occupancy is not None and 0 <= occupancy <= 100 else U32_MAX)
 
 
-def _dims(value: Any) -> list[int]:
+def kernel_dims(value: Any) -> list[int]:
     """A kernel's [x, y, z] grid or block size; zeros when the file does not give it."""
     if isinstance(value, list) and len(value) == 3:
         return [unsigned(v, U32_MAX) for v in value]
@@ -558,9 +558,9 @@ class Converter:
             self.gpu_corr.append(corr)
         key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
         if kind == "kernel":
-            dims = _dims(args.get("grid")) + _dims(args.get("block"))
+            dims = kernel_dims(args.get("grid")) + kernel_dims(args.get("block"))
             self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)
-            config = _kernel_config(args)
+            config = kernel_config(args)
             if config is not None:
                 self.add("kernel_info", key, begin, device, stream, cid, *config)
         elif kind == "memcpy":

@@ -1,0 +1,174 @@
+"""The CUDA path of TorchRecorder on a real GPU run (no GPU needed to run these tests).
+
+tests/data/traces/cuda/ holds traces our tracer made on an NVIDIA H200 (torch 2.11, CUDA 13.0)
+with tests/gpu_programs/run_on_gpu.sh. Beside the trace, the same program wrote what the
+recorder never reads: CUDA-event times of each step and of the side stream's matrix product
+(timing.json), and torch's own Kineto export of the same steps re-run (kineto.json.gz).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tc_analyses.reader import read_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces" / "cuda"
+RUN = DATA / "h200-mlp"
+TRACE = RUN / "trace"
+JOB = DATA / "h200-dataloader-job"
+SIDE_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8"
+
+
+@pytest.fixture(scope="module")
+def trace():  # type: ignore[no-untyped-def]
+    return read_trace(TRACE)
+
+
+@pytest.fixture(scope="module")
+def kineto() -> list[dict]:
+    with gzip.open(RUN / "kineto.json.gz", "rt") as handle:
+        return json.load(handle)["traceEvents"]
+
+
+def test_babeltrace2_reads_the_cuda_trace() -> None:
+    if shutil.which("babeltrace2") is None:
+        pytest.skip("babeltrace2 is not installed")
+    out = subprocess.run(["babeltrace2", str(TRACE)], capture_output=True, text=True, check=True).stdout
+    assert out.count("dfc:kernel_begin") == 108 and "dfc:sync_begin" in out
+
+
+def test_gpu_work_equals_torchs_own_export(trace, kineto) -> None:  # type: ignore[no-untyped-def]
+    """Same program, same steps: the kernels per name, the copies with their sizes and the
+    syncs per kind equal those torch's export lists (stream numbers differ between the runs)."""
+    ours = Counter(trace.table("kernel_begin").text("name").tolist())
+    theirs = Counter(e["name"] for e in kineto if e.get("cat") == "kernel")
+    assert ours == theirs and sum(ours.values()) == 108
+    copies = trace.table("memcpy_begin")
+    assert sorted(zip(copies.text("copy_kind").tolist(), copies["bytes"].tolist())) == sorted(
+        (kind, e["args"]["bytes"]) for e in kineto if e.get("cat") == "gpu_memcpy"
+        for kind in [{"Memcpy HtoD (Pinned -> Device)": "HtoD pinned",
+                      "Memcpy DtoH (Device -> Pinned)": "DtoH pinned"}[e["name"]]])
+    syncs = Counter(trace.table("sync_begin").text("kind").tolist())
+    assert syncs == Counter(e["args"]["cuda_sync_kind"] for e in kineto if e.get("cat") == "cuda_sync")
+    # Allocations and user annotations replayed on the GPU are not GPU work.
+    assert not {"[memory]", "Optimizer.step#SGD.step"} & set(ours)
+
+
+def test_every_gpu_operation_is_launched_before_it_runs(trace) -> None:  # type: ignore[no-untyped-def]
+    launches = trace.table("launch")
+    api = trace.table("api_enter")
+    launch_at = dict(zip(launches["correlation_id"].tolist(), launches["timestamp"].tolist()))
+    names = dict(zip(api["correlation_id"].tolist(), api.text("name").tolist()))
+    for table in ("kernel_begin", "memcpy_begin", "memset_begin"):
+        rows = trace.table(table)
+        for corr, begin in zip(rows["correlation_id"].tolist(), rows["timestamp"].tolist()):
+            assert corr in launch_at, f"{table} {corr} has no launch"
+            assert launch_at[corr] < begin
+    # Driver API launches (cuLaunchKernel, used by cuBLASLt) count too.
+    assert {names[c] for c in launch_at} >= {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                                             "cudaMemcpyAsync"}
+
+
+def test_kernel_times_agree_with_cuda_events(trace) -> None:  # type: ignore[no-untyped-def]
+    """The side stream's product, timed by CUDA events around it in the same run, against the
+    kernel's recorded duration (CUPTI): the events bracket the kernel, so the kernel is at most
+    the events' span. The span also holds the wait for the host to launch the kernel after the
+    start event (0.3-0.5 ms in the first step, which pays the profiler's start), so the kernel
+    is compared with the quickest span: within 5%."""
+    timing = json.loads((RUN / "timing.json").read_text())["steps"]
+    begins, ends = trace.table("kernel_begin"), trace.table("kernel_end")
+    end_of = dict(zip(ends["correlation_id"].tolist(), ends["timestamp"].tolist()))
+    side = sorted((t, end_of[c] - t) for t, c, n in zip(begins["timestamp"].tolist(), begins["correlation_id"].tolist(),
+                                                        begins.text("name").tolist()) if n.startswith(SIDE_GEMM))
+    assert len(side) == len(timing) == 4
+    ratios = []
+    for (_, duration_ns), step in zip(side, timing):
+        event_ns = step["side_mm_ms"] * 1e6
+        assert duration_ns <= event_ns + 2_000, (duration_ns, event_ns)
+        ratios.append(duration_ns / event_ns)
+    assert max(ratios) >= 0.95
+
+
+def test_steps_gpu_busy_fits_in_cuda_event_step_time(trace) -> None:  # type: ignore[no-untyped-def]
+    """Per recorded step, the union of GPU work on both streams lies within the step's
+    CUDA-event time (taken around the step on the GPU) plus event resolution."""
+    timing = json.loads((RUN / "timing.json").read_text())["steps"]
+    steps = trace.table("step_begin")
+    step_ends = trace.table("step_end")
+    windows = list(zip(steps["timestamp"].tolist(), step_ends["timestamp"].tolist()))
+    spans = []
+    for begin_table, end_table in (("kernel_begin", "kernel_end"), ("memcpy_begin", "memcpy_end"),
+                                   ("memset_begin", "memset_end")):
+        b, e = trace.table(begin_table), trace.table(end_table)
+        end_of = dict(zip(e["correlation_id"].tolist(), e["timestamp"].tolist()))
+        spans += [(t, end_of[c]) for t, c in zip(b["timestamp"].tolist(), b["correlation_id"].tolist())]
+    for (begin, end), step in zip(windows, timing):
+        inside = sorted(s for s in spans if begin <= s[0] < end)
+        busy, reach = 0, 0
+        for s, f in inside:
+            busy += max(0, f - max(s, reach))
+            reach = max(reach, f)
+        assert 0 < busy <= step["gpu_ms"] * 1e6 + 5_000, (busy, step["gpu_ms"])
+
+
+def test_overhead_reads_the_real_launches() -> None:
+    out = subprocess.run([sys.executable, "-m", "tc_analyses.cli", "overhead", str(TRACE), "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    steps = json.loads(out)["result"]["steps"]
+    assert len(steps) == 3  # 4 recorded, the last left out by default
+    for step in steps:
+        assert step["device_ns"] > 0 and step["launch_ns"] > 0 and step["ops"] > 0
+    # The first step pays the profiler's start: host-bound. The others run the 2.7 ms product.
+    assert steps[0]["host_bound"] and not any(s["host_bound"] for s in steps[1:])
+
+
+def test_backward_ops_carry_their_step_and_os_thread(trace) -> None:  # type: ignore[no-untyped-def]
+    """With CUDA tensors, backward runs on autograd's device thread: its ops get the step whose
+    window holds them (every step runs the same ops) and that thread's OS id, not torch's own
+    thread number."""
+    nodes = trace.table("node_begin")
+    per_step = Counter(nodes["step"].tolist())
+    assert sorted(per_step) == [0, 1, 2, 3] and len(set(per_step.values())) == 1
+    pid = trace.table("process_info")["pid"].tolist()[0]
+    tids = set(nodes["tid"].tolist())
+    assert len(tids) == 2 and min(tids) >= pid  # Linux gives a process's threads ids from its pid up
+
+
+def test_cuda_job_main_process_has_gpu_work_and_workers_are_readable() -> None:
+    """A DataLoader with 2 fork workers beside CUDA in the main process: the main trace holds the
+    GPU work; the workers (fork children of a CUDA process, where torch's profiler cannot start)
+    hold their process and no ops."""
+    processes = sorted(JOB.iterdir())
+    assert len(processes) == 3
+    with_gpu = []
+    for folder in processes:
+        t = read_trace(folder)
+        assert len(t.table("process_info")) == 1
+        if len(t.table("kernel_begin")):
+            with_gpu.append(folder.name)
+            assert len(t.table("launch")) >= len(t.table("kernel_begin"))
+        else:
+            assert len(t.table("node_begin")) == 0
+    assert len(with_gpu) == 1
+
+
+def test_cuda_trace_through_the_downstream_commands(cli: Any, tmp_path: Path, tc_xsd: Path) -> None:
+    built = cli("build-analyses", TRACE, "-o", tmp_path / "xml", "--validate", "--xsd", tc_xsd)
+    assert built.exit_code == 0, built.output
+    analyzed = cli("analyze", TRACE, "--format", "json")
+    assert analyzed.exit_code == 0, analyzed.output
+    sections = json.loads(analyzed.stdout)["sections"]
+    # Every GPU section reads the real trace (only the TensorFlow-only one has nothing to read).
+    for key in ("overhead", "breakdown", "kernels", "launches", "queues", "bandwidth", "critical-path", "roofline"):
+        assert sections[key]["available"], (key, sections[key])
+    placed = cli("recommend-placement", TRACE, "--devices", "cpu,cuda:0=H200", "-o", tmp_path / "placement")
+    assert placed.exit_code == 0, placed.output
