@@ -191,6 +191,9 @@ class _Node:
     step: int
     inputs: list[Any]
     allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr, time of its last allocation]
+    # Tensors the op's inner ops read, with when: the profiler describes no tensor inside a list of
+    # optional tensors (index's and index_put_'s indices), but the inner ops that use them get them.
+    inner_reads: list[tuple[int, Any]] = field(default_factory=list)
     device: str = "cpu"
 
 
@@ -263,10 +266,14 @@ class _Collector:
             if child.tag == allocation:
                 self._allocation(child, node)
                 continue
-            if forward_scope and child.tag == torch_op:  # a runtime call (Kineto) has no sequence
-                sequence = child.extra_fields.sequence_number
-                if sequence >= 0:
-                    seq_scope.setdefault(sequence, forward_scope)
+            if child.tag == torch_op:  # not a runtime call (Kineto): those have no sequence or inputs
+                extra = child.extra_fields
+                if forward_scope and extra.sequence_number >= 0:
+                    seq_scope.setdefault(extra.sequence_number, forward_scope)
+                at = child.start_time_ns
+                for value in extra.inputs:
+                    for meta in _tensors(value):
+                        node.inner_reads.append((at, meta))
             children = child.children
             if children:
                 stack += children[::-1]
@@ -625,20 +632,22 @@ class TorchRecorder:
             if kind is not None:
                 self._write_collective(batch, key, node, node_id, kind, tensors)
             seen: set[int] = set()
-            for metas in tensors:
-                for meta in metas:
-                    ptr = meta.storage_data_ptr
-                    if not ptr or ptr in seen:
-                        continue
-                    seen.add(ptr)
-                    history = writes.get(ptr)
-                    found = history.last_at(node.start) if history is not None else None
-                    if found is None or _freed_between(frees.get(ptr), found[0], node.start):
-                        continue
-                    producer = found[1]
-                    batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
-                              self._nbytes(meta), producer[1], device)
-                    self.edges_recorded += 1
+            # Its own inputs, read at its start; then its inner ops' inputs, read when those run
+            # (a buffer freed and reused inside the op is then not taken for an input).
+            reads = [(node.start, meta) for metas in tensors for meta in metas] + node.inner_reads
+            for at, meta in reads:
+                ptr = meta.storage_data_ptr
+                if not ptr or ptr in seen:
+                    continue
+                seen.add(ptr)
+                history = writes.get(ptr)
+                found = history.last_at(at) if history is not None else None
+                if found is None or _freed_between(frees.get(ptr), found[0], at):
+                    continue
+                producer = found[1]
+                batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
+                          self._nbytes(meta), producer[1], device)
+                self.edges_recorded += 1
             for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
                 if net_bytes > 0 and ptr:  # allocated here and still alive: an output
                     _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))

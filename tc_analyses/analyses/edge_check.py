@@ -1,0 +1,208 @@
+"""A trace's tensor edges against PyTorch's execution trace of the same run: precision and recall.
+
+PyTorch's ExecutionTraceObserver (Chakra's execution trace, "ET") records every op's input and
+output tensors with their storage ids, from another hook than the profiler dfcompass records
+with, so it is an independent graph. From it, per top-level aten op in order:
+
+* an op *writes* a storage it outputs without having read it (a new tensor), or the one it takes
+  in place (``op_`` writes its first argument, ``self``);
+* an op *reads* the storages of its inputs (a storage of zero bytes is no buffer: left out).
+
+An edge of ours is *right* when its producer wrote and its consumer read one storage (at any
+time: a storage can be written twice). *Recall* counts the last-writer edges (the writer a read
+sees) that we found. The ops of the two graphs are aligned by name and order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tc_analyses.errors import DfcompassError
+
+ALIGN_WINDOW = 64  # ops skipped on either side to find the next common op
+
+
+@dataclass(frozen=True)
+class EtGraph:
+    names: list[str]  # top-level aten ops, in order
+    allowed: set[tuple[int, int]]  # (writer, reader) pairs of one storage
+    last: set[tuple[int, int]]  # (last writer, reader) pairs
+
+
+@dataclass
+class EdgeCheck:
+    ops_ours: int
+    ops_et: int
+    ops_matched: int
+    edges: int  # our edges between matched ops (distinct producer, consumer pairs)
+    false_edges: int
+    last_writer_edges: int  # the observer's, between matched ops
+    found: int
+    duplicates: int  # edges with the same producer, consumer and tensor as another
+    unmatched_edges: int  # our edges with an op the observer lacks (not counted either way)
+    false_examples: list[tuple[str, str, int]] = field(default_factory=list)  # producer op, consumer op, count
+    missing_examples: list[tuple[str, str, int]] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float | None:
+        return (self.edges - self.false_edges) / self.edges if self.edges else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.last_writer_edges if self.last_writer_edges else None
+
+
+def _tensors(value: Any) -> list[list[Any]]:
+    """ET tensor values ([id, storage id, offset, numel, itemsize, device]), nested lists flattened."""
+    if isinstance(value, list) and len(value) == 6 and isinstance(value[5], str) and all(
+            isinstance(v, int) for v in value[:5]):
+        return [value]
+    if isinstance(value, list):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _storages(values: list[Any]) -> dict[int, int]:
+    """Buffer key -> item size of the tensors on it. A dense tensor's key is its storage id
+    (numel x itemsize > 0: a real buffer); a sparse tensor, which the observer gives no storage
+    (id 0, no device), is known by its tensor id (negative keys)."""
+    keys: dict[int, int] = {}
+    for v in values:
+        for t in _tensors(v):
+            if t[3] * t[4] > 0:
+                keys[t[1]] = t[4]
+            elif t[1] == 0 and t[5] == "" and t[0] > 0:
+                keys[-t[0]] = 0
+    return keys
+
+
+def read_et(path: Path) -> EtGraph:
+    """The observer's top-level aten ops and their storage pairs."""
+    try:
+        nodes = json.loads(Path(path).read_text())["nodes"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {exc})") from exc
+    by_id = {n["id"]: n for n in nodes}
+    top = sorted((n for n in nodes if n["name"].startswith("aten::")
+                  and not by_id.get(n.get("ctrl_deps"), {}).get("name", "").startswith("aten::")),
+                 key=lambda n: n["id"])
+    inner = _inner_outputs(nodes, by_id, {n["id"] for n in top})
+    writers: dict[int, list[int]] = {}
+    written_size: dict[int, int] = {}  # storage -> item size of its last write
+    inner_writers: dict[int, list[int]] = {}
+    allowed: set[tuple[int, int]] = set()
+    last: set[tuple[int, int]] = set()
+    for index, node in enumerate(top):
+        inputs = node["inputs"]["values"]
+        reads = _storages(inputs)
+        for storage, itemsize in reads.items():
+            for writer in writers.get(storage, ()):
+                allowed.add((writer, index))
+            # The observer keys storages by address and sees no free: read with another item
+            # size, the address holds a tensor made outside any op (a Python number turned into a
+            # tensor), not the last writer's.
+            if storage in writers and written_size[storage] == itemsize:
+                last.add((writers[storage][-1], index))
+        written = {k: v for k, v in _storages(node["outputs"]["values"]).items() if k not in reads}
+        if node["name"].endswith("_") and inputs:  # in place: it writes `self`
+            written.update(_storages(inputs[:1]))
+        for storage, itemsize in written.items():
+            writers.setdefault(storage, []).append(index)
+            written_size[storage] = itemsize
+        # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
+        # be read later too; the observer lists them under the inner ops only. Allowed, not required.
+        for storage in inner.get(node["id"], {}).keys() - reads.keys() - written.keys():
+            inner_writers.setdefault(storage, []).append(index)
+        for storage in reads:
+            for writer in inner_writers.get(storage, ()):
+                if writer < index:
+                    allowed.add((writer, index))
+    return EtGraph([n["name"] for n in top], allowed, last)
+
+
+def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
+                   top: set[int]) -> dict[int, dict[int, int]]:
+    """Top-level op id -> the buffers that the ops inside it output."""
+    owner: dict[int, int | None] = {i: i for i in top}  # node id -> its top-level op (memoised)
+
+    def owner_of(node_id: int) -> int | None:
+        chain = []
+        while node_id not in owner:
+            chain.append(node_id)
+            parent = by_id.get(node_id, {}).get("ctrl_deps")
+            if parent is None or parent == node_id or parent not in by_id or len(chain) > len(by_id):
+                node_id = -1
+                owner[-1] = None
+                break
+            node_id = parent
+        found = owner[node_id]
+        for link in chain:
+            owner[link] = found
+        return found
+
+    made: dict[int, dict[int, int]] = {}
+    for node in nodes:
+        if node["id"] in top:
+            continue
+        parent = owner_of(node["id"])
+        if parent is not None:
+            made.setdefault(parent, {}).update(_storages(node["outputs"]["values"]))
+    return made
+
+
+def align(ours: list[str], theirs: list[str], window: int = ALIGN_WINDOW) -> dict[int, int]:
+    """Ops matched one to one by name and order: equal names advance both; else the smallest
+    skip (up to `window` ops) on one side that makes the names equal. Linear in the op count."""
+    matched: dict[int, int] = {}
+    i = j = 0
+    while i < len(ours) and j < len(theirs):
+        if ours[i] == theirs[j]:
+            matched[i] = j
+            i, j = i + 1, j + 1
+            continue
+        for skip in range(1, window + 1):
+            if j + skip < len(theirs) and ours[i] == theirs[j + skip]:
+                j += skip
+                break
+            if i + skip < len(ours) and ours[i + skip] == theirs[j]:
+                i += skip
+                break
+        else:
+            i, j = i + 1, j + 1
+    return matched
+
+
+def check_edges(trace: Path, et_path: Path) -> EdgeCheck:
+    """Compare `trace`'s tensor edges with the execution trace at `et_path` (same run)."""
+    from tc_analyses.reader import read_trace
+
+    et = read_et(et_path)
+    t = read_trace(trace)
+    begin = t.table("node_begin")
+    order = sorted(zip(begin["timestamp"].tolist(), begin["node_id"].tolist(), begin.text("op")))
+    index = {node: i for i, (_, node, _) in enumerate(order)}
+    names = [op for _, _, op in order]
+    edges = t.table("tensor_edge")
+    triples = list(zip(edges["producer"].tolist(), edges["consumer"].tolist(), edges["tensor_id"].tolist()))
+    pairs = {(index[p], index[c]) for p, c, _ in triples if p in index and c in index}
+    to_et = align(names, et.names)
+    mapped = {(to_et[p], to_et[c]) for p, c in pairs if p in to_et and c in to_et}
+    matched = set(to_et.values())
+    last = {(p, c) for p, c in et.last if p in matched and c in matched}
+    false = mapped - et.allowed
+    missing = last - mapped
+    return EdgeCheck(
+        ops_ours=len(names), ops_et=len(et.names), ops_matched=len(to_et), edges=len(mapped),
+        false_edges=len(false), last_writer_edges=len(last), found=len(last & mapped),
+        duplicates=len(triples) - len(set(triples)), unmatched_edges=len(pairs) - sum(
+            1 for p, c in pairs if p in to_et and c in to_et),
+        false_examples=_examples(false, et.names), missing_examples=_examples(missing, et.names))
+
+
+def _examples(pairs: set[tuple[int, int]], names: list[str], top: int = 5) -> list[tuple[str, str, int]]:
+    counts = Counter((names[p], names[c]) for p, c in pairs)
+    return [(p, c, n) for (p, c), n in counts.most_common(top)]
