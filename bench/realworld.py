@@ -57,6 +57,7 @@ class Program:
     fill: tuple[tuple[str, str], ...] = ()
 
 
+SMALL_LM = ("--emsize", "64", "--nhid", "64", "--nhead", "2")  # --dry-run still evaluates the whole text
 WIKITEXT = (("data/wikitext-2/train.txt", "data/wikitext-2/valid.txt"),)
 PROGRAMS = (
     Program("regression", "regression", ("main.py",)),
@@ -65,9 +66,9 @@ PROGRAMS = (
     Program("gcn", "gcn", ("main.py", "--epochs", "3")),
     Program("mnist", "mnist", ("main.py", "--epochs", "1", "--dry-run"), ("torchvision",)),
     Program("vae", "vae", ("main.py", "--epochs", "1"), ("torchvision",)),
-    Program("word-lm-lstm", "word_language_model", ("main.py", "--epochs", "1", "--dry-run"), fill=WIKITEXT),
+    Program("word-lm-lstm", "word_language_model", ("main.py", "--epochs", "1", "--dry-run", *SMALL_LM), fill=WIKITEXT),
     Program("word-lm-transformer", "word_language_model",
-            ("main.py", "--epochs", "1", "--dry-run", "--model", "Transformer"), fill=WIKITEXT),
+            ("main.py", "--epochs", "1", "--dry-run", "--model", "Transformer", *SMALL_LM), fill=WIKITEXT),
     Program("siamese", "siamese_network", ("main.py", "--epochs", "1", "--dry-run"), ("torchvision",)),
     Program("imagenet-resnet18", "imagenet", ("main.py", "-a", "resnet18", "--dummy", "--epochs", "1", "-b", "8",
                                               "-j", "0"), ("torchvision",)),

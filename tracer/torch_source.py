@@ -194,6 +194,7 @@ class _Node:
     # Tensors the op's inner ops read, with when: the profiler describes no tensor inside a list of
     # optional tensors (index's and index_put_'s indices), but the inner ops that use them get them.
     inner_reads: list[tuple[int, Any]] = field(default_factory=list)
+    sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
     device: str = "cpu"
 
 
@@ -271,9 +272,10 @@ class _Collector:
                 if forward_scope and extra.sequence_number >= 0:
                     seq_scope.setdefault(extra.sequence_number, forward_scope)
                 at = child.start_time_ns
-                for value in extra.inputs:
-                    for meta in _tensors(value):
-                        node.inner_reads.append((at, meta))
+                metas = [meta for value in extra.inputs for meta in _tensors(value)]
+                node.inner_reads += [(at, meta) for meta in metas]
+                if child.name in _SPARSE_BUILDERS and metas:
+                    node.sparse_built.append(metas[-1].dtype)  # the values tensor comes last
             children = child.children
             if children:
                 stack += children[::-1]
@@ -365,6 +367,47 @@ def _freed_between(frees: list[int] | None, after: float, before: float) -> bool
     return at < len(frees) and frees[at] <= before
 
 
+# Inner ops that build a sparse tensor from index and value tensors (their result is not seen).
+_SPARSE_BUILDERS = frozenset({"aten::_sparse_coo_tensor_with_dims_and_tensors", "aten::_sparse_csr_tensor_unsafe",
+                              "aten::_sparse_compressed_tensor_unsafe"})
+_MAX_PENDING_SPARSE = 64
+_MAX_REBOUND = 100_000
+
+
+def _is_sparse(meta: Any) -> bool:
+    return not meta.storage_data_ptr and "sparse" in str(getattr(meta, "layout", ""))
+
+
+class _SparseTensors:
+    """Who made each sparse tensor. A sparse tensor has no data pointer: it is known by its
+    TensorImpl address. Its maker is the op whose inner ops use it first (``to_sparse`` coalesces
+    its result, ``t`` reads its clone's values). An op that builds one and never shows it
+    (``sparse_coo_tensor``, ``to``) is pending: the next sparse tensor of its value dtype read
+    with no known maker, or made before it, is its result."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, tuple[int, tuple[int, int, int, int]]] = {}  # impl -> (time, (node, device, tensor, bytes))
+        self.pending: list[tuple[int, Any, tuple[int, int, int, int]]] = []  # (time, dtype, entry)
+
+    def maker(self, meta: Any, at: int) -> tuple[int, int, int, int] | None:
+        known = self.made.get(meta.impl_ptr)
+        for index in range(len(self.pending) - 1, -1, -1):
+            time, dtype, entry = self.pending[index]
+            if time < at and dtype == meta.dtype and (known is None or time > known[0]):
+                del self.pending[index]
+                self.made[meta.impl_ptr] = (time, entry)
+                return entry
+        return known[1] if known is not None else None
+
+    def add(self, node: "_Node", own: set[int], entry: tuple[int, int, int, int]) -> None:
+        inner = {meta.impl_ptr for _, meta in node.inner_reads if _is_sparse(meta)} - own
+        for impl in inner:
+            self.made[impl] = (node.start, entry)
+        if node.sparse_built and not inner:
+            self.pending += [(node.start, dtype, entry) for dtype in node.sparse_built]
+            del self.pending[:-_MAX_PENDING_SPARSE]
+
+
 def _tensors(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [v for v in value if hasattr(v, "storage_data_ptr")]
@@ -425,6 +468,10 @@ class TorchRecorder:
         self._os_tids: dict[int, int] = {}
         self._seq_scope: dict[int, str] = {}
         self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
+        self._sparse = _SparseTensors()
+        # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
+        # first read shows which storage: what set_ binds comes from outside any op.
+        self._rebound: dict[int, tuple[int, tuple[int, int, int]]] = {}
         self._collectives = 0  # c10d ops issued so far: the next one's seq
         self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
         self._rank_written = False
@@ -635,15 +682,26 @@ class TorchRecorder:
             # Its own inputs, read at its start; then its inner ops' inputs, read when those run
             # (a buffer freed and reused inside the op is then not taken for an input).
             reads = [(node.start, meta) for metas in tensors for meta in metas] + node.inner_reads
+            own_sparse = {meta.impl_ptr for metas in tensors for meta in metas if _is_sparse(meta)}
             for at, meta in reads:
                 ptr = meta.storage_data_ptr
+                if not ptr and meta.impl_ptr in own_sparse and -meta.impl_ptr not in seen:
+                    seen.add(-meta.impl_ptr)
+                    made = self._sparse.maker(meta, at)
+                    if made is not None:
+                        batch.add("tensor_edge", key, node.start, made[0], node_id, made[2], made[3], made[1], device)
+                        self.edges_recorded += 1
+                    continue
                 if not ptr or ptr in seen:
                     continue
                 seen.add(ptr)
                 history = writes.get(ptr)
                 found = history.last_at(at) if history is not None else None
                 if found is None or _freed_between(frees.get(ptr), found[0], at):
-                    continue
+                    found = self._rebound.pop(meta.impl_ptr, None)
+                    if found is None or found[0] > at:
+                        continue
+                    _record_write(writes, ptr, *found)  # the storage it was given is now known
                 producer = found[1]
                 batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
                           self._nbytes(meta), producer[1], device)
@@ -651,14 +709,22 @@ class TorchRecorder:
             for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
                 if net_bytes > 0 and ptr:  # allocated here and still alive: an output
                     _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))
+            if node.sparse_built or any(_is_sparse(meta) for _, meta in node.inner_reads):
+                kept = sum(entry[1] for entry in node.allocations.values() if entry[1] > 0)  # indices + values
+                self._sparse.add(node, own_sparse, (node_id, device, session.new_tensor_id(), kept))
             for index in self._writes(node.op, node.overload, len(node.inputs)):
                 if index < len(node.inputs):
                     for meta in _tensors(node.inputs[index]):
+                        entry = (node_id, device, session.new_tensor_id())
                         if meta.storage_data_ptr:  # written in place: this op holds the new value
-                            _record_write(writes, meta.storage_data_ptr, node.start,
-                                          (node_id, device, session.new_tensor_id()))
+                            _record_write(writes, meta.storage_data_ptr, node.start, entry)
+                        else:  # given a storage (set_, as torch.load rebuilds parameters): known by the tensor
+                            self._rebound[meta.impl_ptr] = (node.start, entry)
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
+        if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest
+            for impl in list(self._rebound)[: len(self._rebound) // 2]:
+                del self._rebound[impl]
         # What the next window may read: storages not freed since their last write here.
         carried.clear()
         for ptr, history in writes.items():

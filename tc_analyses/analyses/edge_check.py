@@ -94,20 +94,29 @@ def read_et(path: Path) -> EtGraph:
     writers: dict[int, list[int]] = {}
     written_size: dict[int, int] = {}  # storage -> item size of its last write
     inner_writers: dict[int, list[int]] = {}
+    aliases: dict[int, set[int]] = {}  # sparse tensor key -> the buffers it was built on
     allowed: set[tuple[int, int]] = set()
     last: set[tuple[int, int]] = set()
     for index, node in enumerate(top):
         inputs = node["inputs"]["values"]
         reads = _storages(inputs)
-        for storage, itemsize in reads.items():
+        # A sparse tensor built from index and value tensors keeps their buffers: reading it
+        # reads them too (allowed, not required).
+        aliased = {buffer for key in reads if key < 0 for buffer in aliases.get(key, ())}
+        for storage in reads.keys() | aliased:
             for writer in writers.get(storage, ()):
                 allowed.add((writer, index))
+        for storage, itemsize in reads.items():
             # The observer keys storages by address and sees no free: read with another item
             # size, the address holds a tensor made outside any op (a Python number turned into a
             # tensor), not the last writer's.
             if storage in writers and written_size[storage] == itemsize:
                 last.add((writers[storage][-1], index))
         written = {k: v for k, v in _storages(node["outputs"]["values"]).items() if k not in reads}
+        if "sparse_coo_tensor" in node["name"] or "sparse_csr_tensor" in node["name"]:
+            for key in written:
+                if key < 0:
+                    aliases[key] = {k for k in reads if k > 0}
         if node["name"].endswith("_") and inputs:  # in place: it writes `self`
             written.update(_storages(inputs[:1]))
         for storage, itemsize in written.items():

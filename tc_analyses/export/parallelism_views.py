@@ -15,6 +15,7 @@ every op's "actual device" is lane 0, the single lane of the baseline. So in the
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -24,7 +25,7 @@ import networkx as nx
 
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
 from tc_analyses.export.parallelism_report import plan_json, plan_text
-from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
+from tc_analyses.export.placement_views import DRAWN_GRAPH_NODES, write_plan_graph, write_predicted_trace
 from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.problem import Placement
 
@@ -59,7 +60,8 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     """Write the predicted schedule (CTF trace + Trace Compass analyses), the plan graph and the plan.
 
     Returns the paths written, by kind: ``predicted``, ``views``, ``graph.dot``, ``graph.graphml``,
-    ``plan.json``, ``report.txt``.
+    ``plan.json``, ``report.txt``; above 2,000 ops, ``graph.graphml.gz`` and ``plan.json.gz``
+    instead (one compressed file each, no drawing).
     """
     from tc_analyses.export.tracecompass import write_output  # noqa: PLC0415 - heavy, only here
     from tc_analyses.export.tracecompass.facts import trace_facts  # noqa: PLC0415
@@ -74,15 +76,21 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     # write_plan_graph keys the assignment by task id; map it back to the graph's node ids.
     by_node = Placement({op.node: placement.assignment[index[op.node]] for op in plan.ops},
                         placement.makespan_ns, placement.schedule, placement.algorithm)
-    write_plan_graph(out_dir, graph, by_node)
-    dot, graphml = out_dir / "graph.dot", out_dir / "graph.graphml"
+    graph_files = write_plan_graph(out_dir, graph, by_node)
     data = plan_json(plan)
     if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a pinned CPU lane
         data.update(runnable_plan(plan))
-    (out_dir / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if len(plan.ops) > DRAWN_GRAPH_NODES:  # the full per-op plan, compressed (what verify reads is small)
+        plan_file = out_dir / "plan.json.gz"
+        with gzip.open(plan_file, "wt", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        plan_file = out_dir / "plan.json"
+        plan_file.write_text(text)
     (out_dir / "report.txt").write_text(plan_text(plan))
-    return {"predicted": predicted, "views": out_dir / "views", "graph.dot": dot, "graph.graphml": graphml,
-            "plan.json": out_dir / "plan.json", "report.txt": out_dir / "report.txt"}
+    return {"predicted": predicted, "views": out_dir / "views", **{p.name: p for p in graph_files},
+            plan_file.name: plan_file, "report.txt": out_dir / "report.txt"}
 
 
 def runnable_plan(plan: StreamPlan) -> dict[str, Any]:

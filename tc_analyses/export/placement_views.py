@@ -7,7 +7,8 @@
   of both traces lines them up.
 * ``xml/``: the analyses ``build-analyses`` makes for that trace (the dataflow time graph shows
   the plan); opening both traces as an experiment shows actual and recommended side by side.
-* ``graph.dot`` / ``graph.graphml``: the graph coloured by the recommended device.
+* ``graph.dot`` / ``graph.graphml``: the graph coloured by the recommended device (above 2,000
+  nodes, ``graph.graphml.gz`` alone).
 """
 
 from __future__ import annotations
@@ -58,13 +59,23 @@ def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement,
     return out
 
 
+# Above this many nodes a drawing is unreadable and the files outgrow the trace: the graph goes
+# into one compressed GraphML file (the full data) and no DOT is written.
+DRAWN_GRAPH_NODES = 2_000
+
+
 def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[Path]:
-    """The graph with each node's recommended device, as DOT and GraphML (coloured by device)."""
+    """The graph with each node's recommended device, as DOT and GraphML (coloured by device);
+    above :data:`DRAWN_GRAPH_NODES` nodes, as ``graph.graphml.gz`` alone."""
     planned = graph.copy()
     for node, device in plan.assignment.items():
         if node in planned:
             planned.nodes[node]["recommended_device"] = device
             planned.nodes[node]["device"] = device  # colours follow the plan
+    if planned.number_of_nodes() > DRAWN_GRAPH_NODES:
+        compressed = out_dir / "graph.graphml.gz"
+        write_graphml(planned, compressed)  # networkx compresses a .gz path
+        return [compressed]
     dot, graphml = out_dir / "graph.dot", out_dir / "graph.graphml"
     write_dot(planned, dot)
     write_graphml(planned, graphml)

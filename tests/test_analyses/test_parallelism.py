@@ -181,6 +181,24 @@ def test_plan_view_opens_as_a_trace(tmp_path: Path) -> None:
     assert json.loads(written["plan.json"].read_text())["syncs"] == 2
 
 
+def test_a_large_plan_is_one_compressed_file_each_and_no_drawing(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output scales with what a user reads: above the drawing limit, the graph and the plan are
+    one gzip file each (the full data) and no DOT is written."""
+    import gzip
+
+    from tc_analyses.export import parallelism_views, placement_views
+
+    monkeypatch.setattr(placement_views, "DRAWN_GRAPH_NODES", 3)
+    monkeypatch.setattr(parallelism_views, "DRAWN_GRAPH_NODES", 3)
+    written = write_plan_view(plan_streams(dag(**DIAMOND), sync_ns=2_000), None, tmp_path / "view")
+    assert not (tmp_path / "view" / "graph.dot").exists() and not (tmp_path / "view" / "plan.json").exists()
+    graph = nx.read_graphml(written["graph.graphml.gz"])
+    assert graph.number_of_nodes() == 4 and graph.number_of_edges() == 4
+    with gzip.open(written["plan.json.gz"], "rt") as handle:
+        assert json.load(handle)["syncs"] == 2
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU: each op's work is the GPU time it launched.
 

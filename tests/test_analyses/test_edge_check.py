@@ -1,0 +1,78 @@
+"""edge_check: the execution-trace reference graph and the alignment (hand-made ET files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tc_analyses.analyses.edge_check import align, read_et
+from tc_analyses.errors import DfcompassError
+
+
+def _t(tensor: int, storage: int, numel: int = 4, itemsize: int = 4) -> list[object]:
+    return [tensor, storage, 0, numel, itemsize, "cpu"]
+
+
+def _sparse(tensor: int) -> list[object]:
+    return [tensor, 0, 0, 0, 0, ""]
+
+
+def _node(node_id: int, name: str, inputs: list[object], outputs: list[object], parent: int = 1) -> dict[str, object]:
+    return {"id": node_id, "name": name, "ctrl_deps": parent, "inputs": {"values": inputs},
+            "outputs": {"values": outputs}}
+
+
+def _write(tmp_path: Path, nodes: list[dict[str, object]]) -> Path:
+    path = tmp_path / "et.json"
+    path.write_text(json.dumps({"nodes": [{"id": 1, "name": "[pytorch|profiler|execution_trace|thread]",
+                                           "ctrl_deps": 0, "inputs": {"values": []}, "outputs": {"values": []}},
+                                          *nodes]}))
+    return path
+
+
+def test_last_writer_in_place_and_inner_ops(tmp_path: Path) -> None:
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::randn", [], [_t(10, 100)]),
+        _node(3, "aten::add_", [_t(10, 100), 1.0], [_t(10, 100)]),  # in place: writes self
+        _node(4, "aten::dropout", [_t(10, 100)], [_t(11, 101)]),
+        _node(5, "aten::bernoulli_", [_t(12, 102)], [_t(12, 102)], parent=4),  # the mask, inside dropout
+        _node(6, "aten::mul", [_t(13, 103), _t(12, 102)], [_t(14, 104)]),  # backward reads the mask
+        _node(7, "aten::relu", [_t(10, 100)], [_t(15, 105)]),
+    ]))
+    assert et.names == ["aten::randn", "aten::add_", "aten::dropout", "aten::mul", "aten::relu"]
+    assert (0, 1) in et.last and (1, 2) in et.last and (1, 4) in et.last and (0, 4) not in et.last
+    assert (0, 4) in et.allowed  # an earlier writer of the same storage: allowed, not the last
+    assert (2, 3) in et.allowed and (2, 3) not in et.last  # the inner op's output: allowed only
+
+
+def test_reused_address_with_another_item_size_is_no_dataflow(tmp_path: Path) -> None:
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::pow", [_t(1, 50)], [_t(2, 77)]),
+        _node(3, "aten::add", [_t(3, 78), _t(4, 77, numel=1, itemsize=8)], [_t(5, 79)]),  # a wrapped Python float
+    ]))
+    assert (0, 1) not in et.last
+
+
+def test_sparse_tensors_by_tensor_id_and_their_buffers(tmp_path: Path) -> None:
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::ones", [], [_t(20, 200)]),
+        _node(3, "aten::sparse_coo_tensor", [_t(21, 201, itemsize=8), _t(20, 200)], [_sparse(30)]),
+        _node(4, "aten::mm", [_sparse(30), _t(22, 202)], [_t(23, 203)]),
+    ]))
+    assert (1, 2) in et.last
+    assert (0, 2) in et.allowed and (0, 2) not in et.last  # the values buffer the sparse tensor keeps
+
+
+def test_align_skips_ops_on_either_side() -> None:
+    ours = ["a", "b", "x", "c", "d"]
+    theirs = ["a", "y", "z", "b", "c", "d"]
+    assert align(ours, theirs) == {0: 0, 1: 3, 3: 4, 4: 5}
+
+
+def test_not_an_execution_trace_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "et.json"
+    bad.write_text("{not json")
+    with pytest.raises(DfcompassError, match="et.json: not an execution trace"):
+        read_et(bad)
