@@ -19,6 +19,7 @@ from typing import Any
 import networkx as nx
 
 from tc_analyses.analyses.placement import milp
+from tc_analyses.analyses.placement.contract import CONTRACT_ABOVE, contract_chains
 from tc_analyses.analyses.placement.heft import heft, list_schedule
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
@@ -75,9 +76,19 @@ NO_STEPS = ("the trace has no step marks, so the graph is the whole run, set-up 
 def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "auto") -> Placement:
     """auto: the exact MILP when the problem is small enough, else HEFT plus local search; or the
     one `algorithm` names (the MILP falls back to the heuristic, with a notice, when it cannot run).
-    The candidates are compared by the makespan of their own schedules."""
+    The candidates are compared by the makespan of their own schedules. Above
+    :data:`CONTRACT_ABOVE` tasks, the optimiser places chains (contract.py), and the plan is then
+    scheduled on the full problem."""
     if algorithm not in ALGORITHMS:
         raise ConfigurationError(f"no placement algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
+    if len(problem.tasks) > CONTRACT_ABOVE and (contraction := contract_chains(problem)) is not None:
+        notices.append(contraction.notice(len(problem.tasks)))
+        folded = _optimise_tasks(contraction.problem, notices, algorithm)
+        return list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains")
+    return _optimise_tasks(problem, notices, algorithm)
+
+
+def _optimise_tasks(problem: PlacementProblem, notices: list[str], algorithm: str) -> Placement:
     candidates = [heft(problem)]
     if algorithm == "heft":
         return candidates[0]
