@@ -86,6 +86,23 @@ def info(trace: Path, fmt: str, reader: str) -> None:
     click.echo(reports.to_json(result) if fmt == "json" else reports.info_text(result), nl=False)
 
 
+@main.command("check-edges")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("execution_trace", type=click.Path(path_type=Path))
+@_FORMAT
+@_handle_errors
+def check_edges(trace: Path, execution_trace: Path, fmt: str) -> None:
+    """Check TRACE's tensor edges against PyTorch's EXECUTION_TRACE of the same run (precision, recall)."""
+    from tc_analyses.analyses.edge_check import check_edges as check
+    from tc_analyses.export import reports
+
+    if not execution_trace.is_file():
+        raise ConfigurationError(f"{execution_trace}: no such execution trace file")
+    with _progress("checking", None):
+        result = check(trace, execution_trace)
+    click.echo(reports.to_json(result) if fmt == "json" else reports.edge_check_text(result), nl=False)
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Only say what would be cut.")

@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from tc_analyses.analyses.edge_check import EdgeCheck
 from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.units import fmt_ms
@@ -22,6 +23,8 @@ def to_json(result: Any) -> str:
         data["duration_ns"] = result.duration_ns
     if isinstance(result, ImportSummary):
         data["events"] = result.events
+    if isinstance(result, EdgeCheck):
+        data.update(precision=result.precision, recall=result.recall)
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
@@ -35,6 +38,27 @@ def to_json_document(parts: dict[str, Any]) -> str:
         return value
 
     return json.dumps({k: plain(v) for k, v in parts.items()}, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def edge_check_text(check: EdgeCheck) -> str:
+    """The precision and recall of a trace's edges against the execution trace, with examples."""
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    lines = [f"ops:        {check.ops_ours:,} in the trace, {check.ops_et:,} in the execution trace, "
+             f"{check.ops_matched:,} matched by name and order",
+             f"precision:  {share(check.precision)} ({check.false_edges:,} of {check.edges:,} edges join no writer and "
+             f"reader of one buffer)",
+             f"recall:     {share(check.recall)} ({check.found:,} of {check.last_writer_edges:,} last-writer edges found)",
+             f"duplicates: {check.duplicates:,} (edges with the producer, consumer and tensor of another)"]
+    if check.unmatched_edges:
+        lines.append(f"unmatched:  {check.unmatched_edges:,} edges join an op the execution trace lacks (not counted)")
+    for title, examples in (("edges the execution trace does not have", check.false_examples),
+                            ("edges missing", check.missing_examples)):
+        if examples:
+            lines.append(f"{title} (producer -> consumer, count):")
+            lines += [f"  {p} -> {c}: {n:,}" for p, c, n in examples]
+    return "\n".join(lines) + "\n"
 
 
 def _utc(ns: int | None) -> str:

@@ -11,6 +11,7 @@ whose tensors the profiler describes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -157,3 +158,16 @@ def test_edges_against_the_execution_trace(kind: str, tmp_path: Path) -> None:
     print(f"{kind}: {check.found} of {check.last_writer_edges} last-writer edges")
     if kind in FULL_RECALL:
         assert check.found == check.last_writer_edges, f"missing edges: {check.missing_examples}"
+
+
+def test_check_edges_command(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    _record(tmp_path, _views_of_views)
+    result = cli("check-edges", tmp_path / "trace", tmp_path / "et.json", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["precision"] == 1.0 and data["recall"] == 1.0 and data["duplicates"] == 0
+    text = cli("check-edges", tmp_path / "trace", tmp_path / "et.json").stdout
+    assert "recall:     1.0000 (7 of 7 last-writer edges found)" in text
+    (tmp_path / "bad.json").write_text("[]")
+    bad = cli("check-edges", tmp_path / "trace", tmp_path / "bad.json")
+    assert bad.exit_code == 1 and "bad.json: not an execution trace" in bad.stderr and "Traceback" not in bad.stderr
