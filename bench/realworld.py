@@ -309,10 +309,12 @@ def run(only: set[str] | None = None, examples_arg: str | None = None, skip_comm
     if why:
         log(f"transformers not installed: {why}")
     env = environment(site)
-    outcomes = [run_program(p, examples, env, skip_commands, log) for p in programs]
-    result = {"programs": [asdict(o) for o in outcomes], "bound": BOUND,
-              "examples": str(examples) if examples else None}
-    (OUT / "results.json").write_text(json.dumps(result, indent=1))
+    outcomes: list[Outcome] = []
+    for program in programs:  # results.json after each program: a run cut short keeps what it did
+        outcomes.append(run_program(program, examples, env, skip_commands, log))
+        result = {"programs": [asdict(o) for o in outcomes], "bound": BOUND,
+                  "examples": str(examples) if examples else None}
+        (OUT / "results.json").write_text(json.dumps(result, indent=1))
     result["table"] = table(outcomes)
     return result
 

@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask|tf] [--big] [--nodes N] [--rounds K]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask|tf|realworld] [--big] [--nodes N] [--rounds K] [--examples DIR]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -25,6 +25,7 @@ import job_overhead  # noqa: E402
 import kernel_model  # noqa: E402
 import kineto_scale  # noqa: E402
 import placement_bench  # noqa: E402
+import realworld  # noqa: E402
 import read_speed  # noqa: E402
 import recorder_cost  # noqa: E402
 import seed_speed  # noqa: E402
@@ -41,6 +42,27 @@ def _ns(value: float) -> str:
 
 def _x(value: float) -> str:
     return f"{value:.2f}x"
+
+
+def realworld_rows(r: dict[str, Any]) -> list[Row]:
+    """One row per program: the worst command against the traced run, and the edges."""
+    rows: list[Row] = []
+    for p in r["programs"]:
+        if p["status"] != "ok":
+            rows.append((p["name"], "not run", p["status"]))
+            continue
+        worst = max(p["commands"].items(), key=lambda kv: kv[1]["ratio"], default=None)
+        edges = (f"edges precision {p['precision']:.3f}, recall {p['recall']:.3f}" if p["precision"] is not None
+                 and p["recall"] is not None else "edges not checked")
+        if worst is None:
+            rows.append((p["name"], "recorded", edges))
+            continue
+        name, c = worst
+        rows.append((p["name"], _x(c["ratio"]), f"worst command {name} (target <= {r['bound']:.0f}x: "
+                     f"{verdict(c['ratio'] <= r['bound'] and c['rc'] == 0)}); traced/untraced "
+                     f"{_x(p['traced_s'] / p['untraced_s'])}; {p['nodes']:,} nodes; {edges}"))
+    rows.append(("table", "", "bench/out/realworld/results.json; bench/realworld.py prints every command"))
+    return rows
 
 
 def tf_rows(r: dict[str, Any]) -> list[Row]:
@@ -336,8 +358,9 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask", "tf"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask", "tf", "realworld"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
+    parser.add_argument("--examples", help="realworld: a checkout or git repository of pytorch/examples")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
     parser.add_argument("--rounds", type=int, default=0,
                         help="alternating rounds (default: 7 recorder, 5 read, 5 torch)")
@@ -375,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("kineto", lambda: kineto_scale.run(args.rounds or 1), results)
     if args.only in (None, "verify"):
         ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
+    if args.only in (None, "realworld"):
+        ok &= _run_one("realworld", lambda: realworld.run(examples_arg=args.examples), results)
     write_json(OUT_DIR / "results.json", results)
 
     sections: list[tuple[str, list[Row]]] = []
@@ -392,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ("kernels", "GPU kernel model against real A100 kernels", kernel_rows),
                                 ("hta", "Against HTA (traceinsight 0.6.1) on the shared Kineto traces", hta_rows),
                                 ("kineto", "Kineto import at scale (nccl trace x25)", kineto_rows),
-                                ("verify", "Verified plans: predicted against measured", verify_rows)):
+                                ("verify", "Verified plans: predicted against measured", verify_rows),
+                                ("realworld", "Real programs: every command and the edges", realworld_rows)):
         if key in results:
             r = results[key]
             rows = [("ERROR", "ERROR", r["error"])] if "error" in r else rows_of(r)
