@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tc_analyses.analyses.edge_check import check_edges  # noqa: E402
+from tc_analyses.errors import DfcompassError  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "realworld"
 SHIM = ROOT / "bench" / "realworld_shim"
@@ -258,7 +259,11 @@ def run_program(program: Program, examples: Path | None, env: dict[str, str], sk
                    max(1800, 30 * outcome.untraced_s), logfile)
     et_trace = main_trace(work / "job-et")
     if rc == 0 and et_trace is not None and (work / "et.json").is_file():
-        check = check_edges(et_trace, work / "et.json")
+        try:
+            check = check_edges(et_trace, work / "et.json")
+        except DfcompassError as exc:
+            outcome.status = f"edges not checked: {exc}"
+            return outcome
         outcome.precision, outcome.recall = check.precision, check.recall
         outcome.edge_check = {**asdict(check), "precision": check.precision, "recall": check.recall}
         log(f"  {program.name}: edges precision {check.precision}, recall {check.recall}")

@@ -383,7 +383,9 @@ class _SparseTensors:
     TensorImpl address. Its maker is the op whose inner ops use it first (``to_sparse`` coalesces
     its result, ``t`` reads its clone's values). An op that builds one and never shows it
     (``sparse_coo_tensor``, ``to``) is pending: the next sparse tensor of its value dtype read
-    with no known maker, or made before it, is its result."""
+    with no known maker is its result, the oldest builder first. (A sparse tensor made before
+    recording and read after such a builder takes it as its maker: the profiler gives nothing
+    to tell them apart.)"""
 
     def __init__(self) -> None:
         self.made: dict[int, tuple[int, tuple[int, int, int, int]]] = {}  # impl -> (time, (node, device, tensor, bytes))
@@ -391,13 +393,14 @@ class _SparseTensors:
 
     def maker(self, meta: Any, at: int) -> tuple[int, int, int, int] | None:
         known = self.made.get(meta.impl_ptr)
-        for index in range(len(self.pending) - 1, -1, -1):
-            time, dtype, entry = self.pending[index]
-            if time < at and dtype == meta.dtype and (known is None or time > known[0]):
+        if known is not None:
+            return known[1]
+        for index, (time, dtype, entry) in enumerate(self.pending):  # built first, read first
+            if time < at and dtype == meta.dtype:
                 del self.pending[index]
                 self.made[meta.impl_ptr] = (time, entry)
                 return entry
-        return known[1] if known is not None else None
+        return None
 
     def add(self, node: "_Node", own: set[int], entry: tuple[int, int, int, int]) -> None:
         inner = {meta.impl_ptr for _, meta in node.inner_reads if _is_sparse(meta)} - own
@@ -471,7 +474,7 @@ class TorchRecorder:
         self._sparse = _SparseTensors()
         # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
         # first read shows which storage: what set_ binds comes from outside any op.
-        self._rebound: dict[int, tuple[int, tuple[int, int, int]]] = {}
+        self._rebound: dict[int, tuple[int, tuple[int, int, int], int]] = {}  # ... and the window it was in
         self._collectives = 0  # c10d ops issued so far: the next one's seq
         self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
         self._rank_written = False
@@ -659,10 +662,15 @@ class TorchRecorder:
         # visited by start time, but a write is dated by its allocation, which may come later than
         # the start of an op on another thread that read the same address before it was reused.
         writes: dict[int, _StorageWrites] = {}
-        frees: dict[int, list[int]] = {}  # storage ptr -> times it was freed, in order
+        # storage ptr -> times it was freed or allocated, in order: either ends what was written there
+        # before (an allocation also where its free was not seen: in a gap between windows, or
+        # on a thread the profiler does not cover).
+        frees: dict[int, list[int]] = {}
         for ts, _ptid, _device, ptr, size, _total in collector.memory:
-            if size < 0:
+            if size:
                 frees.setdefault(ptr, []).append(ts)
+        for times in frees.values():
+            times.sort()
         carried = self._carried
         for ptr, entry in carried.items():
             writes[ptr] = _StorageWrites([-1], [entry])  # written before this window
@@ -698,9 +706,11 @@ class TorchRecorder:
                 history = writes.get(ptr)
                 found = history.last_at(at) if history is not None else None
                 if found is None or _freed_between(frees.get(ptr), found[0], at):
-                    found = self._rebound.pop(meta.impl_ptr, None)
-                    if found is None or found[0] > at:
+                    rebound = self._rebound.pop(meta.impl_ptr, None)
+                    # TensorImpl addresses are reused once a window's events are gone: the next window at most.
+                    if rebound is None or rebound[0] > at or self.windows_written - rebound[2] > 1:
                         continue
+                    found = rebound[:2]
                     _record_write(writes, ptr, *found)  # the storage it was given is now known
                 producer = found[1]
                 batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
@@ -718,8 +728,8 @@ class TorchRecorder:
                         entry = (node_id, device, session.new_tensor_id())
                         if meta.storage_data_ptr:  # written in place: this op holds the new value
                             _record_write(writes, meta.storage_data_ptr, node.start, entry)
-                        else:  # given a storage (set_, as torch.load rebuilds parameters): known by the tensor
-                            self._rebound[meta.impl_ptr] = (node.start, entry)
+                        elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
+                            self._rebound[meta.impl_ptr] = (node.start, entry, self.windows_written)
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest

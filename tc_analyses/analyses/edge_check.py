@@ -83,9 +83,13 @@ def _storages(values: list[Any]) -> dict[int, int]:
 def read_et(path: Path) -> EtGraph:
     """The observer's top-level aten ops and their storage pairs."""
     try:
-        nodes = json.loads(Path(path).read_text())["nodes"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        nodes = json.loads(Path(path).read_text(encoding="utf-8"))["nodes"]
+        return _graph(nodes)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {exc})") from exc
+
+
+def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
     by_id = {n["id"]: n for n in nodes}
     top = sorted((n for n in nodes if n["name"].startswith("aten::")
                   and not by_id.get(n.get("ctrl_deps"), {}).get("name", "").startswith("aten::")),

@@ -60,8 +60,8 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     """Write the predicted schedule (CTF trace + Trace Compass analyses), the plan graph and the plan.
 
     Returns the paths written, by kind: ``predicted``, ``views``, ``graph.dot``, ``graph.graphml``,
-    ``plan.json``, ``report.txt``; above 2,000 ops, ``graph.graphml.gz`` and ``plan.json.gz``
-    instead (one compressed file each, no drawing).
+    ``plan.json``, ``report.txt``; above 2,000 ops, ``graph.graphml.gz`` instead of the drawings and,
+    for a stream plan (which ``dfcompass verify`` does not apply), ``plan.json.gz``.
     """
     from tc_analyses.export.tracecompass import write_output  # noqa: PLC0415 - heavy, only here
     from tc_analyses.export.tracecompass.facts import trace_facts  # noqa: PLC0415
@@ -81,7 +81,7 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a pinned CPU lane
         data.update(runnable_plan(plan))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    if len(plan.ops) > DRAWN_GRAPH_NODES:  # the full per-op plan, compressed (what verify reads is small)
+    if len(plan.ops) > DRAWN_GRAPH_NODES and plan.lane != "thread":  # compressed, unless verify can apply it
         plan_file = out_dir / "plan.json.gz"
         with gzip.open(plan_file, "wt", encoding="utf-8") as handle:
             handle.write(text)

@@ -76,3 +76,11 @@ def test_not_an_execution_trace_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(DfcompassError, match="et.json: not an execution trace"):
         read_et(bad)
+
+
+def test_an_execution_trace_of_another_schema_is_a_clear_error(tmp_path: Path) -> None:
+    old = tmp_path / "et.json"
+    old.write_text(json.dumps({"nodes": [{"id": 2, "name": "aten::add", "ctrl_deps": 1, "inputs": [1, 2],
+                                          "outputs": []}]}))
+    with pytest.raises(DfcompassError, match="et.json: not an execution trace"):
+        read_et(old)

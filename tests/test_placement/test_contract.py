@@ -61,3 +61,16 @@ def test_recommend_plans_large_graphs_on_chains_with_a_notice(monkeypatch: pytes
     assert plan.algorithm.endswith("on chains") and len(plan.assignment) == len(problem.tasks)
     assert any("17 nodes planned as 5 chains" in n for n in notices)
     assert contract.CONTRACT_ABOVE == 5_000  # the module's own bound is untouched
+
+
+def test_memory_limits_dropped_when_the_trace_itself_breaks_them() -> None:
+    """A long run's graph counts every output as resident: if what ran on a device already exceeds
+    its memory, the limit is not applied (with a notice) instead of refusing every plan."""
+    problem = _chains(2, 3)
+    problem.tasks[:] = [Task(t.id, t.name, t.op, t.actual_device, 10**9) for t in problem.tasks]
+    problem.devices[:] = [Device("cpu", "CPU", memory_bytes=4 * 10**9), Device("cuda:0", "H100", memory_bytes=4 * 10**9)]
+    notices: list[str] = []
+    fixed = recommend._memory_model_checked(problem, notices)
+    assert all(d.memory_bytes is None for d in fixed.devices)
+    assert notices and "cpu output 7.5 GiB in all, more than its 3.7 GiB" in notices[0]
+    assert recommend._memory_model_checked(_chains(2, 3), []) is not None  # no limits: unchanged

@@ -84,7 +84,13 @@ def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "a
     if len(problem.tasks) > CONTRACT_ABOVE and (contraction := contract_chains(problem)) is not None:
         notices.append(contraction.notice(len(problem.tasks)))
         folded = _optimise_tasks(contraction.problem, notices, algorithm)
-        return list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains")
+        plan = list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains")
+        actual = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
+        if len(actual) == len(problem.tasks):  # the coarser plan never loses to what ran
+            kept = list_schedule(problem, actual, algorithm="actual placement (no better plan on chains)")
+            if kept.makespan_ns < plan.makespan_ns:
+                return kept
+        return plan
     return _optimise_tasks(problem, notices, algorithm)
 
 
@@ -109,6 +115,24 @@ def _optimise_tasks(problem: PlacementProblem, notices: list[str], algorithm: st
     return min(candidates, key=lambda p: (p.makespan_ns, p.algorithm))
 
 
+def _memory_model_checked(problem: PlacementProblem, notices: list[str]) -> PlacementProblem:
+    """The problem without memory limits when the trace itself breaks them: the model counts every
+    output as resident for the whole run, which a long run's graph (outputs freed as it goes) is not."""
+    used: dict[str, int] = {}
+    for task in problem.tasks:
+        if task.actual_device:
+            used[task.actual_device] = used.get(task.actual_device, 0) + task.memory_bytes
+    broken = [d for d in problem.devices if d.memory_bytes is not None and used.get(d.name, 0) > d.memory_bytes]
+    if not broken:
+        return problem
+    worst = broken[0]
+    capacity = worst.memory_bytes or 0
+    notices.append(f"the nodes that ran on {worst.name} output {used[worst.name] / 2**30:,.1f} GiB in all, more than "
+                   f"its {capacity / 2**30:,.1f} GiB: outputs are not all resident at once, so no device's "
+                   "memory limit is applied")
+    return replace(problem, devices=[replace(d, memory_bytes=None) for d in problem.devices])
+
+
 def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) -> str:
     to_cost = problem.costs[(task.id, dst)]
     text = f"{dst}: {to_cost.ns / 1e3:.1f} us ({to_cost.source.value})"
@@ -125,6 +149,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     `step_kind` says which steps the graph covers."""
     problem.validate()
     notices = list(notices)
+    problem = _memory_model_checked(problem, notices)
     cpus = [d.name for d in problem.devices if d.host == "localhost" and d.name.split(":")[0] == "cpu"]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if len(cpus) > cores:
