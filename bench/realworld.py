@@ -44,6 +44,7 @@ SHIM = ROOT / "bench" / "realworld_shim"
 OURS = ROOT / "bench" / "realworld_programs"
 EXAMPLES_URL = "https://github.com/pytorch/examples"
 TRANSFORMERS = "transformers==5.24.0"
+TORCHVISION = "torchvision==0.28.0"  # the one made for torch 2.13
 BOUND = 10.0  # issue 19: every command within 10x the traced run
 
 
@@ -140,9 +141,9 @@ def _git_dir(path: Path) -> Path:
 
 
 def extra_site() -> tuple[Path | None, str]:
-    """transformers installed into OUT/site (versions as the venv's, except click)."""
+    """transformers and torchvision installed into OUT/site (versions as the venv's, except click)."""
     site = OUT / "site"
-    if (site / "transformers").is_dir():
+    if (site / "transformers").is_dir() and (site / "torchvision").is_dir():
         return site, ""
     freeze = subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     constraints = OUT / "constraints.txt"
@@ -153,6 +154,9 @@ def extra_site() -> tuple[Path | None, str]:
                            TRANSFORMERS], capture_output=True, text=True)
     if done.returncode != 0:
         return None, (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+    # torchvision without its dependencies: torch, numpy and pillow are the venv's.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), TORCHVISION],
+                   capture_output=True, text=True)
     return site, ""
 
 
@@ -161,15 +165,22 @@ def environment(site: Path | None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (SHIM, ROOT, site) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("DFCOMPASS_BENCH_ET", None)
+    if "torchvision::nms does not exist" in _import_error("torchvision", env):
+        env["DFCOMPASS_BENCH_TORCHVISION_STUB"] = "1"  # a CUDA torchvision beside CPU torch (the shim's MOCK)
     return env
+
+
+def _import_error(module: str, env: dict[str, str]) -> str:
+    probe = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True)
+    return "" if probe.returncode == 0 else probe.stderr
 
 
 def missing_module(module: str, env: dict[str, str]) -> str:
     """Why `module` cannot be imported by the programs ("" when it can)."""
-    probe = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True)
-    if probe.returncode == 0:
+    error = _import_error(module, env)
+    if not error:
         return ""
-    lines = [line for line in probe.stderr.strip().splitlines() if line.strip()]
+    lines = [line for line in error.strip().splitlines() if line.strip()]
     return f"{module} does not load here ({lines[-1][:120] if lines else 'no message'})"
 
 
@@ -310,18 +321,29 @@ def run(only: set[str] | None = None, examples_arg: str | None = None, skip_comm
     OUT.mkdir(parents=True, exist_ok=True)
     programs = [p for p in PROGRAMS if not only or p.name in only]
     examples = examples_checkout(examples_arg) if any(p.folder for p in programs) else None
-    site, why = extra_site() if any("transformers" in p.needs for p in programs) else (None, "")
+    site, why = extra_site() if any(p.needs for p in programs) else (None, "")
     if why:
-        log(f"transformers not installed: {why}")
+        log(f"transformers and torchvision not installed: {why}")
     env = environment(site)
-    outcomes: list[Outcome] = []
+    # With --only, the other programs' rows of the last run stay (the table covers every program).
+    kept = {p["name"]: Outcome(**p) for p in _last_results().get("programs", [])} if only else {}
+    outcomes: dict[str, Outcome] = {}
+    rows = list(kept.values())
     for program in programs:  # results.json after each program: a run cut short keeps what it did
-        outcomes.append(run_program(program, examples, env, skip_commands, log))
-        result = {"programs": [asdict(o) for o in outcomes], "bound": BOUND,
+        outcomes[program.name] = run_program(program, examples, env, skip_commands, log)
+        rows = [outcomes.get(p.name) or kept[p.name] for p in PROGRAMS if p.name in outcomes or p.name in kept]
+        result = {"programs": [asdict(o) for o in rows], "bound": BOUND,
                   "examples": str(examples) if examples else None}
         (OUT / "results.json").write_text(json.dumps(result, indent=1))
-    result["table"] = table(outcomes)
+    result["table"] = table(rows)
     return result
+
+
+def _last_results() -> dict[str, Any]:
+    try:
+        return dict(json.loads((OUT / "results.json").read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def main() -> None:

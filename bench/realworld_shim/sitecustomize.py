@@ -8,6 +8,8 @@ The programs are public examples run from their own code; this changes nothing i
 * ``DFCOMPASS_BENCH_FAKE_SIZE=N``: torchvision's MNIST gives N random digits instead of
   downloading, and FakeData (ImageNet's ``--dummy``) holds at most N images.
 * GCN's Cora download (a ``requests.get`` of ``cora.tgz``) gets a random graph in Cora's format.
+* ``DFCOMPASS_BENCH_TORCHVISION_STUB=1``: declares two torchvision op schemas (a MOCK, see
+  :func:`_declare_torchvision_ops`).
 
 dfcompass's own sitecustomize (tracer/_autostart) runs first when recording and chains to this one.
 """
@@ -42,6 +44,22 @@ def _start_execution_trace(torch: Any) -> None:
             observer.unregister_callback()
 
     atexit.register(stop)
+
+
+def _declare_torchvision_ops(torch: Any) -> None:
+    """MOCK, for ``DFCOMPASS_BENCH_TORCHVISION_STUB=1`` only: the one torchvision wheel this machine
+    has is built for CUDA, so its compiled ops do not load beside CPU torch, and its import stops
+    where it registers fake kernels for ``nms``. Declaring those two schemas lets the pure-Python
+    parts (datasets, models, transforms) import; a program that calls a compiled op still fails."""
+    if os.environ.get("DFCOMPASS_BENCH_TORCHVISION_STUB") != "1":
+        return
+    global _TORCHVISION_OPS
+    _TORCHVISION_OPS = torch.library.Library("torchvision", "DEF")  # kept alive: the schemas live with it
+    for name in ("nms", "qnms"):
+        _TORCHVISION_OPS.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+
+
+_TORCHVISION_OPS: Any = None
 
 
 def _fake_torchvision(datasets: Any) -> None:
@@ -113,5 +131,6 @@ def _fake_cora(requests: Any) -> None:
 
 
 call_after_import("torch", _start_execution_trace)
+call_after_import("torch", _declare_torchvision_ops)
 call_after_import("torchvision.datasets", _fake_torchvision)
 call_after_import("requests", _fake_cora)
