@@ -147,7 +147,7 @@ class _ModuleScopes:
 
     def _pre(self, module: Any, args: Any) -> None:
         stack = getattr(self._local, "stack", None)
-        if not stack and self._on_outermost is not None:
+        if not stack and self._on_outermost is not None and _may_end_window_at(module):
             self._on_outermost()  # no scope of ours is open here: a safe point to end a window
         if not self._recording:
             return
@@ -178,6 +178,26 @@ class _ModuleScopes:
 
     def _on_backward(self, grad: Any) -> None:
         self.mark_thread()
+
+
+_DATA_LOADER_FILE = os.path.join("torch", "utils", "data", "dataloader.py")
+
+
+def _may_end_window_at(module: Any) -> bool:
+    """Whether an outermost forward of `module` may end a profiling window. Not a module without
+    parameters (a torchvision transform such as Normalize), and not inside a DataLoader's fetch:
+    the loader's own record_function is open there, and stopping the profiler under it crashed
+    torch (a segfault in pytorch/examples' MNIST, one run in two)."""
+    if next(module.parameters(), None) is None:
+        return False
+    frame: Any = sys._getframe(2)  # above _ModuleScopes._pre
+    for _ in range(40):
+        if frame is None:
+            return True
+        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
+            return False
+        frame = frame.f_back
+    return True
 
 
 @dataclass

@@ -77,3 +77,29 @@ def test_a_window_that_fails_to_convert_is_lost_not_the_program(tmp_path: Path, 
     err = capsys.readouterr().err
     assert "a PyTorch profile window was not recorded: AttributeError" in err
     assert len(read_trace(tmp_path / "trace").table("node_begin")) == 0  # the trace is still readable
+
+
+def test_windows_end_only_at_model_forwards_outside_data_loading() -> None:
+    """Stopping the profiler while the DataLoader's own record_function is open crashed torch
+    (pytorch/examples' MNIST: its Normalize transform is an nn.Module called inside the fetch)."""
+    from torch.utils.data import DataLoader, Dataset
+
+    from tracer.torch_source import _may_end_window_at
+
+    def from_forward_hook(module: torch.nn.Module) -> bool:  # the depth _ModuleScopes._pre calls it at
+        return _may_end_window_at(module)
+
+    assert from_forward_hook(torch.nn.Linear(2, 2))
+    assert not from_forward_hook(torch.nn.Identity())  # no parameters: a transform, not a model
+    seen: list[bool] = []
+
+    class Items(Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return 2
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            seen.append(from_forward_hook(torch.nn.Linear(2, 2)))
+            return torch.zeros(1)
+
+    list(DataLoader(Items()))
+    assert seen == [False, False]
