@@ -449,8 +449,8 @@ class TorchRecorder:
     Streaming: with ``active=None`` the profile is cut into windows that are converted and
     written while the program runs, so a killed program loses at most the window in progress.
     A window ends at each ``rec.step()``; without those calls, at the first outermost
-    ``nn.Module`` forward after an optimizer step, or after ``flush_interval`` seconds
-    (checked at outermost forwards). Memory then holds one window's profiler events, not the run's.
+    ``nn.Module`` forward (of a module with parameters, outside a DataLoader fetch) after an
+    optimizer step, or after ``flush_interval`` seconds (checked at outermost forwards). Memory then holds one window's profiler events, not the run's.
 
     Threads: by default the profiler covers the thread that starts the recorder and the threads
     that inherit its state (autograd engine threads, ``at::launch``). ``all_threads=True`` adds
