@@ -173,7 +173,8 @@ class _ModuleScopes:
         values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else (output,)
         for value in values:
             if isinstance(value, self._torch.Tensor) and value.grad_fn is not None:
-                value.register_hook(self._on_backward)
+                if value.device.type != "cpu":  # a CPU backward runs on the calling thread, already told
+                    value.register_hook(self._on_backward)
                 return
 
     def _on_backward(self, grad: Any) -> None:
@@ -450,7 +451,8 @@ class TorchRecorder:
     written while the program runs, so a killed program loses at most the window in progress.
     A window ends at each ``rec.step()``; without those calls, at the first outermost
     ``nn.Module`` forward (of a module with parameters, outside a DataLoader fetch) after an
-    optimizer step, or after ``flush_interval`` seconds (checked at outermost forwards). Memory then holds one window's profiler events, not the run's.
+    optimizer step, or after ``flush_interval`` seconds (checked at outermost forwards). Memory
+    then holds one window's profiler events, not the run's.
 
     Threads: by default the profiler covers the thread that starts the recorder and the threads
     that inherit its state (autograd engine threads, ``at::launch``). ``all_threads=True`` adds

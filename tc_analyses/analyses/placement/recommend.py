@@ -85,7 +85,7 @@ def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "a
         notices.append(contraction.notice(len(problem.tasks)))
         folded = _optimise_tasks(contraction.problem, notices, algorithm)
         plan = list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains")
-        actual = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
+        actual = actual_assignment(problem)
         if len(actual) == len(problem.tasks):  # the coarser plan never loses to what ran
             kept = list_schedule(problem, actual, algorithm="actual placement (no better plan on chains)")
             if kept.makespan_ns < plan.makespan_ns:
@@ -113,6 +113,12 @@ def _optimise_tasks(problem: PlacementProblem, notices: list[str], algorithm: st
         notices.append(f"{exact.reason}: using HEFT with critical-path local search instead")
         candidates.append(local_search(problem))
     return min(candidates, key=lambda p: (p.makespan_ns, p.algorithm))
+
+
+def actual_assignment(problem: PlacementProblem) -> dict[int, str]:
+    """Where each task ran, for the tasks that ran on one of the problem's devices."""
+    names = set(problem.device_names())
+    return {t.id: t.actual_device for t in problem.tasks if t.actual_device in names}
 
 
 def _memory_model_checked(problem: PlacementProblem, notices: list[str]) -> PlacementProblem:
@@ -168,10 +174,10 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         more = f" and {len(unknown) - 4} more" if len(unknown) > 4 else ""
         notices.append(f"{sum(unknown.values())} nodes have no FLOP model ({named}{more}): on other devices "
                        "they cost their measured time scaled by the peak ratio, at least")
-    actual_assignment = {t.id: t.actual_device for t in problem.tasks if t.actual_device in problem.device_names()}
+    actual_placement = actual_assignment(problem)
     actual = measured = error = heldout_error = None
-    if len(actual_assignment) == len(problem.tasks):
-        actual = list_schedule(problem, actual_assignment, algorithm="actual").makespan_ns
+    if len(actual_placement) == len(problem.tasks):
+        actual = list_schedule(problem, actual_placement, algorithm="actual").makespan_ns
         if graph is not None and trace is not None:
             activity = activity_of(trace)  # paired once for both
             measured = measure_steps(activity, graph).step_ns
@@ -183,7 +189,7 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
     speedup_range = None
     if actual and graph is not None and predicted.makespan_ns:
-        speedup_range = _speedup_range(problem, graph, predicted, actual_assignment, heldout_error or 0.0)
+        speedup_range = _speedup_range(problem, graph, predicted, actual_placement, heldout_error or 0.0)
     moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
                        _reason(problem, t, t.actual_device, predicted.assignment[t.id]))
              for t in problem.tasks if t.actual_device and t.actual_device != predicted.assignment[t.id]]
