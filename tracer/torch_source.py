@@ -334,6 +334,11 @@ class _Collector:
                 node.step = windows[at][2]
 
 
+# Ops handed a new tensor by torch.tensor / as_tensor: made by an op just before (Python data) or
+# outside any op (numpy's buffer).
+FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift"})
+
+
 class _Writes:
     """Which arguments an op writes, from its schema (cached)."""
 
@@ -355,6 +360,22 @@ class _Writes:
                                   if a.alias_info is not None and a.alias_info.is_write}))
             self._cache[key] = found
         return found
+
+
+def _made_outside_ops(writes: dict[int, "_StorageWrites"], frees: dict[int, list[int]], at: int,
+                      metas: list[Any], fresh: set[int]) -> list[int]:
+    """`torch.tensor` and `as_tensor` hand `lift_fresh` a new tensor: the storages of those that
+    no op wrote (numpy's buffers). A buffer whose last writer took it so is numpy's too (numpy
+    frees and reuses its buffers unseen), so it is new again. `fresh`: the trace tensor ids of
+    such writes."""
+    made = []
+    for meta in metas:
+        ptr = meta.storage_data_ptr
+        history = writes.get(ptr) if ptr else None
+        found = history.last_at(at) if history is not None else None
+        if ptr and (found is None or found[1][2] in fresh or _freed_between(frees.get(ptr), found[0], at)):
+            made.append(ptr)
+    return made
 
 
 @dataclass
@@ -493,6 +514,7 @@ class TorchRecorder:
         self._os_tids: dict[int, int] = {}
         self._seq_scope: dict[int, str] = {}
         self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
+        self._fresh: set[int] = set()  # trace tensor ids of buffers made outside any op (_record_fresh)
         self._sparse = _SparseTensors()
         # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
         # first read shows which storage: what set_ binds comes from outside any op.
@@ -708,7 +730,10 @@ class TorchRecorder:
             kind = collective_kind(node.op)
             if kind is not None:
                 self._write_collective(batch, key, node, node_id, kind, tensors)
-            seen: set[int] = set()
+            # A buffer made outside any op enters the graph at the op that takes it: read from no op.
+            outside = _made_outside_ops(writes, frees, node.start, tensors[0], self._fresh) if (
+                node.op in FRESH_INPUT_OPS and tensors) else []
+            seen: set[int] = set(outside)
             # Its own inputs, read at its start; then its inner ops' inputs, read when those run
             # (a buffer freed and reused inside the op is then not taken for an input).
             reads = [(node.start, meta) for metas in tensors for meta in metas] + node.inner_reads
@@ -738,6 +763,10 @@ class TorchRecorder:
                 batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
                           self._nbytes(meta), producer[1], device)
                 self.edges_recorded += 1
+            for ptr in outside:
+                entry = (node_id, device, session.new_tensor_id())
+                self._fresh.add(entry[2])
+                _record_write(writes, ptr, node.start, entry)
             for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
                 if net_bytes > 0 and ptr:  # allocated here and still alive: an output
                     _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))
@@ -762,6 +791,7 @@ class TorchRecorder:
         for ptr, history in writes.items():
             if not _freed_between(frees.get(ptr), history.times[-1], float("inf")):
                 carried[ptr] = history.entries[-1]
+        self._fresh &= {entry[2] for entry in carried.values()}
 
     def _note_rank(self) -> None:
         """Keep this process's rank while torch.distributed is up: the window that holds the last

@@ -6,7 +6,14 @@ with, so it is an independent graph. From it, per top-level aten op in order:
 
 * an op *writes* a storage it outputs without having read it (a new tensor), or the one it takes
   in place (``op_`` writes its first argument, ``self``);
-* an op *reads* the storages of its inputs (a storage of zero bytes is no buffer: left out).
+* an op *reads* the storages of its inputs (a storage of zero bytes is no buffer: left out);
+* ``lift_fresh`` (what ``torch.tensor`` and ``as_tensor`` call) takes a new tensor: one an op
+  just output (``torch.tensor`` of Python data: ``empty``, then ``to``), read as usual, or one made
+  outside any op (numpy's buffer), which reads no op's output: ``lift_fresh`` writes it.
+
+The observer keys storages by address and records no free, so a buffer made outside any op at a
+freed tensor's address looks like that tensor's. A read with another dtype than the last write
+(a Python number wrapped as a double, a numpy image) is such a buffer, not the writer's.
 
 An edge of ours is *right* when its producer wrote and its consumer read one storage (at any
 time: a storage can be written twice). *Recall* counts the last-writer edges (the writer a read
@@ -16,6 +23,7 @@ sees) that we found. The ops of the two graphs are aligned by name and order.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,18 +74,27 @@ def _tensors(value: Any) -> list[list[Any]]:
     return []
 
 
-def _storages(values: list[Any]) -> dict[int, int]:
-    """Buffer key -> item size of the tensors on it. A dense tensor's key is its storage id
-    (numel x itemsize > 0: a real buffer); a sparse tensor, which the observer gives no storage
-    (id 0, no device), is known by its tensor id (negative keys)."""
-    keys: dict[int, int] = {}
-    for v in values:
-        for t in _tensors(v):
+def _storages(values: list[Any], types: list[Any] | None = None) -> dict[int, str]:
+    """Buffer key -> dtype of the tensors on it (the item size, e.g. ``8B``, where the types do not
+    say). A dense tensor's key is its storage id (numel x itemsize > 0: a real buffer); a sparse
+    tensor, which the observer gives no storage (id 0, no device), is known by its tensor id
+    (negative keys)."""
+    keys: dict[int, str] = {}
+    for position, value in enumerate(values):
+        tensors = _tensors(value)
+        dtypes = _DTYPE.findall(types[position]) if types and position < len(types) and isinstance(
+            types[position], str) else []
+        for k, t in enumerate(tensors):
+            kind = dtypes[k] if len(dtypes) == len(tensors) else f"{t[4]}B"
             if t[3] * t[4] > 0:
-                keys[t[1]] = t[4]
+                keys[t[1]] = kind
             elif t[1] == 0 and t[5] == "" and t[0] > 0:
-                keys[-t[0]] = 0
+                keys[-t[0]] = kind
     return keys
+
+
+_DTYPE = re.compile(r"Tensor\(([^)]*)\)")
+FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"})
 
 
 def read_et(path: Path) -> EtGraph:
@@ -96,36 +113,40 @@ def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
                  key=lambda n: n["id"])
     inner = _inner_outputs(nodes, by_id, {n["id"] for n in top})
     writers: dict[int, list[int]] = {}
-    written_size: dict[int, int] = {}  # storage -> item size of its last write
+    written_kind: dict[int, str] = {}  # storage -> dtype of its last write
     inner_writers: dict[int, list[int]] = {}
     aliases: dict[int, set[int]] = {}  # sparse tensor key -> the buffers it was built on
     allowed: set[tuple[int, int]] = set()
     last: set[tuple[int, int]] = set()
+    output_at: dict[int, int] = {}  # tensor id -> the last op that output it
     for index, node in enumerate(top):
         inputs = node["inputs"]["values"]
-        reads = _storages(inputs)
+        fresh = node["name"] in FRESH_INPUT_OPS and _made_outside_ops(inputs, output_at, writers)
+        reads = {} if fresh else _storages(inputs, node["inputs"].get("types"))
         # A sparse tensor built from index and value tensors keeps their buffers: reading it
         # reads them too (allowed, not required).
         aliased = {buffer for key in reads if key < 0 for buffer in aliases.get(key, ())}
         for storage in reads.keys() | aliased:
             for writer in writers.get(storage, ()):
                 allowed.add((writer, index))
-        for storage, itemsize in reads.items():
-            # The observer keys storages by address and sees no free: read with another item
-            # size, the address holds a tensor made outside any op (a Python number turned into a
-            # tensor), not the last writer's.
-            if storage in writers and written_size[storage] == itemsize:
+        for storage, kind in reads.items():
+            if storage in writers and written_kind[storage] == kind:
                 last.add((writers[storage][-1], index))
-        written = {k: v for k, v in _storages(node["outputs"]["values"]).items() if k not in reads}
+        written = {k: v for k, v in _storages(node["outputs"]["values"], node["outputs"].get("types")).items()
+                   if k not in reads}
+        if fresh:
+            written.update(_storages(inputs[:1], node["inputs"].get("types", [])[:1]))
         if "sparse_coo_tensor" in node["name"] or "sparse_csr_tensor" in node["name"]:
             for key in written:
                 if key < 0:
                     aliases[key] = {k for k in reads if k > 0}
         if node["name"].endswith("_") and inputs:  # in place: it writes `self`
-            written.update(_storages(inputs[:1]))
-        for storage, itemsize in written.items():
+            written.update(_storages(inputs[:1], node["inputs"].get("types", [])[:1]))
+        for storage, kind in written.items():
             writers.setdefault(storage, []).append(index)
-            written_size[storage] = itemsize
+            written_kind[storage] = kind
+        for tensor in _tensors(node["outputs"]["values"]):
+            output_at[tensor[0]] = index
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
         # be read later too; the observer lists them under the inner ops only. Allowed, not required.
         for storage in inner.get(node["id"], {}).keys() - reads.keys() - written.keys():
@@ -137,8 +158,19 @@ def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
     return EtGraph([n["name"] for n in top], allowed, last)
 
 
+def _made_outside_ops(inputs: list[Any], output_at: dict[int, int], writers: dict[int, list[int]]) -> bool:
+    """Whether the first input of a fresh-tensor op was made outside any op: no op output that
+    tensor since its buffer's last write (the observer reuses the ids of freed tensors too)."""
+    tensors = _tensors(inputs[0]) if inputs else []
+    if not tensors:
+        return False
+    tensor_id, storage = tensors[0][0], tensors[0][1]
+    last_write = writers.get(storage, [-1])[-1]
+    return output_at.get(tensor_id, -1) < last_write or last_write < 0 and tensor_id not in output_at
+
+
 def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
-                   top: set[int]) -> dict[int, dict[int, int]]:
+                   top: set[int]) -> dict[int, dict[int, str]]:
     """Top-level op id -> the buffers that the ops inside it output."""
     owner: dict[int, int | None] = {i: i for i in top}  # node id -> its top-level op (memoised)
 
@@ -157,13 +189,13 @@ def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]]
             owner[link] = found
         return found
 
-    made: dict[int, dict[int, int]] = {}
+    made: dict[int, dict[int, str]] = {}
     for node in nodes:
         if node["id"] in top:
             continue
         parent = owner_of(node["id"])
         if parent is not None:
-            made.setdefault(parent, {}).update(_storages(node["outputs"]["values"]))
+            made.setdefault(parent, {}).update(_storages(node["outputs"]["values"], node["outputs"].get("types")))
     return made
 
 

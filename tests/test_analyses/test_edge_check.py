@@ -55,6 +55,42 @@ def test_reused_address_with_another_item_size_is_no_dataflow(tmp_path: Path) ->
     assert (0, 1) not in et.last
 
 
+def _typed(node: dict[str, object], inputs: list[str], outputs: list[str]) -> dict[str, object]:
+    node["inputs"]["types"] = inputs  # type: ignore[index]
+    node["outputs"]["types"] = outputs  # type: ignore[index]
+    return node
+
+
+def test_reused_address_with_another_dtype_of_the_same_item_size_is_no_dataflow(tmp_path: Path) -> None:
+    # SGD's buf.mul_(0.9): the momentum, a Python float wrapped as a double, lands where randint's
+    # long output was (both 8 bytes): the observer's types tell them apart.
+    et = read_et(_write(tmp_path, [
+        _typed(_node(2, "aten::randint", [], [_t(1, 50, numel=1, itemsize=8)]), [], ["Tensor(long int)"]),
+        _typed(_node(3, "aten::mul_", [_t(2, 60), _t(3, 50, numel=1, itemsize=8)], [_t(2, 60)]),
+               ["Tensor(float)", "Tensor(double)"], ["Tensor(float)"]),
+        _typed(_node(4, "aten::add", [_t(4, 70), _t(5, 50, numel=1, itemsize=8)], [_t(6, 80)]),
+               ["Tensor(float)", "Tensor(long int)"], ["Tensor(float)"]),
+    ]))
+    assert (0, 1) not in et.last and (0, 1) in et.allowed
+    assert (0, 2) in et.last  # the same dtype: the writer's tensor
+
+
+def test_lift_fresh_of_a_buffer_made_outside_any_op_writes_it(tmp_path: Path) -> None:
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::contiguous", [_t(1, 40)], [_t(2, 50)]),
+        # numpy's image, at the address the contiguous output had: a new tensor id
+        _node(3, "aten::lift_fresh", [_t(3, 50)], [_t(3, 50)]),
+        _node(4, "aten::view", [_t(3, 50)], [_t(4, 50)]),
+        # torch.tensor of Python data: empty, then to (the same tensor), then lift_fresh reads it
+        _node(5, "aten::empty", [], [_t(5, 90)]),
+        _node(6, "aten::to", [_t(5, 90)], [_t(5, 90)]),
+        _node(7, "aten::lift_fresh", [_t(5, 90)], [_t(5, 90)]),
+        _node(8, "aten::relu", [_t(5, 90)], [_t(6, 91)]),
+    ]))
+    assert (0, 1) not in et.last and (0, 2) not in et.last and (1, 2) in et.last
+    assert (3, 5) in et.last and (3, 6) in et.last  # empty's buffer, through lift_fresh
+
+
 def test_sparse_tensors_by_tensor_id_and_their_buffers(tmp_path: Path) -> None:
     et = read_et(_write(tmp_path, [
         _node(2, "aten::ones", [], [_t(20, 200)]),

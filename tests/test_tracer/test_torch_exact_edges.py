@@ -121,6 +121,21 @@ def _outside_any_op() -> Any:
     return (a @ a).sum() + b.sum()
 
 
+def _numpy_images() -> Any:
+    """torchvision's FakeData with ToTensor: each image goes to numpy and back through
+    torch.tensor / as_tensor (lift_fresh), in buffers numpy makes where freed tensors were."""
+    import numpy as np
+
+    total = torch.zeros(())
+    for _ in range(4):
+        image = torch.randn(3, 16, 16)
+        pixels = (image.permute(1, 2, 0).numpy() * 255).clip(0, 255).astype(np.uint8)
+        as_tensor = torch.tensor(pixels) if int(total) % 2 else torch.as_tensor(pixels.copy())
+        chw = as_tensor.view(16, 16, 3).permute(2, 0, 1).contiguous()
+        total = total + chw.to(torch.float32).div(255).mean()
+    return total
+
+
 def _arange_randperm() -> Any:
     r = torch.arange(16).float()  # made empty, then resized inside the op
     p = torch.randperm(16).float()
@@ -143,7 +158,8 @@ FULL_RECALL = {"zero-size": _zero_size, "views of views": _views_of_views, "fore
                "outside any op": _outside_any_op, "arange and randperm": _arange_randperm,
                "empty beside resized": _empty_beside_resized, "index_put_": _index_put,
                "index with long indices": _index_with_long_indices, "sparse COO": _sparse_coo,
-               "sparse like GCN": _sparse_like_gcn, "after torch.load": _after_torch_load}
+               "sparse like GCN": _sparse_like_gcn, "after torch.load": _after_torch_load,
+               "numpy images": _numpy_images}
 # (Sparse CSR is left out: torch 2.13's ExecutionTraceObserver crashes the process on it.)
 PRECISION_ONLY: dict[str, Callable[[], Any]] = {}
 
