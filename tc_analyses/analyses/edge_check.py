@@ -22,12 +22,13 @@ sees) that we found. The ops of the two graphs are aligned by name and order.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import ijson
 
 from tc_analyses.errors import DfcompassError
 
@@ -98,12 +99,33 @@ FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh
 
 
 def read_et(path: Path) -> EtGraph:
-    """The observer's top-level aten ops and their storage pairs."""
+    """The observer's top-level aten ops and their storage pairs. The file is streamed (an
+    observer's trace of a long run is gigabytes): of each node only its tensors are kept."""
     try:
-        nodes = json.loads(Path(path).read_text(encoding="utf-8"))["nodes"]
+        with open(path, "rb") as stream:
+            nodes = [_compact(node) for node in ijson.items(stream, "nodes.item", use_float=True)]
+        if not nodes and not _has_nodes(Path(path)):
+            raise KeyError("nodes")
         return _graph(nodes)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {exc})") from exc
+
+
+def _compact(node: dict[str, Any]) -> dict[str, Any]:
+    """A node with what the graph reads: id, name, parent, and its tensors (other values None)."""
+    def side(values: dict[str, Any]) -> dict[str, Any]:
+        kept = [v if _tensors(v) else None for v in values["values"]]
+        types = values.get("types") or []
+        return {"values": kept, "types": [t if v is not None else "" for v, t in zip(kept, types)]}
+
+    return {"id": node["id"], "name": node["name"], "ctrl_deps": node.get("ctrl_deps"),
+            "inputs": side(node["inputs"]), "outputs": side(node["outputs"])}
+
+
+def _has_nodes(path: Path) -> bool:
+    """Whether the file has a "nodes" list at the top (an empty one is a trace with no ops)."""
+    with open(path, "rb") as stream:
+        return any(prefix == "nodes" and event == "start_array" for prefix, event, _ in ijson.parse(stream))
 
 
 def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
@@ -115,6 +137,7 @@ def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
     writers: dict[int, list[int]] = {}
     written_kind: dict[int, str] = {}  # storage -> dtype of its last write
     inner_writers: dict[int, list[int]] = {}
+    inner_kind: dict[int, str] = {}
     aliases: dict[int, set[int]] = {}  # sparse tensor key -> the buffers it was built on
     allowed: set[tuple[int, int]] = set()
     last: set[tuple[int, int]] = set()
@@ -130,8 +153,12 @@ def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
             for writer in writers.get(storage, ()):
                 allowed.add((writer, index))
         for storage, kind in reads.items():
-            if storage in writers and written_kind[storage] == kind:
+            inner_last = inner_writers.get(storage, [-1])[-1]
+            if storage in writers and written_kind[storage] == kind and writers[storage][-1] > inner_last:
                 last.add((writers[storage][-1], index))
+            elif inner_last >= 0 and inner_kind[storage] == kind:
+                # An inner op wrote it since (batch norm's saved statistics, where an older add's output was).
+                last.add((inner_last, index))
         written = {k: v for k, v in _storages(node["outputs"]["values"], node["outputs"].get("types")).items()
                    if k not in reads}
         if fresh:
@@ -148,9 +175,12 @@ def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
         for tensor in _tensors(node["outputs"]["values"]):
             output_at[tensor[0]] = index
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
-        # be read later too; the observer lists them under the inner ops only. Allowed, not required.
-        for storage in inner.get(node["id"], {}).keys() - reads.keys() - written.keys():
+        # be read later too; the observer lists them under the inner ops only. Allowed; required
+        # where no op wrote the storage since.
+        made_inside = inner.get(node["id"], {})
+        for storage in made_inside.keys() - reads.keys() - written.keys():
             inner_writers.setdefault(storage, []).append(index)
+            inner_kind[storage] = made_inside[storage]
         for storage in reads:
             for writer in inner_writers.get(storage, ()):
                 if writer < index:
@@ -166,7 +196,7 @@ def _made_outside_ops(inputs: list[Any], output_at: dict[int, int], writers: dic
         return False
     tensor_id, storage = tensors[0][0], tensors[0][1]
     last_write = writers.get(storage, [-1])[-1]
-    return output_at.get(tensor_id, -1) < last_write or last_write < 0 and tensor_id not in output_at
+    return last_write < 0 or output_at.get(tensor_id, -1) < last_write
 
 
 def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
