@@ -79,7 +79,7 @@ def _storages(values: list[Any], types: list[Any] | None = None) -> dict[int, st
     """Buffer key -> dtype of the tensors on it (the item size, e.g. ``8B``, where the types do not
     say). A dense tensor's key is its storage id (numel x itemsize > 0: a real buffer); a sparse
     tensor, which the observer gives no storage (id 0, no device), is known by its tensor id
-    (negative keys)."""
+    (negative keys); an undefined tensor looks the same but has no dtype and is left out."""
     keys: dict[int, str] = {}
     for position, value in enumerate(values):
         tensors = _tensors(value)
@@ -89,12 +89,13 @@ def _storages(values: list[Any], types: list[Any] | None = None) -> dict[int, st
             kind = dtypes[k] if len(dtypes) == len(tensors) else f"{t[4]}B"
             if t[3] * t[4] > 0:
                 keys[t[1]] = kind
-            elif t[1] == 0 and t[5] == "" and t[0] > 0:
+            elif t[1] == 0 and t[5] == "" and t[0] > 0 and not kind.startswith(_UNDEFINED):
                 keys[-t[0]] = kind
     return keys
 
 
-_DTYPE = re.compile(r"Tensor\(([^)]*)\)")
+_DTYPE = re.compile(r"Tensor\(([^()]*(?:\([^)]*\))?)\)")
+_UNDEFINED = "nullptr"  # an undefined tensor (an absent grad_input, weight=None): no buffer
 FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"})
 
 

@@ -139,3 +139,15 @@ def test_an_execution_trace_of_another_schema_is_a_clear_error(tmp_path: Path) -
                                           "outputs": []}]}))
     with pytest.raises(DfcompassError, match="et.json: not an execution trace"):
         read_et(old)
+
+
+def test_undefined_tensors_are_no_buffer(tmp_path: Path) -> None:
+    # convolution_backward's absent grad_input and nll_loss_backward's weight=None share one id
+    undefined = [216, 0, 0, 0, 0, ""]
+    et = read_et(_write(tmp_path, [
+        _typed(_node(2, "aten::convolution_backward", [_t(1, 10)], [undefined, _t(2, 11)]),
+               ["Tensor(float)"], ["Tensor(nullptr (uninitialized))", "Tensor(float)"]),
+        _typed(_node(3, "aten::nll_loss_backward", [_t(3, 12), undefined], [_t(4, 13)]),
+               ["Tensor(float)", "Tensor(nullptr (uninitialized))"], ["Tensor(float)"]),
+    ]))
+    assert (0, 1) not in et.last and (0, 1) not in et.allowed

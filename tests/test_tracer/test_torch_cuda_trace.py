@@ -4,6 +4,8 @@ tests/data/traces/cuda/ holds traces our tracer made on an NVIDIA H200 (torch 2.
 with tests/gpu_programs/run_on_gpu.sh. Beside the trace, the same program wrote what the
 recorder never reads: CUDA-event times of each step and of the side stream's matrix product
 (timing.json), and torch's own Kineto export of the same steps re-run (kineto.json.gz).
+h200-edges (tests/gpu_programs/cuda_edges.py) holds a trace and PyTorch's execution trace of the
+same run, for the tensor edges on CUDA buffers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "traces" / "cuda"
 RUN = DATA / "h200-mlp"
 TRACE = RUN / "trace"
 JOB = DATA / "h200-dataloader-job"
+EDGES = DATA / "h200-edges"
 SIDE_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8"
 
 
@@ -172,3 +175,19 @@ def test_cuda_trace_through_the_downstream_commands(cli: Any, tmp_path: Path, tc
         assert sections[key]["available"], (key, sections[key])
     placed = cli("recommend-placement", TRACE, "--devices", "cpu,cuda:0=H200", "-o", tmp_path / "placement")
     assert placed.exit_code == 0, placed.output
+
+
+def test_cuda_edges_equal_the_execution_trace(tmp_path: Path) -> None:
+    """On the GPU, buffers come from the caching allocator, which reuses freed blocks at once;
+    the edges must still be exactly the observer's (numpy images via as_tensor, batch norm,
+    dropout, backward on autograd's device thread, AdamW's foreach updates)."""
+    from tc_analyses.analyses.edge_check import check_edges
+
+    et = tmp_path / "et.json"
+    with gzip.open(EDGES / "et.json.gz", "rb") as packed:
+        et.write_bytes(packed.read())
+    check = check_edges(EDGES / "trace", et)
+    assert check.ops_matched == check.ops_ours and check.unmatched_edges == 0
+    assert check.edges > 300 and check.duplicates == 0
+    assert check.false_edges == 0, check.false_examples
+    assert check.found == check.last_writer_edges, check.missing_examples
