@@ -328,7 +328,7 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
     from tc_analyses.analyses.placement.recommend import problem_from_trace, recommend
     from tc_analyses.export import reports
-    from tc_analyses.export.placement_views import write_plan_graph, write_predicted_trace
+    from tc_analyses.export.placement_views import write_plan, write_plan_graph, write_predicted_trace
     from tc_analyses.export.tracecompass import write_output
     from tc_analyses.export.tracecompass.facts import trace_facts
     from tc_analyses.model.step_inference import infer_steps, with_steps
@@ -369,7 +369,7 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
     result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text)
     output.mkdir(parents=True, exist_ok=True)
-    (output / "plan.json").write_text(reports.to_json(result))
+    write_plan(output, reports.to_json(result), len(problem.tasks))
     text = reports.placement_text(result)
     (output / "report.txt").write_text(text)
     start = int(min(trace.table("node_begin")["timestamp"])) if trace is not None else 1_000
@@ -418,11 +418,11 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
 
     from tc_analyses.analyses.placement.verify import verify
     from tc_analyses.export import verify_report
-    from tracer.graph_program import PLAN_ENV, Plan, PlanError
+    from tracer.graph_program import PLAN_ENV, Plan, PlanError, plan_file_in, read_plan_file
 
-    plan_file = plan_path / "plan.json" if plan_path.is_dir() else plan_path
+    plan_file = plan_file_in(plan_path) if plan_path.is_dir() else plan_path
     try:
-        plan = json.loads(plan_file.read_text(encoding="utf-8"))
+        plan = read_plan_file(plan_file)
     except OSError as exc:
         raise ConfigurationError(f"{plan_file}: cannot read the plan ({exc.strerror})") from None
     except ValueError as exc:

@@ -24,6 +24,7 @@ Python dispatch (a few microseconds a node) still takes turns on the GIL.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import queue
@@ -58,7 +59,7 @@ class Plan:
     def load(path: str | os.PathLike[str]) -> "Plan":
         """Read the ``schedule`` of a plan.json written by ``dfcompass recommend-placement``."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = read_plan_file(path)
             schedule = data["schedule"] if isinstance(data, dict) else None
             if not isinstance(schedule, list) or not schedule:
                 raise ValueError("no schedule rows")
@@ -67,6 +68,20 @@ class Plan:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise PlanError(f"{path}: not a placement plan with a schedule ({exc})") from None
         return Plan(assignment, tuple(assignment), str(path))
+
+
+def read_plan_file(path: str | os.PathLike[str]) -> Any:
+    """A plan's JSON: plan.json, or plan.json.gz (large plans are written compressed)."""
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return json.load(handle)
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def plan_file_in(folder: Path) -> Path:
+    """The plan a recommend-placement or parallelism folder holds (plan.json, else plan.json.gz)."""
+    plain = folder / "plan.json"
+    return plain if plain.exists() or not (folder / "plan.json.gz").exists() else folder / "plan.json.gz"
 
 
 def plan_from_env() -> Plan | None:

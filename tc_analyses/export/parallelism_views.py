@@ -15,7 +15,6 @@ every op's "actual device" is lane 0, the single lane of the baseline. So in the
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from pathlib import Path
@@ -25,7 +24,7 @@ import networkx as nx
 
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
 from tc_analyses.export.parallelism_report import plan_json, plan_text
-from tc_analyses.export.placement_views import DRAWN_GRAPH_NODES, write_plan_graph, write_predicted_trace
+from tc_analyses.export.placement_views import write_plan, write_plan_graph, write_predicted_trace
 from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.problem import Placement
 
@@ -60,8 +59,8 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     """Write the predicted schedule (CTF trace + Trace Compass analyses), the plan graph and the plan.
 
     Returns the paths written, by kind: ``predicted``, ``views``, ``graph.dot``, ``graph.graphml``,
-    ``plan.json``, ``report.txt``; above 2,000 ops, ``graph.graphml.gz`` instead of the drawings and,
-    for a stream plan (which ``dfcompass verify`` does not apply), ``plan.json.gz``.
+    ``plan.json``, ``report.txt``; above 2,000 ops, ``graph.graphml.gz`` instead of the drawings and
+    ``plan.json.gz`` instead of ``plan.json``.
     """
     from tc_analyses.export.tracecompass import write_output  # noqa: PLC0415 - heavy, only here
     from tc_analyses.export.tracecompass.facts import trace_facts  # noqa: PLC0415
@@ -80,14 +79,7 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     data = plan_json(plan)
     if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a pinned CPU lane
         data.update(runnable_plan(plan))
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    if len(plan.ops) > DRAWN_GRAPH_NODES and plan.lane != "thread":  # compressed, unless verify can apply it
-        plan_file = out_dir / "plan.json.gz"
-        with gzip.open(plan_file, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        plan_file = out_dir / "plan.json"
-        plan_file.write_text(text)
+    plan_file = write_plan(out_dir, json.dumps(data, indent=2, sort_keys=True) + "\n", len(plan.ops))
     (out_dir / "report.txt").write_text(plan_text(plan))
     return {"predicted": predicted, "views": out_dir / "views", **{p.name: p for p in graph_files},
             plan_file.name: plan_file, "report.txt": out_dir / "report.txt"}

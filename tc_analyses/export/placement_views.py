@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import uuid
 from pathlib import Path
 
@@ -62,6 +64,19 @@ def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement,
 # Above this many nodes a drawing is unreadable and the files outgrow the trace: the graph goes
 # into one compressed GraphML file (the full data) and no DOT is written.
 DRAWN_GRAPH_NODES = 2_000
+
+
+def write_plan(out_dir: Path, text: str, ops: int) -> Path:
+    """The plan's JSON as ``plan.json``; above :data:`DRAWN_GRAPH_NODES` ops, as ``plan.json.gz``
+    (tens of MB of per-op rows otherwise: ``dfcompass verify`` and graph programs read both)."""
+    if ops <= DRAWN_GRAPH_NODES:
+        plain = out_dir / "plan.json"
+        plain.write_text(text, encoding="utf-8")
+        return plain
+    packed = out_dir / "plan.json.gz"
+    with gzip.open(packed, "wt", encoding="utf-8") as handle:
+        handle.write(text)
+    return packed
 
 
 def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[Path]:

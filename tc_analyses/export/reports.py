@@ -193,5 +193,5 @@ def placement_text(r: Recommendation) -> str:
         lines += ["  " + row for row in table(("node", "from", "to", "why"),
                                                 [(m.name, m.from_device, m.to_device, m.reason) for m in r.moved[:30]])]
         if len(r.moved) > 30:
-            lines.append(f"  ... {len(r.moved) - 30} more in plan.json")
+            lines.append(f"  ... {len(r.moved) - 30} more in plan.json (plan.json.gz above 2,000 ops)")
     return "\n".join(lines) + "\n"

@@ -187,10 +187,9 @@ def test_a_large_plan_is_one_compressed_file_each_and_no_drawing(tmp_path: Path,
     one gzip file each (the full data) and no DOT is written."""
     import gzip
 
-    from tc_analyses.export import parallelism_views, placement_views
+    from tc_analyses.export import placement_views
 
     monkeypatch.setattr(placement_views, "DRAWN_GRAPH_NODES", 3)
-    monkeypatch.setattr(parallelism_views, "DRAWN_GRAPH_NODES", 3)
     written = write_plan_view(plan_streams(dag(**DIAMOND), sync_ns=2_000), None, tmp_path / "view")
     assert not (tmp_path / "view" / "graph.dot").exists() and not (tmp_path / "view" / "plan.json").exists()
     graph = nx.read_graphml(written["graph.graphml.gz"])

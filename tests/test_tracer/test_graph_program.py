@@ -109,6 +109,15 @@ def test_plan_load_orders_nodes_by_predicted_start(tmp_path: Path) -> None:
     plan = Plan.load(path)
     assert plan.order == ("a", "c", "b")
     assert plan.assignment == {"a": "cpu:0", "b": "cpu:1", "c": "cpu:0"}
+    import gzip
+
+    from tracer.graph_program import plan_file_in
+
+    packed = tmp_path / "large" / "plan.json.gz"  # what a plan of over 2,000 ops is written as
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert plan_file_in(packed.parent) == packed
+    assert Plan.load(packed).order == plan.order
 
 
 def test_a_failing_node_fails_the_step_in_the_caller(tmp_path: Path) -> None:
