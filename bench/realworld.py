@@ -272,14 +272,17 @@ def run_program(program: Program, examples: Path | None, env: dict[str, str], sk
     rc, _ = _timed([*_dfcompass(), "record", "-o", str(work / "job-et"), "--", *python], cwd, et_env,
                    max(1800, 30 * outcome.untraced_s), logfile)
     et_trace = main_trace(work / "job-et")
-    if rc == 0 and et_trace is not None and (work / "et.json").is_file():
+    if rc != 0:  # the observer's file then ends where the program died: checked up to there
+        outcome.edge_check["observer_run_exit"] = rc
+        log(f"  {program.name}: the run under the observer exited {rc}")
+    if et_trace is not None and (work / "et.json").is_file():
         try:
             check = check_edges(et_trace, work / "et.json")
         except DfcompassError as exc:
             outcome.status = f"edges not checked: {exc}"
             return outcome
         outcome.precision, outcome.recall = check.precision, check.recall
-        outcome.edge_check = {**asdict(check), "precision": check.precision, "recall": check.recall}
+        outcome.edge_check.update({**asdict(check), "precision": check.precision, "recall": check.recall})
         log(f"  {program.name}: edges precision {check.precision}, recall {check.recall}")
     if skip_commands:
         return outcome

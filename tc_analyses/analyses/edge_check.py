@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class EtGraph:
     names: list[str]  # top-level aten ops, in order
     allowed: set[tuple[int, int]]  # (writer, reader) pairs of one storage
     last: set[tuple[int, int]]  # (last writer, reader) pairs
+    truncated: bool = False  # the file ends early (its program died): the ops up to there
 
 
 @dataclass
@@ -53,6 +54,7 @@ class EdgeCheck:
     found: int
     duplicates: int  # edges with the same producer, consumer and tensor as another
     unmatched_edges: int  # our edges with an op the observer lacks (not counted either way)
+    et_truncated: bool = False  # the execution trace ends early: ops after its end are unmatched
     false_examples: list[tuple[str, str, int]] = field(default_factory=list)  # producer op, consumer op, count
     missing_examples: list[tuple[str, str, int]] = field(default_factory=list)
 
@@ -101,15 +103,26 @@ FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh
 
 def read_et(path: Path) -> EtGraph:
     """The observer's top-level aten ops and their storage pairs. The file is streamed (an
-    observer's trace of a long run is gigabytes): of each node only its tensors are kept."""
+    observer's trace of a long run is gigabytes): of each node only its tensors are kept. A file
+    cut short (the observer writes as the program runs; a program that dies leaves it so) gives
+    the ops up to the cut."""
+    nodes: list[dict[str, Any]] = []
+    truncated = False
     try:
         with open(path, "rb") as stream:
-            nodes = [_compact(node) for node in ijson.items(stream, "nodes.item", use_float=True)]
+            try:
+                for node in ijson.items(stream, "nodes.item", use_float=True):
+                    nodes.append(_compact(node))
+            except ijson.IncompleteJSONError as exc:
+                if not nodes or "premature EOF" not in str(exc):
+                    raise
+                truncated = True
         if not nodes and not _has_nodes(Path(path)):
             raise KeyError("nodes")
-        return _graph(nodes)
+        return replace(_graph(nodes), truncated=truncated)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
-        raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {exc})") from exc
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {reason})") from exc
 
 
 def _compact(node: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +288,7 @@ def check_edges(trace: Path, et_path: Path) -> EdgeCheck:
         ops_ours=len(names), ops_et=len(et.names), ops_matched=len(to_et), edges=len(mapped),
         false_edges=len(false), last_writer_edges=len(last), found=len(last & mapped),
         duplicates=len(triples) - len(set(triples)), unmatched_edges=len(pairs) - sum(
-            1 for p, c in pairs if p in to_et and c in to_et),
+            1 for p, c in pairs if p in to_et and c in to_et), et_truncated=et.truncated,
         false_examples=_examples(false, et.names), missing_examples=_examples(missing, et.names))
 
 

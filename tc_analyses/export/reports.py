@@ -51,6 +51,8 @@ def edge_check_text(check: EdgeCheck) -> str:
              f"reader of one buffer)",
              f"recall:     {share(check.recall)} ({check.found:,} of {check.last_writer_edges:,} last-writer edges found)",
              f"duplicates: {check.duplicates:,} (edges with the producer, consumer and tensor of another)"]
+    if check.et_truncated:
+        lines.append("notice:     the execution trace ends early (its program died): compared up to its end")
     if check.unmatched_edges:
         lines.append(f"unmatched:  {check.unmatched_edges:,} edges join an op the execution trace lacks (not counted)")
     for title, examples in (("edges the execution trace does not have", check.false_examples),

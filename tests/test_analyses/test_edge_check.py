@@ -151,3 +151,20 @@ def test_undefined_tensors_are_no_buffer(tmp_path: Path) -> None:
                ["Tensor(float)", "Tensor(nullptr (uninitialized))"], ["Tensor(float)"]),
     ]))
     assert (0, 1) not in et.last and (0, 1) not in et.allowed
+
+
+def test_an_execution_trace_cut_short_gives_the_ops_up_to_the_cut(tmp_path: Path) -> None:
+    # the observer writes as the program runs: a program that dies leaves the file unfinished
+    whole = _write(tmp_path, [
+        _node(2, "aten::randn", [], [_t(1, 10)]),
+        _node(3, "aten::relu", [_t(1, 10)], [_t(2, 11)]),
+        _node(4, "aten::neg", [_t(2, 11)], [_t(3, 12)]),
+    ]).read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(whole[: whole.index('"aten::neg"') + 20])
+    et = read_et(cut)
+    assert et.truncated and et.names == ["aten::randn", "aten::relu"] and et.last == {(0, 1)}
+    assert not read_et(tmp_path / "et.json").truncated
+    (tmp_path / "empty-cut.json").write_text('{"nodes": [{"id": 1, "na')
+    with pytest.raises(DfcompassError, match="empty-cut.json: not an execution trace"):
+        read_et(tmp_path / "empty-cut.json")
