@@ -23,6 +23,7 @@ sees) that we found. The ops of the two graphs are aligned by name and order.
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,9 +39,14 @@ ALIGN_WINDOW = 64  # ops skipped on either side to find the next common op
 @dataclass(frozen=True)
 class EtGraph:
     names: list[str]  # top-level aten ops, in order
-    allowed: set[tuple[int, int]]  # (writer, reader) pairs of one storage
+    wrote: list[tuple[int, ...]]  # per op: the buffers it wrote (its inner ops' outputs included)
+    read: list[tuple[int, ...]]  # per op: the buffers it read (with those a sparse input keeps)
     last: set[tuple[int, int]]  # (last writer, reader) pairs
     truncated: bool = False  # the file ends early (its program died): the ops up to there
+
+    def allows(self, writer: int, reader: int) -> bool:
+        """Whether `writer` wrote, before `reader` ran, a buffer that `reader` read."""
+        return writer < reader and not set(self.wrote[writer]).isdisjoint(self.read[reader])
 
 
 @dataclass
@@ -103,37 +109,57 @@ FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh
 
 def read_et(path: Path) -> EtGraph:
     """The observer's top-level aten ops and their storage pairs. The file is streamed (an
-    observer's trace of a long run is gigabytes): of each node only its tensors are kept. A file
-    cut short (the observer writes as the program runs; a program that dies leaves it so) gives
-    the ops up to the cut."""
-    nodes: list[dict[str, Any]] = []
+    observer's trace of a long run is gigabytes): of each aten op only its buffers are kept. A
+    file cut short (the observer writes as the program runs; a program that dies leaves it so)
+    gives the ops up to the cut."""
+    ops: list[_EtOp] = []
+    parents: dict[int, int] = {}  # every node's parent (ctrl_deps)
     truncated = False
     try:
         with open(path, "rb") as stream:
             try:
                 for node in ijson.items(stream, "nodes.item", use_float=True):
-                    nodes.append(_compact(node))
+                    parents[node["id"]] = node.get("ctrl_deps", -1)
+                    if node["name"].startswith("aten::"):
+                        ops.append(_EtOp.of(node))
             except ijson.IncompleteJSONError as exc:
-                if not nodes or "premature EOF" not in str(exc):
+                if not parents or "premature EOF" not in str(exc):
                     raise
                 truncated = True
-        if not nodes and not _has_nodes(Path(path)):
+        if not parents and not _has_nodes(Path(path)):
             raise KeyError("nodes")
-        return replace(_graph(nodes), truncated=truncated)
+        return replace(_graph(ops, parents), truncated=truncated)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {reason})") from exc
 
 
-def _compact(node: dict[str, Any]) -> dict[str, Any]:
-    """A node with what the graph reads: id, name, parent, and its tensors (other values None)."""
-    def side(values: dict[str, Any]) -> dict[str, Any]:
-        kept = [v if _tensors(v) else None for v in values["values"]]
-        types = values.get("types") or []
-        return {"values": kept, "types": [t if v is not None else "" for v, t in zip(kept, types)]}
+Buffers = tuple[tuple[int, str], ...]  # (buffer key, dtype) pairs
 
-    return {"id": node["id"], "name": node["name"], "ctrl_deps": node.get("ctrl_deps"),
-            "inputs": side(node["inputs"]), "outputs": side(node["outputs"])}
+
+@dataclass(frozen=True)
+class _EtOp:
+    """What the graph needs of one aten op of the execution trace."""
+
+    id: int
+    name: str
+    parent: int
+    reads: Buffers  # its inputs' buffers
+    first: Buffers  # its first argument's (`self`: what an in-place op writes)
+    first_tensor: tuple[int, int] | None  # the first argument's (tensor id, storage id)
+    outputs: Buffers
+    output_ids: tuple[int, ...]  # its outputs' tensor ids
+
+    @staticmethod
+    def of(node: dict[str, Any]) -> "_EtOp":
+        inputs, outputs = node["inputs"], node["outputs"]
+        values, types = inputs["values"], inputs.get("types")
+        first = _tensors(values[0]) if values else []
+        return _EtOp(node["id"], sys.intern(node["name"]), node.get("ctrl_deps", -1),
+                     tuple(_storages(values, types).items()), tuple(_storages(values[:1], (types or [])[:1]).items()),
+                     (first[0][0], first[0][1]) if first else None,
+                     tuple(_storages(outputs["values"], outputs.get("types")).items()),
+                     tuple(t[0] for t in _tensors(outputs["values"])))
 
 
 def _has_nodes(path: Path) -> bool:
@@ -142,79 +168,67 @@ def _has_nodes(path: Path) -> bool:
         return any(prefix == "nodes" and event == "start_array" for prefix, event, _ in ijson.parse(stream))
 
 
-def _graph(nodes: list[dict[str, Any]]) -> EtGraph:
-    by_id = {n["id"]: n for n in nodes}
-    top = sorted((n for n in nodes if n["name"].startswith("aten::")
-                  and not by_id.get(n.get("ctrl_deps"), {}).get("name", "").startswith("aten::")),
-                 key=lambda n: n["id"])
-    inner = _inner_outputs(nodes, by_id, {n["id"] for n in top})
-    writers: dict[int, list[int]] = {}
+def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
+    aten = {op.id for op in ops}
+    top = sorted((op for op in ops if parents.get(op.id, -1) not in aten), key=lambda op: op.id)
+    inner = _inner_outputs(ops, parents, {op.id for op in top})
+    writers: dict[int, int] = {}  # storage -> its last top-level writer
     written_kind: dict[int, str] = {}  # storage -> dtype of its last write
-    inner_writers: dict[int, list[int]] = {}
+    inner_writers: dict[int, int] = {}  # storage -> the last op whose inner ops made it
     inner_kind: dict[int, str] = {}
     aliases: dict[int, set[int]] = {}  # sparse tensor key -> the buffers it was built on
-    allowed: set[tuple[int, int]] = set()
+    wrote: list[tuple[int, ...]] = []
+    read: list[tuple[int, ...]] = []
     last: set[tuple[int, int]] = set()
     output_at: dict[int, int] = {}  # tensor id -> the last op that output it
-    for index, node in enumerate(top):
-        inputs = node["inputs"]["values"]
-        fresh = node["name"] in FRESH_INPUT_OPS and _made_outside_ops(inputs, output_at, writers)
-        reads = {} if fresh else _storages(inputs, node["inputs"].get("types"))
+    for index, op in enumerate(top):
+        fresh = op.name in FRESH_INPUT_OPS and _made_outside_ops(op.first_tensor, output_at, writers)
+        reads = {} if fresh else dict(op.reads)
         # A sparse tensor built from index and value tensors keeps their buffers: reading it
         # reads them too (allowed, not required).
         aliased = {buffer for key in reads if key < 0 for buffer in aliases.get(key, ())}
-        for storage in reads.keys() | aliased:
-            for writer in writers.get(storage, ()):
-                allowed.add((writer, index))
+        read.append(tuple(reads.keys() | aliased))
         for storage, kind in reads.items():
-            inner_last = inner_writers.get(storage, [-1])[-1]
-            if storage in writers and written_kind[storage] == kind and writers[storage][-1] > inner_last:
-                last.add((writers[storage][-1], index))
+            writer, inner_last = writers.get(storage, -1), inner_writers.get(storage, -1)
+            if writer >= 0 and written_kind[storage] == kind and writer > inner_last:
+                last.add((writer, index))
             elif inner_last >= 0 and inner_kind[storage] == kind:
                 # An inner op wrote it since (batch norm's saved statistics, where an older add's output was).
                 last.add((inner_last, index))
-        written = {k: v for k, v in _storages(node["outputs"]["values"], node["outputs"].get("types")).items()
-                   if k not in reads}
-        if fresh:
-            written.update(_storages(inputs[:1], node["inputs"].get("types", [])[:1]))
-        if "sparse_coo_tensor" in node["name"] or "sparse_csr_tensor" in node["name"]:
+        written = {k: v for k, v in op.outputs if k not in reads}
+        if fresh or op.name.endswith("_"):  # in place, or a buffer made outside any op: it writes `self`
+            written.update(op.first)
+        if "sparse_coo_tensor" in op.name or "sparse_csr_tensor" in op.name:
             for key in written:
                 if key < 0:
                     aliases[key] = {k for k in reads if k > 0}
-        if node["name"].endswith("_") and inputs:  # in place: it writes `self`
-            written.update(_storages(inputs[:1], node["inputs"].get("types", [])[:1]))
         for storage, kind in written.items():
-            writers.setdefault(storage, []).append(index)
+            writers[storage] = index
             written_kind[storage] = kind
-        for tensor in _tensors(node["outputs"]["values"]):
-            output_at[tensor[0]] = index
+        for tensor_id in op.output_ids:
+            output_at[tensor_id] = index
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
         # be read later too; the observer lists them under the inner ops only. Allowed; required
         # where no op wrote the storage since.
-        made_inside = inner.get(node["id"], {})
-        for storage in made_inside.keys() - reads.keys() - written.keys():
-            inner_writers.setdefault(storage, []).append(index)
-            inner_kind[storage] = made_inside[storage]
-        for storage in reads:
-            for writer in inner_writers.get(storage, ()):
-                if writer < index:
-                    allowed.add((writer, index))
-    return EtGraph([n["name"] for n in top], allowed, last)
+        made_inside = {k: v for k, v in inner.get(op.id, {}).items() if k not in reads and k not in written}
+        for storage, kind in made_inside.items():
+            inner_writers[storage] = index
+            inner_kind[storage] = kind
+        wrote.append(tuple(written.keys() | made_inside.keys()))
+    return EtGraph([op.name for op in top], wrote, read, last)
 
 
-def _made_outside_ops(inputs: list[Any], output_at: dict[int, int], writers: dict[int, list[int]]) -> bool:
+def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], writers: dict[int, int]) -> bool:
     """Whether the first input of a fresh-tensor op was made outside any op: no op output that
     tensor since its buffer's last write (the observer reuses the ids of freed tensors too)."""
-    tensors = _tensors(inputs[0]) if inputs else []
-    if not tensors:
+    if first is None:
         return False
-    tensor_id, storage = tensors[0][0], tensors[0][1]
-    last_write = writers.get(storage, [-1])[-1]
+    tensor_id, storage = first
+    last_write = writers.get(storage, -1)
     return last_write < 0 or output_at.get(tensor_id, -1) < last_write
 
 
-def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
-                   top: set[int]) -> dict[int, dict[int, str]]:
+def _inner_outputs(ops: list[_EtOp], parents: dict[int, int], top: set[int]) -> dict[int, dict[int, str]]:
     """Top-level op id -> the buffers that the ops inside it output."""
     owner: dict[int, int | None] = {i: i for i in top}  # node id -> its top-level op (memoised)
 
@@ -222,8 +236,8 @@ def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]]
         chain = []
         while node_id not in owner:
             chain.append(node_id)
-            parent = by_id.get(node_id, {}).get("ctrl_deps")
-            if parent is None or parent == node_id or parent not in by_id or len(chain) > len(by_id):
+            parent = parents.get(node_id, -1)
+            if parent == node_id or parent not in parents or len(chain) > len(parents):
                 node_id = -1
                 owner[-1] = None
                 break
@@ -234,12 +248,12 @@ def _inner_outputs(nodes: list[dict[str, Any]], by_id: dict[int, dict[str, Any]]
         return found
 
     made: dict[int, dict[int, str]] = {}
-    for node in nodes:
-        if node["id"] in top:
+    for op in ops:
+        if op.id in top or not op.outputs:
             continue
-        parent = owner_of(node["id"])
+        parent = owner_of(op.id)
         if parent is not None:
-            made.setdefault(parent, {}).update(_storages(node["outputs"]["values"], node["outputs"].get("types")))
+            made.setdefault(parent, {}).update(op.outputs)
     return made
 
 
@@ -282,7 +296,7 @@ def check_edges(trace: Path, et_path: Path) -> EdgeCheck:
     mapped = {(to_et[p], to_et[c]) for p, c in pairs if p in to_et and c in to_et}
     matched = set(to_et.values())
     last = {(p, c) for p, c in et.last if p in matched and c in matched}
-    false = mapped - et.allowed
+    false = {(p, c) for p, c in mapped if not et.allows(p, c)}
     missing = last - mapped
     return EdgeCheck(
         ops_ours=len(names), ops_et=len(et.names), ops_matched=len(to_et), edges=len(mapped),
