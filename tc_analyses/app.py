@@ -423,8 +423,8 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
     plan_file = plan_file_in(plan_path) if plan_path.is_dir() else plan_path
     try:
         plan = read_plan_file(plan_file)
-    except OSError as exc:
-        raise ConfigurationError(f"{plan_file}: cannot read the plan ({exc.strerror})") from None
+    except (OSError, EOFError) as exc:
+        raise ConfigurationError(f"{plan_file}: cannot read the plan ({getattr(exc, 'strerror', None) or exc})") from None
     except ValueError as exc:
         raise ConfigurationError(f"{plan_file}: not JSON ({exc})") from None
     try:  # what the program will read, checked before it runs

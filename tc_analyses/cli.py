@@ -435,7 +435,7 @@ def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...])
 def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, command: tuple[str, ...]) -> None:
     """Re-run a program under PLAN and compare: dfcompass verify PLAN -o DIR -- python prog.py ARGS...
 
-    PLAN is what recommend-placement wrote (its folder or plan.json). The program applies it when it
+    PLAN is what recommend-placement wrote (its folder, plan.json or plan.json.gz). The program applies it when it
     runs on tracer.graph_program (it reads DFCOMPASS_PLAN); the re-run is recorded into DIR/trace and
     its steps and nodes are compared with the plan's predictions.
     """

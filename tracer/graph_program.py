@@ -65,7 +65,7 @@ class Plan:
                 raise ValueError("no schedule rows")
             rows = sorted(schedule, key=lambda row: (row["start_ns"], row["end_ns"], row["node"]))
             assignment = {str(row["node"]): str(row["device"]) for row in rows}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:  # EOFError: a cut plan.json.gz
             raise PlanError(f"{path}: not a placement plan with a schedule ({exc})") from None
         return Plan(assignment, tuple(assignment), str(path))
 

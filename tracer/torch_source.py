@@ -336,7 +336,7 @@ class _Collector:
 
 # Ops handed a new tensor by torch.tensor / as_tensor: made by an op just before (Python data) or
 # outside any op (numpy's buffer).
-FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift"})
+FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"})
 
 
 class _Writes:

@@ -12,8 +12,8 @@ with, so it is an independent graph. From it, per top-level aten op in order:
   outside any op (numpy's buffer), which reads no op's output: ``lift_fresh`` writes it.
 
 The observer keys storages by address and records no free, so a buffer made outside any op at a
-freed tensor's address looks like that tensor's. A read with another dtype than the last write
-(a Python number wrapped as a double, a numpy image) is such a buffer, not the writer's.
+freed tensor's address looks like that tensor's. A one-element read with another dtype than the
+last write (a Python number wrapped as a double) is such a buffer, not the writer's.
 
 An edge of ours is *right* when its producer wrote and its consumer read one storage (at any
 time: a storage can be written twice). *Recall* counts the last-writer edges (the writer a read
@@ -22,6 +22,7 @@ sees) that we found. The ops of the two graphs are aligned by name and order.
 
 from __future__ import annotations
 
+import gzip
 import re
 import sys
 from collections import Counter
@@ -84,22 +85,39 @@ def _tensors(value: Any) -> list[list[Any]]:
 
 
 def _storages(values: list[Any], types: list[Any] | None = None) -> dict[int, str]:
-    """Buffer key -> dtype of the tensors on it (the item size, e.g. ``8B``, where the types do not
-    say). A dense tensor's key is its storage id (numel x itemsize > 0: a real buffer); a sparse
-    tensor, which the observer gives no storage (id 0, no device), is known by its tensor id
-    (negative keys); an undefined tensor looks the same but has no dtype and is left out."""
+    """Buffer key -> kind of the tensors on it: ``dtype:itemsize`` (``:itemsize`` where the types
+    do not say; see :func:`_same_kind`), ``!`` appended for a tensor of at most one element. A
+    dense tensor's key is its storage id (numel x itemsize > 0: a real buffer); a sparse tensor,
+    which the observer gives no storage (id 0, no device), is known by its tensor id (negative
+    keys); an undefined tensor looks the same but has no dtype and is left out."""
     keys: dict[int, str] = {}
     for position, value in enumerate(values):
         tensors = _tensors(value)
         dtypes = _DTYPE.findall(types[position]) if types and position < len(types) and isinstance(
             types[position], str) else []
         for k, t in enumerate(tensors):
-            kind = dtypes[k] if len(dtypes) == len(tensors) else f"{t[4]}B"
+            dtype = dtypes[k] if len(dtypes) == len(tensors) else ""
+            kind = sys.intern(f"{dtype}:{t[4]}" + ("!" if t[3] <= 1 else ""))
             if t[3] * t[4] > 0:
                 keys[t[1]] = kind
-            elif t[1] == 0 and t[5] == "" and t[0] > 0 and not kind.startswith(_UNDEFINED):
+            elif t[1] == 0 and t[5] == "" and t[0] > 0 and not dtype.startswith(_UNDEFINED):
                 keys[-t[0]] = kind
     return keys
+
+
+def _same_kind(written: str, read: str) -> bool:
+    """Whether a read sees the last write of its buffer. The observer keys storages by address and
+    sees no free: a Python number wrapped as a tensor of one element (SGD's momentum, a double)
+    that lands where a freed tensor of another dtype was is not that tensor. A read of more
+    elements with another dtype is a view of the writer's buffer (``view(torch.int32)``); where
+    one side has no dtype, the item sizes decide."""
+    if not read.endswith("!"):
+        return True
+    written_dtype, _, written_size = written.rstrip("!").partition(":")
+    read_dtype, _, read_size = read.rstrip("!").partition(":")
+    if written_dtype and read_dtype:
+        return written_dtype == read_dtype
+    return written_size == read_size
 
 
 _DTYPE = re.compile(r"Tensor\(([^()]*(?:\([^)]*\))?)\)")
@@ -116,20 +134,20 @@ def read_et(path: Path) -> EtGraph:
     parents: dict[int, int] = {}  # every node's parent (ctrl_deps)
     truncated = False
     try:
-        with open(path, "rb") as stream:
+        with _open_et(Path(path)) as stream:
             try:
                 for node in ijson.items(stream, "nodes.item", use_float=True):
                     parents[node["id"]] = node.get("ctrl_deps", -1)
                     if node["name"].startswith("aten::"):
                         ops.append(_EtOp.of(node))
             except ijson.IncompleteJSONError as exc:
-                if not parents or "premature EOF" not in str(exc):
+                if not parents or not any(cut in str(exc) for cut in ("premature EOF", "Incomplete")):
                     raise
                 truncated = True
         if not parents and not _has_nodes(Path(path)):
             raise KeyError("nodes")
         return replace(_graph(ops, parents), truncated=truncated)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {reason})") from exc
 
@@ -162,9 +180,16 @@ class _EtOp:
                      tuple(t[0] for t in _tensors(outputs["values"])))
 
 
+def _open_et(path: Path) -> Any:
+    """The file, decompressed if gzipped (``et.json.gz``)."""
+    with open(path, "rb") as head:
+        packed = head.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if packed else open(path, "rb")
+
+
 def _has_nodes(path: Path) -> bool:
     """Whether the file has a "nodes" list at the top (an empty one is a trace with no ops)."""
-    with open(path, "rb") as stream:
+    with _open_et(path) as stream:
         return any(prefix == "nodes" and event == "start_array" for prefix, event, _ in ijson.parse(stream))
 
 
@@ -190,9 +215,10 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
         read.append(tuple(reads.keys() | aliased))
         for storage, kind in reads.items():
             writer, inner_last = writers.get(storage, -1), inner_writers.get(storage, -1)
-            if writer >= 0 and written_kind[storage] == kind and writer > inner_last:
-                last.add((writer, index))
-            elif inner_last >= 0 and inner_kind[storage] == kind:
+            if writer >= 0 and writer > inner_last:
+                if _same_kind(written_kind[storage], kind):
+                    last.add((writer, index))
+            elif inner_last >= 0 and _same_kind(inner_kind[storage], kind):
                 # An inner op wrote it since (batch norm's saved statistics, where an older add's output was).
                 last.add((inner_last, index))
         written = {k: v for k, v in op.outputs if k not in reads}

@@ -69,11 +69,11 @@ DRAWN_GRAPH_NODES = 2_000
 def write_plan(out_dir: Path, text: str, ops: int) -> Path:
     """The plan's JSON as ``plan.json``; above :data:`DRAWN_GRAPH_NODES` ops, as ``plan.json.gz``
     (tens of MB of per-op rows otherwise: ``dfcompass verify`` and graph programs read both)."""
+    plain, packed = out_dir / "plan.json", out_dir / "plan.json.gz"
+    (packed if ops <= DRAWN_GRAPH_NODES else plain).unlink(missing_ok=True)  # an earlier run's: never applied
     if ops <= DRAWN_GRAPH_NODES:
-        plain = out_dir / "plan.json"
         plain.write_text(text, encoding="utf-8")
         return plain
-    packed = out_dir / "plan.json.gz"
     with gzip.open(packed, "wt", encoding="utf-8") as handle:
         handle.write(text)
     return packed

@@ -168,3 +168,29 @@ def test_an_execution_trace_cut_short_gives_the_ops_up_to_the_cut(tmp_path: Path
     (tmp_path / "empty-cut.json").write_text('{"nodes": [{"id": 1, "na')
     with pytest.raises(DfcompassError, match="empty-cut.json: not an execution trace"):
         read_et(tmp_path / "empty-cut.json")
+
+
+def test_a_view_with_another_dtype_still_reads_the_writer(tmp_path: Path) -> None:
+    et = read_et(_write(tmp_path, [
+        _typed(_node(2, "aten::randn", [], [_t(1, 10, numel=16)]), [], ["Tensor(float)"]),
+        _typed(_node(3, "aten::abs", [_t(2, 10, numel=16)], [_t(3, 11, numel=16)]),  # x.view(torch.int32)
+               ["Tensor(int)"], ["Tensor(int)"]),
+        # an inner op's float buffer, then randint's long output at the same address, read as float
+        _typed(_node(4, "aten::batch_norm", [_t(4, 12)], [_t(5, 13)]), ["Tensor(float)"], ["Tensor(float)"]),
+        _typed(_node(5, "aten::native_batch_norm", [_t(4, 12)], [_t(5, 13), _t(6, 50, numel=1)], parent=4),
+               ["Tensor(float)"], ["Tensor(float)", "Tensor(float)"]),
+        _typed(_node(6, "aten::randint", [], [_t(7, 50, numel=1, itemsize=8)]), [], ["Tensor(long int)"]),
+        _typed(_node(7, "aten::mul", [_t(8, 14), _t(9, 50, numel=1)], [_t(10, 15)]),
+               ["Tensor(float)", "Tensor(float)"], ["Tensor(float)"]),
+    ]))
+    assert (0, 1) in et.last
+    assert (2, 4) not in et.last and (3, 4) not in et.last  # the newer write decides, and it is another dtype
+
+
+def test_a_gzipped_execution_trace_reads_the_same(tmp_path: Path) -> None:
+    import gzip
+
+    plain = _write(tmp_path, [_node(2, "aten::randn", [], [_t(1, 10)]), _node(3, "aten::relu", [_t(1, 10)], [_t(2, 11)])])
+    packed = tmp_path / "et.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_et(packed) == read_et(plain)

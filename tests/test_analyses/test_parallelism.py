@@ -196,6 +196,10 @@ def test_a_large_plan_is_one_compressed_file_each_and_no_drawing(tmp_path: Path,
     assert graph.number_of_nodes() == 4 and graph.number_of_edges() == 4
     with gzip.open(written["plan.json.gz"], "rt") as handle:
         assert json.load(handle)["syncs"] == 2
+    # A smaller plan written over it replaces it: verify must never find the earlier one.
+    monkeypatch.setattr(placement_views, "DRAWN_GRAPH_NODES", 2_000)
+    write_plan_view(plan_streams(dag(**DIAMOND), sync_ns=2_000), None, tmp_path / "view")
+    assert (tmp_path / "view" / "plan.json").exists() and not (tmp_path / "view" / "plan.json.gz").exists()
 
 
 # ---------------------------------------------------------------------------------------------
