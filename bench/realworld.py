@@ -331,12 +331,13 @@ def run(only: set[str] | None = None, examples_arg: str | None = None, skip_comm
     if why:
         log(f"transformers and torchvision not installed: {why}")
     env = environment(site)
-    # With --only, the other programs' rows of the last run stay (the table covers every program).
-    kept = {p["name"]: Outcome(**p) for p in _last_results().get("programs", [])} if only else {}
     outcomes: dict[str, Outcome] = {}
-    rows = list(kept.values())
+    rows: list[Outcome] = []
     for program in programs:  # results.json after each program: a run cut short keeps what it did
         outcomes[program.name] = run_program(program, examples, env, skip_commands, log)
+        # With --only, the other programs' rows stay, as results.json has them now (another run
+        # with other programs may have written it meanwhile): the table covers every program.
+        kept = {p["name"]: Outcome(**p) for p in _last_results().get("programs", [])} if only else {}
         rows = [outcomes.get(p.name) or kept[p.name] for p in PROGRAMS if p.name in outcomes or p.name in kept]
         result = {"programs": [asdict(o) for o in rows], "bound": BOUND,
                   "examples": str(examples) if examples else None}
