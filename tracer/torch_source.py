@@ -528,6 +528,7 @@ class TorchRecorder:
         self.edges_recorded = 0
         self.windows_written = 0
         self.windows_lost = 0
+        self._window_ops = 0  # op executions of the window being converted (lost with it on an error)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -639,20 +640,26 @@ class TorchRecorder:
             self._convert_window(prof)
         except Exception as exc:  # the profiler calls this inside the user's step() or forward
             self.windows_lost += 1
-            print(f"dfcompass: error: process {os.getpid()}: a PyTorch profile window was not recorded: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            lost = max(1, self._window_ops)  # the window's op executions, when they were counted
+            session = self.session
+            if session is not None and session.trace is not None:  # shown as discarded events (dfcompass info)
+                session.trace.stream(schema.BY_SHORT["node_begin"], f"torch-{threading.get_native_id()}").discard(lost)
+            print(f"dfcompass: error: process {os.getpid()}: a PyTorch profile window ({lost} ops) was not "
+                  f"recorded: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _convert_window(self, prof: Any) -> None:
         session = self.session
         if session is None or not session.active or session.trace is None:
             return
         self._converting = True
+        self._window_ops = 0
         try:
             results = prof.profiler.kineto_results
             collector = _Collector(self._torch, self._os_tids, self._seq_scope,
                                    step_marks=self._user_steps or not self._streaming)
             for root in results.experimental_event_tree():
                 collector.walk(root, "", schema.NO_STEP, "")
+            self._window_ops = len(collector.nodes)
             collector.steps_by_time()
             batch = Batch(session, session.trace.origin_ts, self._clock_offset(session))
             self._note_rank()
