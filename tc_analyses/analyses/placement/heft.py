@@ -296,13 +296,15 @@ def to_placement(c: CompiledProblem, assign: list[int], start: list[int], end: l
 
 
 def list_schedule(problem: PlacementProblem, assignment: dict[int, str], priority: Sequence[int] | None = None,
-                  algorithm: str = "list schedule") -> Placement:
+                  algorithm: str = "list schedule", compiled: CompiledProblem | None = None) -> Placement:
     """Schedule a fixed assignment: tasks in ``priority`` order (task ids, a topological order; default:
     decreasing upward rank under that assignment), each at its earliest start on its device after its
     inputs arrive, in the first idle gap long enough (insertion). PlacementError on a cycle, a task
     without a device, an unknown device, a priority that is not a topological order, or memory overflow.
+    `compiled`: ``compile_problem(problem)``, given by a caller that schedules one problem several
+    times (compiling a problem of a million tasks costs more than scheduling it).
     """
-    c = compile_problem(problem)
+    c = compiled if compiled is not None else compile_problem(problem)
     dev_index = {d: k for k, d in enumerate(c.devices)}
     try:
         assign = [dev_index[assignment[tid]] for tid in c.ids]

@@ -20,7 +20,7 @@ import networkx as nx
 
 from tc_analyses.analyses.placement import milp
 from tc_analyses.analyses.placement.contract import CONTRACT_ABOVE, contract_chains
-from tc_analyses.analyses.placement.heft import heft, list_schedule
+from tc_analyses.analyses.placement.heft import compile_problem, heft, list_schedule
 from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model import graph_keys as K
@@ -231,8 +231,9 @@ def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Plac
 
 def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str]) -> float:
     """The actual placement's makespan over the plan's (in its own order), both list-scheduled."""
-    planned = list_schedule(problem, plan, order).makespan_ns
-    return list_schedule(problem, actual).makespan_ns / planned if planned else 1.0
+    compiled = compile_problem(problem)  # once for both schedules
+    planned = list_schedule(problem, plan, order, compiled=compiled).makespan_ns
+    return list_schedule(problem, actual, compiled=compiled).makespan_ns / planned if planned else 1.0
 
 
 def schedule_rows(problem: PlacementProblem, plan: Placement, graph: nx.DiGraph | None) -> list[dict[str, Any]]:
