@@ -101,7 +101,7 @@ def _kineto_log_filtered() -> Iterator[None]:
 class _ModuleScopes:
     """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
 
-    def __init__(self, torch: Any, on_outermost: Callable[[], None] | None = None, record: bool = True) -> None:
+    def __init__(self, torch: Any, on_outermost: Callable[[Any], None] | None = None, record: bool = True) -> None:
         self._torch = torch
         self._record = torch._C._profiler._RecordFunctionFast
         self._on_outermost = on_outermost  # called before an outermost forward opens its scope
@@ -147,8 +147,8 @@ class _ModuleScopes:
 
     def _pre(self, module: Any, args: Any) -> None:
         stack = getattr(self._local, "stack", None)
-        if not stack and self._on_outermost is not None and _may_end_window_at(module):
-            self._on_outermost()  # no scope of ours is open here: a safe point to end a window
+        if not stack and self._on_outermost is not None:
+            self._on_outermost(module)  # no scope of ours is open here: a point where a window may end
         if not self._recording:
             return
         if stack is None:
@@ -191,7 +191,7 @@ def _may_end_window_at(module: Any) -> bool:
     torch (a segfault in pytorch/examples' MNIST, one run in two)."""
     if next(module.parameters(), None) is None:
         return False
-    frame: Any = sys._getframe(2)  # above _ModuleScopes._pre
+    frame: Any = sys._getframe(1)
     for _ in range(40):
         if frame is None:
             return True
@@ -514,7 +514,7 @@ class TorchRecorder:
         self._os_tids: dict[int, int] = {}
         self._seq_scope: dict[int, str] = {}
         self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
-        self._fresh: set[int] = set()  # trace tensor ids of buffers made outside any op (_record_fresh)
+        self._fresh: set[int] = set()  # trace tensor ids of buffers made outside any op (_made_outside_ops)
         self._sparse = _SparseTensors()
         # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
         # first read shows which storage: what set_ binds comes from outside any op.
@@ -607,10 +607,11 @@ class TorchRecorder:
         # profile under an open scope. The next outermost forward ends it instead.
         self._optimizer_stepped = True
 
-    def _at_outermost_forward(self) -> None:
+    def _at_outermost_forward(self, module: Any) -> None:
         if self._user_steps or threading.get_ident() != self._owner_thread:
             return  # the profiler is stopped and started only by the thread that started it
-        if self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval:
+        due = self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval
+        if due and _may_end_window_at(module):  # the frame walk only when a window is due
             self._end_window()
 
     def stop(self) -> None:
@@ -783,11 +784,12 @@ class TorchRecorder:
             for index in self._writes(node.op, node.overload, len(node.inputs)):
                 if index < len(node.inputs):
                     for meta in _tensors(node.inputs[index]):
-                        entry = (node_id, device, session.new_tensor_id())
                         if meta.storage_data_ptr:  # written in place: this op holds the new value
-                            _record_write(writes, meta.storage_data_ptr, node.start, entry)
+                            _record_write(writes, meta.storage_data_ptr, node.start,
+                                          (node_id, device, session.new_tensor_id()))
                         elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
-                            self._rebound[meta.impl_ptr] = (node.start, entry, self.windows_written)
+                            self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()),
+                                                            self.windows_written)
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest
