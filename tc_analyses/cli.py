@@ -98,8 +98,8 @@ def check_edges(trace: Path, execution_trace: Path, fmt: str) -> None:
 
     if not execution_trace.is_file():
         raise ConfigurationError(f"{execution_trace}: no such execution trace file")
-    with _progress("checking", None):
-        result = check(trace, execution_trace)
+    with _progress("reading the execution trace", execution_trace.stat().st_size, "bytes") as advance:
+        result = check(trace, execution_trace, advance)
     click.echo(reports.to_json(result) if fmt == "json" else reports.edge_check_text(result), nl=False)
 
 

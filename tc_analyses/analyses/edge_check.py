@@ -28,7 +28,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import ijson
 
@@ -127,16 +127,16 @@ _UNDEFINED = "nullptr"  # an undefined tensor (an absent grad_input, weight=None
 FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"})
 
 
-def read_et(path: Path) -> EtGraph:
+def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph:
     """The observer's top-level aten ops and their storage pairs. The file is streamed (an
     observer's trace of a long run is gigabytes): of each aten op only its buffers are kept. A
     file cut short (the observer writes as the program runs; a program that dies leaves it so)
-    gives the ops up to the cut."""
+    gives the ops up to the cut. `advance` is told the file's bytes as they are read (a progress bar)."""
     ops: list[_EtOp] = []
     parents: dict[int, int] = {}  # every node's parent (ctrl_deps)
     truncated = False
     try:
-        with _open_et(Path(path)) as stream:
+        with _EtFile(Path(path), advance) as stream:
             try:
                 for node in ijson.items(stream, "nodes.item", use_float=True):
                     parents[node["id"]] = node.get("ctrl_deps", -1)
@@ -182,16 +182,36 @@ class _EtOp:
                      tuple(t[0] for t in _tensors(outputs["values"])))
 
 
-def _open_et(path: Path) -> Any:
-    """The file, decompressed if gzipped (``et.json.gz``)."""
-    with open(path, "rb") as head:
-        packed = head.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if packed else open(path, "rb")
+class _EtFile:
+    """The file for ijson, decompressed if gzipped (``et.json.gz``), telling `advance` how many of
+    its bytes (compressed, for a gzipped file) each read took."""
+
+    def __init__(self, path: Path, advance: Callable[[int], None] | None = None) -> None:
+        self._raw = open(path, "rb")
+        packed = self._raw.read(2) == b"\x1f\x8b"
+        self._raw.seek(0)
+        self._stream: Any = gzip.GzipFile(fileobj=self._raw) if packed else self._raw
+        self._advance, self._seen = advance, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._stream.read(size)
+        if self._advance is not None:
+            position = self._raw.tell()
+            self._advance(position - self._seen)
+            self._seen = position
+        return data
+
+    def __enter__(self) -> "_EtFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+        self._raw.close()
 
 
 def _has_nodes(path: Path) -> bool:
     """Whether the file has a "nodes" list at the top (an empty one is a trace with no ops)."""
-    with _open_et(path) as stream:
+    with _EtFile(path) as stream:
         return any(prefix == "nodes" and event == "start_array" for prefix, event, _ in ijson.parse(stream))
 
 
@@ -307,11 +327,12 @@ def align(ours: list[str], theirs: list[str], window: int = ALIGN_WINDOW) -> dic
     return matched
 
 
-def check_edges(trace: Path, et_path: Path) -> EdgeCheck:
-    """Compare `trace`'s tensor edges with the execution trace at `et_path` (same run)."""
+def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | None = None) -> EdgeCheck:
+    """Compare `trace`'s tensor edges with the execution trace at `et_path` (same run); `advance`:
+    see :func:`read_et`."""
     from tc_analyses.reader import read_trace
 
-    et = read_et(et_path)
+    et = read_et(et_path, advance)
     t = read_trace(trace)
     begin = t.table("node_begin")
     order = sorted(zip(begin["timestamp"].tolist(), begin["node_id"].tolist(), begin.text("op")))

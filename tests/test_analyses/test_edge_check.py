@@ -194,3 +194,15 @@ def test_a_gzipped_execution_trace_reads_the_same(tmp_path: Path) -> None:
     packed = tmp_path / "et.json.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     assert read_et(packed) == read_et(plain)
+
+
+def test_reading_reports_every_byte_of_the_file_for_a_progress_bar(tmp_path: Path) -> None:
+    import gzip
+
+    plain = _write(tmp_path, [_node(2, "aten::randn", [], [_t(1, 10)]), _node(3, "aten::relu", [_t(1, 10)], [_t(2, 11)])])
+    packed = tmp_path / "et.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, packed):
+        read: list[int] = []
+        read_et(path, read.append)
+        assert sum(read) == path.stat().st_size and all(n >= 0 for n in read)
