@@ -84,10 +84,13 @@ def _optimise(problem: PlacementProblem, notices: list[str], algorithm: str = "a
     if len(problem.tasks) > CONTRACT_ABOVE and (contraction := contract_chains(problem)) is not None:
         notices.append(contraction.notice(len(problem.tasks)))
         folded = _optimise_tasks(contraction.problem, notices, algorithm)
-        plan = list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains")
+        compiled = compile_problem(problem)  # once for both schedules of the full problem
+        plan = list_schedule(problem, contraction.expand(folded.assignment), algorithm=f"{folded.algorithm} on chains",
+                             compiled=compiled)
         actual = actual_assignment(problem)
         if len(actual) == len(problem.tasks):  # the coarser plan never loses to what ran
-            kept = list_schedule(problem, actual, algorithm="actual placement (no better plan on chains)")
+            kept = list_schedule(problem, actual, algorithm="actual placement (no better plan on chains)",
+                                 compiled=compiled)
             if kept.makespan_ns < plan.makespan_ns:
                 return kept
         return plan
