@@ -161,11 +161,21 @@ class TraceDirectory:
             for old in self.path.iterdir():
                 if old.is_file():
                     old.unlink()
-        meta = TraceMeta(self.uuid, clock_offset_ns, hostname=hostname, env=dict(env or {}), absolute=absolute_clock)
-        # Metadata goes first and whole: written to a temp name, then renamed into place.
+        self._meta = TraceMeta(self.uuid, clock_offset_ns, hostname=hostname, env=dict(env or {}),
+                               absolute=absolute_clock)
+        self._write_metadata()
+
+    def _write_metadata(self) -> None:
+        # Metadata goes first and whole: written to a temp name, then renamed into place, so a
+        # reader sees the old text or the new one, never a mix.
         tmp = self.path / ".metadata.tmp"
-        tmp.write_text(render_metadata(meta), encoding="ascii")
-        os.replace(tmp, metadata)
+        tmp.write_text(render_metadata(self._meta), encoding="ascii")
+        os.replace(tmp, self.path / "metadata")
+
+    def update_env(self, **values: str | int) -> None:
+        """Add environment entries learnt while recording (a process's role in its job)."""
+        self._meta.env.update(values)
+        self._write_metadata()
 
     def stream(self, cls: schema.EventClass, key: str) -> StreamFile:
         stream_key = (cls.id, key)

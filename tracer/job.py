@@ -21,13 +21,16 @@ import socket
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+from tracer import schema
 from tracer.session import Session
 
 JOB_ENV = "DFCOMPASS_RECORD_DIR"
 TORCH_ENV = "DFCOMPASS_TORCH"
 TF_ENV = "DFCOMPASS_TF"  # "0": do not start a TFRecorder when the program imports TensorFlow
 FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
+_DATA_LOADER_FILE = os.path.join("torch", "utils", "data", "dataloader.py")
 
 
 def process_trace_path(job: Path) -> Path:
@@ -52,9 +55,12 @@ class _JobProcess:
         self.torch = torch
         self.tensorflow = tensorflow
         self.session: Session | None = None
+        self.role = ""
 
     def start(self) -> None:
-        self.session = Session(process_trace_path(self.job)).start()
+        env: dict[str, str | int] = {schema.ENV_PPID: os.getppid(), **({schema.ENV_PROCESS_ROLE: self.role} if self.role else {})}
+        self.session = Session(process_trace_path(self.job), env=env).start()
+        self.session.add_stop_hook(self._note_spawned_worker)
         from tracer.import_hooks import call_after_import
 
         if self.torch:
@@ -93,6 +99,8 @@ class _JobProcess:
         TensorFlow is not recorded in a fork child: its runtime does not survive a fork (TF's own
         rule), and its profiler is the parent's."""
         self.tensorflow = False
+        if _forked_by_data_loader():
+            self.role = schema.DATA_LOADER_WORKER
         try:
             self.start()
             _stop_at_multiprocessing_exit(self.session)
@@ -107,6 +115,30 @@ class _JobProcess:
 
     def _finalize_session(self) -> None:
         _stop_at_multiprocessing_exit(self.session)
+
+    def _note_spawned_worker(self) -> None:
+        """A DataLoader worker started by spawn or forkserver is known only once it runs the
+        worker loop (torch sets its worker info there): say so in the metadata when it stops."""
+        data = sys.modules.get("torch.utils.data")
+        if self.role or data is None or self.session is None or self.session.trace is None:
+            return
+        try:
+            if data.get_worker_info() is not None:
+                self.role = schema.DATA_LOADER_WORKER
+                self.session.trace.update_env(**{schema.ENV_PROCESS_ROLE: self.role})
+        except Exception:  # noqa: BLE001 - the role is a label; it must never stop the program
+            pass
+
+
+def _forked_by_data_loader() -> bool:
+    """Whether this fork child was started by a DataLoader: right after the fork the child still
+    runs the parent's stack, which holds the loader's iterator when it starts its workers."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _stop_at_multiprocessing_exit(session: Session | None) -> None:

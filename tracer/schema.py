@@ -274,6 +274,13 @@ BY_ID: Final[dict[int, EventClass]] = {c.id: c for c in CATALOGUE}
 
 STRING_DEF: Final = BY_SHORT["string_def"]
 
+# Trace environment entries (TSDL ``env``) that place a process in its job, written by
+# tracer.job: ``ppid`` finds the process ``record`` started (its parent is not in the job) and
+# each one's children; ``process_role`` says what a child is for, where the recorder can tell.
+ENV_PPID: Final = "ppid"
+ENV_PROCESS_ROLE: Final = "process_role"
+DATA_LOADER_WORKER: Final = "dataloader_worker"
+
 
 def _check_catalogue() -> None:
     ids = [c.id for c in CATALOGUE]

@@ -166,6 +166,20 @@ def join_collectives(per_rank: dict[int, list[tuple[int, str, int, int]]]) -> tu
     return joined, mismatch
 
 
+def _not_ranked(job: Any, ranks: int) -> str:
+    """Why `ranks` cannot compare this job, and what works on it instead."""
+    from collections import Counter
+
+    from tc_analyses.reader.job import plural, roles
+
+    counts = Counter(roles(job.processes).values())
+    held = ", ".join(plural(role, n) for role, n in sorted(counts.items()))
+    what = "no rank" if ranks == 0 else "one rank"
+    return (f"{job.path}: {what} among its {len(job.processes)} processes ({held}): not a distributed job; "
+            "`ranks` compares the ranks of a torchrun or mp.spawn job. Use `dfcompass analyze` on the folder, or "
+            "any single-trace command (it reads the main process; --process picks another)")
+
+
 def analyse(job: Any) -> JobRanks:
     """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`). Each process trace
     is read by ``job.map`` (here, or as Dask tasks); the comparison runs here."""
@@ -174,8 +188,7 @@ def analyse(job: Any) -> JobRanks:
         process.summary["trace"] = str(p.path)
     ranked = {p.summary["rank"]: p for p in processes if p.summary["rank"] is not None}
     if len(ranked) < 2:
-        raise AnalysisUnavailable(f"{job.path}: {len(ranked)} rank(s) among {len(processes)} process traces; "
-                                  "comparing ranks needs a job of two or more (dfcompass record -o JOB -- torchrun ...)")
+        raise AnalysisUnavailable(_not_ranked(job, len(ranked)))
     collectives, mismatch = join_collectives({rank: p.collectives for rank, p in ranked.items()})
     wait = {rank: 0 for rank in ranked}
     last = {rank: 0 for rank in ranked}

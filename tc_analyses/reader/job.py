@@ -1,7 +1,8 @@
 """A job: the traces of one run's processes, side by side in one folder (see tracer/job.py).
 
-A single trace directory is a job of one. Commands that analyse one trace accept a job folder
-that holds exactly one; ``dfcompass ranks`` reads a whole job.
+A single trace directory is a job of one. Commands that analyse one trace read the main process of
+a job folder (:func:`choose_process`: rank 0, else the process ``record`` started), or the one
+named with ``--process``; ``dfcompass ranks`` and ``analyze JOB`` read a whole job.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class ProcessTrace:
     pid: int | None
     rank: int | None  # from the launcher's RANK (or a Kineto file's distributedInfo)
     world_size: int | None
+    ppid: int | None = None  # the parent process (traces recorded since the job roles)
+    recorded_role: str = ""  # what the recorder knew the process was for (schema.ENV_PROCESS_ROLE)
 
     @property
     def label(self) -> str:
@@ -30,8 +33,12 @@ class ProcessTrace:
 
     def has_nodes(self) -> bool:
         """Whether any dataflow node was recorded (from file sizes: no need to read the trace)."""
+        return self.node_bytes() > 0
+
+    def node_bytes(self) -> int:
+        """Bytes of dataflow node events: how much op work the process recorded, without reading it."""
         prefix = schema.BY_SHORT["node_begin"].short
-        return any(p.name.startswith(prefix) and p.stat().st_size > 0 for p in self.path.iterdir() if p.is_file())
+        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file() and p.name.startswith(prefix))
 
 
 def _int(value: object) -> int | None:
@@ -39,29 +46,136 @@ def _int(value: object) -> int | None:
 
 
 def job_traces(root: str | Path) -> list[ProcessTrace]:
-    """The process traces at or below `root`, ordered by rank, then host and pid."""
+    """The process traces at or below `root`, ordered by rank, then host and pid (numerically)."""
     found = []
     for path in find_traces(root):
         env = read_metadata(path).env
         rank = _int(env.get("rank", env.get("kineto_rank")))
         found.append(ProcessTrace(path, str(env.get("hostname", "")), _int(env.get("pid")), rank,
-                                  _int(env.get("world_size"))))
+                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)),
+                                  str(env.get(schema.ENV_PROCESS_ROLE, ""))))
     return sorted(found, key=lambda t: (t.rank is None, t.rank or 0, t.host, t.pid or 0, str(t.path)))
 
 
-def single_trace(path: str | Path) -> Path:
-    """`path` itself when it is a trace; the only trace of a job folder; else a clear error."""
+# The roles of a job's processes, as said to users.
+MAIN, RANK, LAUNCHER, WORKER, CHILD, NO_OP = ("main process", "rank", "launcher", "DataLoader worker", "child process",
+                                              "process with no op")
+
+
+def plural(role: str, count: int) -> str:
+    """`2 DataLoader workers`, `1 main process`, `3 child processes`."""
+    if count == 1:
+        return f"1 {role}"
+    return f"{count} " + (role.replace("process", "processes") if "process" in role else role + "s")
+
+
+def roles(processes: list[ProcessTrace]) -> dict[Path, str]:
+    """What each process of a job is: a rank, a launcher (no op of its own, children in the job),
+    a DataLoader worker, the main process (its parent is not in the job) or another child."""
+    pids = {(p.host, p.pid) for p in processes if p.pid is not None}
+    parents = {(p.host, p.ppid) for p in processes if p.ppid is not None}
+    found = {}
+    for p in processes:
+        ops = p.has_nodes()
+        if p.rank is not None:
+            role = RANK
+        elif p.recorded_role == schema.DATA_LOADER_WORKER:
+            role = WORKER
+        elif not ops and (p.host, p.pid) in parents:
+            role = LAUNCHER
+        elif p.ppid is not None and (p.host, p.ppid) in pids:
+            role = CHILD
+        else:
+            role = MAIN if ops or p.ppid is not None else NO_OP
+        found[p.path] = role
+    return found
+
+
+def describe(process: ProcessTrace, role: str) -> str:
+    """`rank 1 (pid 4242)`, `DataLoader worker (pid 4250)`, `main (pid 4200)`."""
+    pid = f"pid {process.pid}" if process.pid is not None else process.path.name
+    return f"rank {process.rank} ({pid})" if role == RANK else f"{role} ({pid})"
+
+
+def _order(process: ProcessTrace, role: str) -> tuple[int, int, int]:
+    """Listing order: ranks, main, other children, launchers, workers; then pid, numerically."""
+    rank = {RANK: 0, MAIN: 1, CHILD: 2, LAUNCHER: 3, NO_OP: 4, WORKER: 5}[role]
+    return rank, process.rank if process.rank is not None else 0, process.pid or 0
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The process trace a single-trace command reads in a job folder, and why."""
+
+    path: Path
+    notice: str  # one line for the user; "" when the path was a trace already or a job of one
+
+
+def choose_process(path: str | Path, choice: str | None = None) -> Chosen:
+    """The trace to read at `path`: `path` itself when it is a trace; in a job folder the process
+    named by `choice` (``main``, ``rank N``, a pid or a folder name), by default the main one:
+    rank 0 of a distributed job, else the process `record` started, else the one with most ops."""
     path = Path(path)
     if (path / "metadata").is_file() or not path.is_dir():
-        return path  # a trace, or something the reader will name as missing
-    traces = find_traces(path)
-    if len(traces) == 1:
-        return traces[0]
-    if not traces:
-        return path  # the reader says that no metadata is there
-    names = ", ".join(str(t.relative_to(path)) for t in traces[:4]) + (", ..." if len(traces) > 4 else "")
-    raise ConfigurationError(f"{path}: a job of {len(traces)} process traces ({names}); give one of them, "
-                             f"or analyse the whole job with `dfcompass ranks {path}`")
+        if choice not in (None, "main"):
+            raise ConfigurationError(f"{path}: --process {choice} needs a job folder; this is one trace")
+        return Chosen(path, "")  # a trace, or something the reader will name as missing
+    processes = job_traces(path)
+    if not processes:
+        return Chosen(path, "")  # the reader says that no metadata is there
+    if len(processes) == 1 and choice in (None, "main"):
+        return Chosen(processes[0].path, "")
+    role = roles(processes)
+    listed = sorted(processes, key=lambda p: _order(p, role[p.path]))
+    picked = _pick(path, listed, role, choice)
+    how = "as --process said" if choice not in (None, "main") else (
+        "the main process" if role[picked.path] != MAIN else "")
+    subject = describe(picked, role[picked.path])
+    notice = (f"{path}: a job of {len(processes)} processes; reading {'the ' * (role[picked.path] == MAIN)}{subject}"
+              f"{', ' + how if how else ''} (also: {_others(listed, role, picked)}; --process main|rank N|PID "
+              "picks another)")
+    return Chosen(picked.path, notice)
+
+
+def _others(listed: list[ProcessTrace], role: dict[Path, str], picked: ProcessTrace) -> str:
+    """The other processes grouped by role: `rank 1 (pid 12), 2 DataLoader workers (pids 14, 15)`."""
+    groups: dict[str, list[ProcessTrace]] = {}
+    for p in listed:
+        if p is not picked:
+            groups.setdefault(f"rank {p.rank}" if role[p.path] == RANK else role[p.path], []).append(p)
+    parts = []
+    for name, members in groups.items():
+        pids = ", ".join(str(p.pid) if p.pid is not None else p.path.name for p in members[:8])
+        more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+        parts.append(f"{name} (pid {pids})" if len(members) == 1 else f"{plural(name, len(members))} (pids {pids}{more})")
+    return ", ".join(parts)
+
+
+def _pick(path: Path, listed: list[ProcessTrace], role: dict[Path, str], choice: str | None) -> ProcessTrace:
+    if choice in (None, "main"):
+        ranked = [p for p in listed if role[p.path] == RANK and p.has_nodes()]
+        mains = [p for p in listed if role[p.path] == MAIN]
+        candidates = ranked[:1] or mains or [p for p in listed if role[p.path] == CHILD] or listed
+        return max(candidates, key=lambda p: (p in ranked or p in mains, p.node_bytes()))
+    text = choice.strip()
+    words = text.split()
+    matches: list[ProcessTrace] = []
+    if len(words) == 2 and words[0] == "rank" and words[1].isdigit():
+        matches = [p for p in listed if p.rank == int(words[1])]
+    elif text.isdigit():
+        matches = [p for p in listed if p.pid == int(text)]
+    if not matches:
+        matches = [p for p in listed if p.path.name == text or str(p.path.relative_to(path)) == text]
+    if not matches:
+        known = ", ".join(describe(p, role[p.path]) for p in listed[:8])
+        raise ConfigurationError(f"{path}: no process {text!r} in this job (it holds {known}); "
+                                 "give --process main, rank N, a pid or a process folder")
+    return matches[0]
+
+
+def single_trace(path: str | Path, choice: str | None = None) -> Path:
+    """`path` itself when it is a trace; in a job folder the main process's trace (or `choice`)."""
+    return choose_process(path, choice).path
 
 
 def unique_names(names: list[str]) -> list[str]:
