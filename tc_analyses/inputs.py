@@ -204,6 +204,11 @@ class TraceInputs:
                 for name, data in render_xml(self.facts).items():
                     (Path(tmp) / name).write_bytes(data)
                     files.append(Path(tmp) / name)
+                if not files:
+                    from tc_analyses.analyses.trace_info import nothing_to_analyse
+                    from tc_analyses.errors import AnalysisUnavailable
+
+                    raise AnalysisUnavailable(nothing_to_analyse(self.path))
             with self.progress("analysing events", None, "items") as advance:
                 return build(source, files, advance, engine_choice())
 

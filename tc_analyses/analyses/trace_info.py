@@ -122,3 +122,32 @@ def _relative(stream_name: str, trace_dir: Path) -> str:
         return str(Path(stream_name).relative_to(trace_dir))
     except ValueError:
         return Path(stream_name).name or stream_name
+
+
+# What a trace without ops is, by the only classes it holds, and where to look instead.
+_NO_OP_CAUSES = (
+    ({"api_enter", "kernel_begin", "memcpy_begin"}, "GPU runtime calls or kernels but no op on the CPU side"),
+    ({"mem_alloc", "mem_free"}, "memory events but no op (a run stopped before its first profiled op ended?)"),
+)
+
+
+def nothing_to_analyse(path: str | Path) -> str:
+    """Why a trace feeds no analysis of ops, in the user's terms: what it holds and what fits it.
+
+    Called where a command finds no op (the generated analyses have no state provider, a plan has
+    no node), instead of naming an internal step."""
+    try:
+        info = run(path, "fast")
+    except DfcompassError as exc:  # not ours, or damaged: that is the problem to report
+        return str(exc)
+    held = {name.removeprefix("dfc:"): count for name, count in info.events_per_class.items() if count}
+    listed = ", ".join(f"{count} {name}" for name, count in sorted(held.items(), key=lambda kv: -kv[1])[:5])
+    cause = next((text for names, text in _NO_OP_CAUSES if names & set(held)), None)
+    if cause is None:
+        cause = ("a process that ran no PyTorch or TensorFlow op and marked no tracer.node: a launcher such as "
+                 "torchrun, a helper process, or a program that ended before its first op")
+    job = Path(info.path).parent
+    in_job = schema.ENV_PPID in info.env and sum((d / "metadata").is_file() for d in job.iterdir()) > 1
+    hint = f"; its job folder {job} reads the main process by itself" if in_job else ""
+    return (f"{info.path}: no op was recorded ({info.events} events: {listed or 'none'}): {cause}. "
+            f"`dfcompass info` lists what it holds{hint}")

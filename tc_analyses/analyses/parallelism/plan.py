@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import replace
 from collections import defaultdict
 from typing import Hashable
@@ -73,6 +74,10 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
         known = sorted({str(a.get(K.DEVICE, "")) for _, a in graph.nodes(data=True)})
         if weights is None and known and device not in known:  # a typo, not a trace that cannot be planned
             raise ConfigurationError(f"{where}: no device {device!r} in the trace (its devices: {', '.join(known) or 'none'})")
+        if graph.number_of_nodes() == 0 and Path(where).is_dir():
+            from tc_analyses.analyses.trace_info import nothing_to_analyse
+
+            raise AnalysisUnavailable(nothing_to_analyse(where))
         raise AnalysisUnavailable(f"{where}: no ops to plan on device {device!r}")
     lane = lane or (STREAM if TraceDevice.named(str(device)).is_gpu else THREAD)
     if lane not in (STREAM, THREAD):

@@ -258,5 +258,7 @@ def problem_from_trace(activity: Activity, graph: nx.DiGraph, devices: list[Devi
     """The placement problem of a trace's activity (its paired intervals) and computation graph;
     `links` sets the transfer model of device pairs (else fitted from the trace's copies, or a spec)."""
     if graph.number_of_nodes() == 0:
-        raise AnalysisUnavailable(f"{activity.path}: the trace has no dataflow nodes to place")
+        from tc_analyses.analyses.trace_info import nothing_to_analyse
+
+        raise AnalysisUnavailable(nothing_to_analyse(activity.path))
     return build_problem(graph, devices, links, trace=activity)
