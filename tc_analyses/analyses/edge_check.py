@@ -62,6 +62,7 @@ class EdgeCheck:
     duplicates: int  # edges with the same producer, consumer and tensor as another
     unmatched_edges: int  # our edges with an op the observer lacks (not counted either way)
     et_truncated: bool = False  # the execution trace ends early: ops after its end are unmatched
+    notices: list[str] = field(default_factory=list)  # what the numbers do not say by themselves
     false_examples: list[tuple[str, str, int]] = field(default_factory=list)  # producer op, consumer op, count
     missing_examples: list[tuple[str, str, int]] = field(default_factory=list)
 
@@ -332,8 +333,9 @@ def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | Non
     see :func:`read_et`."""
     from tc_analyses.reader import read_trace
 
-    et = read_et(et_path, advance)
     t = read_trace(trace)
+    _same_process(t, et_path)
+    et = read_et(et_path, advance)
     begin = t.table("node_begin")
     order = sorted(zip(begin["timestamp"].tolist(), begin["node_id"].tolist(), begin.text("op")))
     index = {node: i for i, (_, node, _) in enumerate(order)}
@@ -347,12 +349,58 @@ def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | Non
     last = {(p, c) for p, c in et.last if p in matched and c in matched}
     false = {(p, c) for p, c in mapped if not et.allows(p, c)}
     missing = last - mapped
+    _same_run(t.path, et_path, len(names), len(et.names), len(to_et))
     return EdgeCheck(
         ops_ours=len(names), ops_et=len(et.names), ops_matched=len(to_et), edges=len(mapped),
         false_edges=len(false), last_writer_edges=len(last), found=len(last & mapped),
         duplicates=len(triples) - len(set(triples)), unmatched_edges=len(pairs) - sum(
             1 for p, c in pairs if p in to_et and c in to_et), et_truncated=et.truncated,
-        false_examples=_examples(false, et.names), missing_examples=_examples(missing, et.names))
+        false_examples=_examples(false, et.names), missing_examples=_examples(missing, et.names),
+        notices=_foreign_ops(Path(t.path), len(et.names) - len(to_et), len(et.names)))
+
+
+# An execution trace matched on fewer of its ops than this is of another run or program.
+SAME_RUN_SHARE = 0.5
+
+
+def _same_process(trace: Any, et_path: Path) -> None:
+    """Refuse an execution trace written by another process than the trace's (its header says
+    which: ``"pid": N`` comes before the ops), instead of printing low precision and recall."""
+    try:
+        with _EtFile(et_path) as stream:
+            head = stream.read(4096).decode("utf-8", "replace")
+    except (OSError, EOFError):
+        return  # read_et names what is wrong with the file
+    found = re.search(r'"pid"\s*:\s*(\d+)', head)
+    pid = trace.metadata.env.get("pid")
+    if found and isinstance(pid, int) and int(found.group(1)) != pid:
+        raise DfcompassError(f"{et_path}: the execution trace of process {found.group(1)}, but {trace.path} is "
+                             f"process {pid}'s: not the same run; record both in one run (docs/edge-check.md)")
+
+
+def _same_run(trace: str | Path, et_path: Path, ours: int, theirs: int, matched: int) -> None:
+    if min(ours, theirs) >= 20 and matched < SAME_RUN_SHARE * min(ours, theirs):
+        raise DfcompassError(f"{et_path}: only {matched:,} of its {theirs:,} ops line up with the {ours:,} of "
+                             f"{trace}: not the same run or not the same process; record both in one run "
+                             "(docs/edge-check.md)")
+
+
+def _foreign_ops(trace: Path, unmatched: int, total: int) -> list[str]:
+    """A notice when many of the execution trace's ops match none of ours and the trace's job has
+    forked children: the observer, inherited by a fork, wrote their ops into the same file."""
+    from tc_analyses.reader.job import MAIN, RANK, job_traces, plural, roles
+
+    if total == 0 or unmatched <= 0.02 * total:
+        return []
+    job = trace.parent
+    processes = job_traces(job) if job.is_dir() and (trace / "metadata").is_file() else []
+    others = [r for p, r in roles(processes).items() if p != trace and r not in (MAIN, RANK)]
+    if not others:
+        return [f"{unmatched:,} of the execution trace's {total:,} ops match none of this trace's (not counted)"]
+    kinds = ", ".join(plural(role, n) for role, n in sorted(Counter(others).items()))
+    return [f"{unmatched:,} of the execution trace's {total:,} ops match none of this trace's: the observer, "
+            f"inherited by forked processes ({kinds} in {job}), also wrote their ops; precision and recall "
+            "count this process's matched ops only"]
 
 
 def _examples(pairs: set[tuple[int, int]], names: list[str], top: int = 5) -> list[tuple[str, str, int]]:

@@ -53,6 +53,7 @@ def edge_check_text(check: EdgeCheck) -> str:
              f"duplicates: {check.duplicates:,} (edges with the producer, consumer and tensor of another)"]
     if check.et_truncated:
         lines.append("notice:     the execution trace ends early (its program died): compared up to its end")
+    lines += [f"notice:     {notice}" for notice in check.notices]
     if check.unmatched_edges:
         lines.append(f"unmatched:  {check.unmatched_edges:,} edges join an op the execution trace lacks (not counted)")
     for title, examples in (("edges the execution trace does not have", check.false_examples),

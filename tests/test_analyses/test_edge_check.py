@@ -206,3 +206,51 @@ def test_reading_reports_every_byte_of_the_file_for_a_progress_bar(tmp_path: Pat
         read: list[int] = []
         read_et(path, read.append)
         assert sum(read) == path.stat().st_size and all(n >= 0 for n in read)
+
+
+def _job_with_worker(tmp_path: Path, ops: int) -> Path:
+    """A recorded job: a main process of `ops` relu ops (written by our tracer) and a DataLoader worker."""
+    import tracer
+    from tracer import schema
+
+    main = tmp_path / "job" / "host-300"
+    with tracer.Session(main, env={"pid": 300, schema.ENV_PPID: 299}, handle_signals=False):
+        for i in range(ops):
+            with tracer.node(f"n{i}", op="aten::relu"):
+                pass
+    with tracer.Session(tmp_path / "job" / "host-301", env={"pid": 301, schema.ENV_PPID: 300,
+                                                            schema.ENV_PROCESS_ROLE: schema.DATA_LOADER_WORKER},
+                        handle_signals=False):
+        pass
+    return main
+
+
+def _et_of(tmp_path: Path, pid: int, names: list[str]) -> Path:
+    path = _write(tmp_path, [_node(i + 2, name, [], [_t(i, i)]) for i, name in enumerate(names)])
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "pid": pid, **data}))
+    return path
+
+
+def test_an_execution_trace_of_another_process_or_run_is_refused(tmp_path: Path) -> None:
+    from tc_analyses.analyses.edge_check import check_edges
+
+    trace = _job_with_worker(tmp_path, 30)
+    with pytest.raises(DfcompassError, match="execution trace of process 4242, but .*host-300 is process 300's"):
+        check_edges(trace, _et_of(tmp_path, 4242, ["aten::relu"] * 30))
+    with pytest.raises(DfcompassError, match="only 0 of its 30 ops line up with the 30 of .*not the same run"):
+        check_edges(trace, _et_of(tmp_path, 300, ["aten::tanh"] * 30))
+
+
+def test_forked_workers_ops_in_the_execution_trace_are_said(tmp_path: Path) -> None:
+    from tc_analyses.analyses.edge_check import check_edges
+    from tc_analyses.export.reports import edge_check_text
+
+    trace = _job_with_worker(tmp_path, 30)
+    check = check_edges(trace, _et_of(tmp_path, 300, ["aten::relu"] * 30 + ["aten::stack"] * 10))
+    assert check.ops_matched == 30
+    assert len(check.notices) == 1
+    assert "10 of the execution trace's 40 ops match none" in check.notices[0]
+    assert "1 DataLoader worker in" in check.notices[0]
+    assert "notice:     10 of the execution trace's 40 ops" in edge_check_text(check)
+    assert check_edges(trace, _et_of(tmp_path, 300, ["aten::relu"] * 30)).notices == []
