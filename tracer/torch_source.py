@@ -50,6 +50,7 @@ from tracer.copy_kinds import copy_ends, copy_kind_of
 from tracer.importers.kineto_convert import kernel_config, kernel_dims
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, as_int, unsigned
 from tracer.session import Session, active_session
+from tracer.torch_foreign import ForeignProfilers
 
 MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
@@ -58,6 +59,15 @@ _STEP_MARK = "ProfilerStep#"
 # own communication spans (gloo's worker threads, NCCL's record functions).
 _NODE_PREFIXES = ("aten::", "c10d::", "gloo:", "nccl:")
 _MAX_SEQ_SCOPES = 200_000
+# torch.compile: dynamo and inductor compiling a graph (record functions around the work, whose
+# aten ops run on fake tensors: no data flows), and a compiled graph's call, the node that stands
+# for the kernels inductor generated (the profiler sees none of the ops they fused).
+_COMPILE_SCOPES = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile", "compile_fx_inner",
+                             "backend_compile"})
+_COMPILED_CALL = "## Call CompiledFxGraph "
+COMPILED_GRAPH_OP = "inductor::compiled_graph"
+# The autograd functions that run a compiled graph: the forward one lists the graph's inputs.
+_COMPILED_FUNCTIONS = ("CompiledFunction", "CompiledFunctionBackward")
 
 
 def _import_torch() -> Any:
@@ -98,10 +108,31 @@ def _kineto_log_filtered() -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
+def _compiling() -> bool:
+    """Whether dynamo is tracing this call into a graph (torch.compile). Dynamo folds this test to
+    True while it traces, so a hook that returns on it adds nothing to the graph and no graph
+    break, and ``fullgraph=True`` still holds; at run time it is False and costs a call."""
+    return _is_compiling()
+
+
+def _never_compiling() -> bool:
+    return False
+
+
+_is_compiling: Callable[[], bool] = _never_compiling
+
+
+def _bind_compiling(torch: Any) -> None:
+    global _is_compiling
+    compiler = getattr(torch, "compiler", None)
+    _is_compiling = getattr(compiler, "is_compiling", _never_compiling)
+
+
 class _ModuleScopes:
     """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
 
     def __init__(self, torch: Any, on_outermost: Callable[[Any], None] | None = None, record: bool = True) -> None:
+        _bind_compiling(torch)
         self._torch = torch
         self._record = torch._C._profiler._RecordFunctionFast
         self._on_outermost = on_outermost  # called before an outermost forward opens its scope
@@ -135,7 +166,7 @@ class _ModuleScopes:
         return name
 
     def _name_tree(self, root: Any, overwrite: bool) -> None:
-        label = type(root).__name__
+        label = type(getattr(root, "_orig_mod", root)).__name__  # torch.compile's wrapper: the model's own name
         for sub_name, sub in root.named_modules():
             if overwrite or sub not in self._names:
                 self._names[sub] = f"{label}.{sub_name}" if sub_name else label
@@ -146,6 +177,8 @@ class _ModuleScopes:
             pass
 
     def _pre(self, module: Any, args: Any) -> None:
+        if _compiling():  # dynamo traces global hooks into the graph: ours must leave it as it is
+            return
         stack = getattr(self._local, "stack", None)
         if not stack and self._on_outermost is not None:
             self._on_outermost(module)  # no scope of ours is open here: a point where a window may end
@@ -159,7 +192,7 @@ class _ModuleScopes:
         stack.append(scope)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
-        if not self._recording:
+        if not self._recording or _compiling():
             return
         stack = getattr(self._local, "stack", None)
         if stack:
@@ -241,6 +274,7 @@ class _Collector:
         self.os_tids: dict[int, int] = {} if os_tids is None else os_tids
         self.seq_scope: dict[int, str] = {} if seq_scope is None else seq_scope  # autograd seq -> forward scope
         self.step_marks = step_marks
+        self.compiled_inputs: list[Any] = []  # the inputs of the compiled graph being run (CompiledFunction)
 
     def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
         """Above the outermost aten ops. `backward`: the scope label of the backward function
@@ -249,6 +283,13 @@ class _Collector:
         if tag == self.torch_op:
             name: str = event.name
             extra = event.extra_fields
+            if name in _COMPILE_SCOPES:
+                return  # compile time: its ops trace fake tensors
+            if name.startswith(_COMPILED_CALL):
+                self._compiled_call(event, scope, step, backward)
+                return
+            if name in _COMPILED_FUNCTIONS:
+                self.compiled_inputs = list(extra.inputs)
             if name.startswith(MODULE_MARK):
                 scope = name[len(MODULE_MARK):]
             elif name.startswith(THREAD_MARK):
@@ -277,6 +318,18 @@ class _Collector:
             self._allocation(event, None)
         for child in event.children:
             self.walk(child, scope, step, backward)
+
+    def _compiled_call(self, event: Any, scope: str, step: int, backward: str) -> None:
+        """A compiled graph's call: one node that reads the graph's inputs (those its autograd
+        function lists; else what its inner aten ops read) and writes the buffers it allocates
+        and keeps. The aten ops inside (inductor's extern kernels: mm, convolution) are its inner ops."""
+        key = event.name[len(_COMPILED_CALL):].rstrip("# ")[:12]
+        label = f"{backward or scope or 'compiled'} [graph {key}]"
+        node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, COMPILED_GRAPH_OP, "", label, step,
+                     self.compiled_inputs)
+        self.compiled_inputs = []
+        self.nodes.append(node)
+        self._inside(event, node, "" if backward else scope)
 
     def _inside(self, event: Any, node: _Node, forward_scope: str) -> None:
         """Below a node, in time order: its allocations, and (in forward) the autograd sequence
@@ -504,6 +557,8 @@ class TorchRecorder:
         self._itemsize: dict[Any, int] = {}
         self._args_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
         self._profiler: Any = None
+        self._profiler_options: dict[str, Any] = {}
+        self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
         self._optimizer_hook: Any = None
         self._owner_thread = 0
         self._user_steps = False  # rec.step() was called: windows follow the user's steps
@@ -562,10 +617,11 @@ class TorchRecorder:
             schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = _experimental_config(torch, profile_all_threads=self._all_threads, capture_overload_names=True,
                                       enable_cuda_sync_events=self._cuda)
-        self._profiler = profiler.profile(
-            activities=activities, record_shapes=True, profile_memory=self._record_memory, schedule=schedule,
-            on_trace_ready=self._convert, experimental_config=config,
-        )
+        self._profiler_options = dict(activities=activities, record_shapes=True, profile_memory=self._record_memory,
+                                      schedule=schedule, on_trace_ready=self._convert, experimental_config=config)
+        self._profiler = profiler.profile(**self._profiler_options)
+        self._foreign = ForeignProfilers(torch, self._step_aside, self._come_back)
+        self._foreign.install()
         if self._record_modules or self._streaming:
             self._scopes = _ModuleScopes(torch, self._at_outermost_forward if self._streaming else None,
                                          record=self._record_modules)
@@ -577,7 +633,7 @@ class TorchRecorder:
         self._watch_destroy()
         self._owner_thread = threading.get_ident()
         self._window_start = time.monotonic()
-        with _kineto_log_filtered():
+        with _kineto_log_filtered(), self._foreign.own():
             self._profiler.__enter__()
         if self._scopes is not None and self._record_modules:
             self._scopes.mark_thread()
@@ -590,12 +646,12 @@ class TorchRecorder:
         self._end_window()
 
     def _end_window(self) -> None:
-        if self._profiler is None or self._converting:
+        if self._profiler is None or self._converting or self._foreign is None or self._foreign.active:
             return
         self._optimizer_stepped = False
         self._window_start = time.monotonic()
         assert self.session is not None
-        with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered():
+        with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered(), self._foreign.own():
             # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
             self._profiler.step()
@@ -614,14 +670,40 @@ class TorchRecorder:
         if due and _may_end_window_at(module):  # the frame walk only when a window is due
             self._end_window()
 
-    def stop(self) -> None:
-        if self._profiler is None:
+    def _step_aside(self) -> None:
+        """The program starts a profiler of its own: end our window (its ops are converted) and
+        stop ours until the program's stops. torch runs one profiler at a time."""
+        if self._profiler is None or self._converting:
             return
+        if self._foreign is not None and self._foreign.blocks == 1:
+            print(f"dfcompass: process {os.getpid()}: the program started its own torch profiler; dfcompass "
+                  "records no PyTorch op while it runs (they are in the program's own profile)", file=sys.stderr)
         profiler, self._profiler = self._profiler, None
+        with _kineto_log_filtered():
+            profiler.__exit__(None, None, None)
+
+    def _come_back(self) -> None:
+        """The program's profiler stopped: profile again, in a new window."""
+        if self._profiler is not None or self.session is None or not self.session.active:
+            return
+        self._profiler = self._torch.profiler.profile(**self._profiler_options)
+        self._window_start = time.monotonic()
+        with _kineto_log_filtered():
+            self._profiler.__enter__()
+        if self._scopes is not None and self._record_modules:
+            self._scopes.mark_thread()
+
+    def stop(self) -> None:
+        foreign, self._foreign = self._foreign, None
+        if foreign is None:
+            return  # never started, or stopped already
+        foreign.remove()
+        profiler, self._profiler = self._profiler, None  # None while stepped aside for the program's profiler
         if self.session is not None:
             self.session.discard_stop_hook(self.stop)
         try:
-            if not self._converting:  # else a signal interrupted a conversion: the profiler is mid-step
+            # Not mid-conversion (a signal interrupted one: the profiler is mid-step).
+            if profiler is not None and not self._converting:
                 with _kineto_log_filtered():
                     profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
         finally:
