@@ -61,6 +61,7 @@ class Meta:
     trace_types: tuple[str, ...]
     source: str = ""  # the trace the analyses were tailored to
     source_comment: str = ""  # the same, safe inside an XML comment (no "--")
+    processes: tuple[str, ...] = ()  # a job's process traces, for the README's experiment section
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class TraceFacts:
     classes: frozenset[str]
     devices: tuple[Device, ...]  # by index
     memory_devices: frozenset[int] = frozenset()  # devices with allocations or frees
+    processes: tuple[str, ...] = ()  # a job folder's process traces (folder: role), opened as one experiment
 
 
 # Characters XML 1.0 cannot hold (lone surrogates come from undecodable file names).
@@ -161,7 +163,8 @@ def build(facts: TraceFacts | None = None) -> tuple[Meta, list[Analysis]]:
     major, minor = schema.SCHEMA_VERSION
     source = xml_text(facts.name) if facts else ""
     meta = Meta(GENERATOR_VERSION, f"{major}.{minor}", GENERATOR_VERSION * 1000 + major * 100 + minor,
-                (GENERIC_CTF,), source, comment_text(source))
+                (GENERIC_CTF,), source, comment_text(source),
+                tuple(xml_text(p) for p in facts.processes) if facts else ())
     suffix = f" ({source})" if facts else ""
     activities = (
         Activity(c["kernel_begin"].name, c["kernel_end"].name, "device", "queue", "correlation_id", label_field="name"),
