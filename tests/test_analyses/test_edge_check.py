@@ -254,3 +254,23 @@ def test_forked_workers_ops_in_the_execution_trace_are_said(tmp_path: Path) -> N
     assert "1 DataLoader worker in" in check.notices[0]
     assert "notice:     10 of the execution trace's 40 ops" in edge_check_text(check)
     assert check_edges(trace, _et_of(tmp_path, 300, ["aten::relu"] * 30)).notices == []
+
+
+def test_a_compiled_graphs_call_is_one_op_reading_its_functions_inputs(tmp_path: Path) -> None:
+    from tc_analyses.analyses.edge_check import COMPILED_GRAPH_OP
+
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::randn", [], [_t(1, 100)]),
+        _node(3, "aten::ones", [], [_t(2, 200)]),
+        _node(7, "aten::mm", [_t(3, 150), _t(2, 200)], [_t(4, 300)], parent=6),  # an extern kernel, inside
+        _node(6, "## Call CompiledFxGraph abc ##", [], [], parent=5),
+        _node(5, "CompiledFunction", [_t(1, 100), _t(3, 150)], []),
+        _node(8, "aten::sum", [_t(4, 300)], [_t(5, 400)]),
+        _node(9, "aten::neg", [_t(6, 500)], [_t(7, 600)]),  # a buffer the graph's kernels wrote unseen
+    ]))
+    assert et.names == ["aten::randn", "aten::ones", COMPILED_GRAPH_OP, "aten::sum", "aten::neg"]
+    assert (0, 2) in et.last  # the graph's input, from its CompiledFunction
+    assert (1, 2) in et.last  # read by its inner op
+    assert (2, 3) in et.last  # what its inner op made
+    assert et.allows(2, 4) and et.unseen_write(2, 4)  # no seen op wrote 500: allowed, not required
+    assert not et.allows(0, 4) and not et.unseen_write(3, 4)
