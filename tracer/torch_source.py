@@ -275,6 +275,9 @@ class _Collector:
         self.seq_scope: dict[int, str] = {} if seq_scope is None else seq_scope  # autograd seq -> forward scope
         self.step_marks = step_marks
         self.compiled_inputs: list[Any] = []  # the inputs of the compiled graph being run (CompiledFunction)
+        # The program's record_function scopes (and torch's own: Optimizer.step#..., the DataLoader's
+        # enumerate(DataLoader)#...__next__, whose time is the step's wait for data): begin, end, ptid, name
+        self.annotations: list[tuple[int, int, int, str]] = []
 
     def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
         """Above the outermost aten ops. `backward`: the scope label of the backward function
@@ -312,6 +315,7 @@ class _Collector:
                 return
             elif extra.scope == self.user_scope and not name.startswith("##"):
                 scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+                self.annotations.append((event.start_time_ns, event.end_time_ns, event.start_tid, name))
             if not backward and scope and extra.sequence_number >= 0:
                 self.seq_scope.setdefault(extra.sequence_number, scope)
         elif tag == self.allocation:
@@ -755,6 +759,13 @@ class TorchRecorder:
                 tid = collector.os_tids.get(ptid, ptid)
                 batch.add("step_begin", f"torch-{tid}", begin, step, tid)
                 batch.add("step_end", f"torch-{tid}", end, step, tid)
+            if collector.annotations:
+                cpu = batch.device("cpu")
+                for begin, end, ptid, name in collector.annotations:
+                    tid = collector.os_tids.get(ptid, ptid)
+                    annotation = session.new_annotation_id()
+                    batch.add("annotation_begin", f"torch-{tid}", begin, cpu, tid, annotation, name)
+                    batch.add("annotation_end", f"torch-{tid}", end, cpu, tid, annotation)
             if self._cuda:
                 self._write_gpu(batch, results.events(), collector)
             batch.flush()

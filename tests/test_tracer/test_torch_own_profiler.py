@@ -1,0 +1,74 @@
+"""A program that runs its own torch profiler, and record_function scopes (tracer/torch_foreign.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tc_analyses.reader.fast import read_trace  # noqa: E402
+from tracer.torch_source import TorchRecorder  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _step(model: "torch.nn.Module", x: "torch.Tensor", head: str) -> None:
+    getattr(model(x), head)().sum().backward()
+
+
+def test_recorder_steps_aside_for_the_programs_profiler(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    model = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    with TorchRecorder(str(tmp_path / "trace")) as rec:
+        _step(model, x, "tanh")  # before the block
+        with torch.profiler.profile(record_shapes=True) as prof:
+            with torch.profiler.record_function("user_block"):
+                _step(model, x, "sigmoid")
+        prof.export_chrome_trace(str(tmp_path / "user.json"))
+        with torch.autograd.profiler.profile() as legacy:  # the older API: stepped aside for too
+            _step(model, x, "relu")
+        _step(model, x, "exp")  # after it
+    ops = Counter(read_trace(tmp_path / "trace").table("node_begin").text("op").tolist())
+    assert ops["aten::tanh"] == 1 and ops["aten::exp"] == 1  # before and after are recorded
+    assert ops["aten::sigmoid"] == 0 and ops["aten::relu"] == 0  # inside: in the program's profiles
+    user = {e["name"] for e in json.loads((tmp_path / "user.json").read_text())["traceEvents"]}
+    assert {"user_block", "aten::sigmoid"} <= user  # the program's profile is whole
+    assert any(e.name == "aten::relu" for e in legacy.function_events)
+    assert capfd.readouterr().err.count("started its own torch profiler") == 1
+    assert rec.windows_lost == 0
+
+
+def test_a_scheduled_program_profiler_leaves_its_wait_steps_to_us(tmp_path: Path) -> None:
+    model = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    heads = ["tanh", "sigmoid", "exp"]
+    with TorchRecorder(str(tmp_path / "trace")):
+        schedule = torch.profiler.schedule(wait=1, warmup=0, active=1, repeat=1)
+        with torch.profiler.profile(schedule=schedule) as prof:
+            for head in heads:  # wait (ours), active (the program's), done (ours again)
+                _step(model, x, head)
+                prof.step()
+    ops = Counter(read_trace(tmp_path / "trace").table("node_begin").text("op").tolist())
+    assert ops["aten::tanh"] == 1 and ops["aten::exp"] == 1 and ops["aten::sigmoid"] == 0
+    assert any(e.name == "aten::sigmoid" for e in prof.events())
+
+
+def test_record_function_scopes_are_annotations(tmp_path: Path) -> None:
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TorchRecorder(str(tmp_path / "trace")):
+        for _ in range(2):
+            with torch.profiler.record_function('my <forward> & "loss"'):
+                loss = model(torch.randn(4, 8)).sum()
+            loss.backward()
+            opt.step()
+    trace = read_trace(tmp_path / "trace")
+    names = Counter(trace.table("annotation_begin").text("name").tolist())
+    assert names['my <forward> & "loss"'] == 2
+    assert names["Optimizer.step#SGD.step"] == 2
+    begin, end = trace.table("annotation_begin"), trace.table("annotation_end")
+    assert sorted(begin["annotation_id"].tolist()) == sorted(end["annotation_id"].tolist())
