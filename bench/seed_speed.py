@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from _common import OUT_DIR, Sample, alternate, babeltrace2_dummy, log, timed
-from tc_analyses.app import seed_sections
+from tc_analyses.app.analyze import seed_sections
 from tc_analyses.inputs import TraceInputs
 from tc_analyses.registry import TRACE_KEYS
 from gpu_tracegen import ensure_gpu_trace

@@ -25,7 +25,8 @@ from typing import Any
 
 from _common import log
 
-from tc_analyses import app
+from tc_analyses.app.place import place, verify_plan
+from tc_analyses.app.record import run_recorded
 
 PROGRAMS = ("cnn-train", "transformer-infer", "branchy-mlp")
 STEPS = 12
@@ -58,14 +59,14 @@ def handover_latency_us(samples: int = 200) -> dict[str, float]:
 
 def _program(program: str, work: Path, rounds: int) -> dict[str, Any]:
     base = work / program / "base"
-    if app.run_recorded(base, _command(program), True, torch=False, stdout=sys.stderr).code != 0:
+    if run_recorded(base, _command(program), True, torch=False, stdout=sys.stderr).code != 0:
         raise RuntimeError(f"{program}: the baseline run failed")
-    plan, _ = app.place(base, "cpu:0,cpu:1", work / program / "plan")
-    one, _ = app.place(base, "cpu:0", work / program / "plan1")
+    plan, _ = place(base, "cpu:0,cpu:1", work / program / "plan")
+    one, _ = place(base, "cpu:0", work / program / "plan1")
     pairs = []
     for r in range(rounds):
-        planned, _ = app.verify_plan(work / program / "plan", work / program / f"rerun{r}", _command(program), True, True)
-        sequential, _ = app.verify_plan(work / program / "plan1", work / program / f"seq{r}", _command(program), False, True)
+        planned, _ = verify_plan(work / program / "plan", work / program / f"rerun{r}", _command(program), True, True)
+        sequential, _ = verify_plan(work / program / "plan1", work / program / f"seq{r}", _command(program), False, True)
         pairs.append((planned, sequential))
         log(f"  {program}: round {r + 1}/{rounds}: plan {planned.measured_ns / 1e6:.2f} ms, "
             f"one lane {sequential.measured_ns / 1e6:.2f} ms")

@@ -135,15 +135,15 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
     with absolute clocks, so babeltrace2 and Trace Compass open OUTPUT as one job. Several files
     are converted as Dask tasks (docs/jobs.md), one per file.
     """
-    from tc_analyses import app
+    from tc_analyses.app import imports
     from tc_analyses.export import reports
 
     if len(files) == 1:
-        summary = app.import_kineto(files[0], output, overwrite, _progress)
+        summary = imports.import_kineto(files[0], output, overwrite, _progress)
         click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
         return
-    summaries = app.import_kineto_job(list(files), output, overwrite, _progress,
-                                      {"scheduler": scheduler, "workers": workers, "in_process": in_process})
+    summaries = imports.import_kineto_job(list(files), output, overwrite, _progress,
+                                          {"scheduler": scheduler, "workers": workers, "in_process": in_process})
     if fmt == "json":
         click.echo(reports.to_json_document({"job": str(output), "traces": summaries}), nl=False)
     else:
@@ -161,9 +161,9 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
 @_handle_errors
 def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None) -> None:
     """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue."""
-    from tc_analyses import app
+    from tc_analyses.app import build
 
-    built = app.build_analyses(trace, output, xsd if validate else None, validate)
+    built = build.build_analyses(trace, output, xsd if validate else None, validate)
     for path in built.written.values():
         click.echo(f"wrote {path}")
     for problem in built.problems:
@@ -202,23 +202,24 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
     TRACE may be a job folder (one trace per process, `dfcompass record` of torchrun or
     mp.spawn): each process's trace is then analysed as a Dask task and the answers are put
     side by side, with the top nodes merged over the job."""
-    from tc_analyses import app
+    from tc_analyses.app import build, jobs
+    from tc_analyses.app.analyze import analyze as analyze_trace
     from tc_analyses.inputs import TraceInputs
 
-    app.check_user_xml(xml, xsd)
+    build.check_user_xml(xml, xsd)
     keys = () if no_sections else section_keys or TRACE_KEYS
-    if app.is_job_folder(trace):
+    if jobs.is_job_folder(trace):
         if xml or plots or window or annotation or include_last_step:
             raise ConfigurationError(f"{trace}: a job folder takes the generated analyses, without --xml, --plots "
                                      "or window options; give one process's trace for those")
-        job = app.analyze_job(trace, scheduler=scheduler, workers=workers, in_process=in_process, top=top,
-                              sections=keys, peaks_device=device, cache=cache, progress=_progress)
+        job = jobs.analyze_job(trace, scheduler=scheduler, workers=workers, in_process=in_process, top=top,
+                               sections=keys, peaks_device=device, cache=cache, progress=_progress)
         from tc_analyses.export.reports import to_json_document
 
         click.echo(to_json_document(job.to_json(top)) if fmt == "json" else job.text(top), nl=False)
         return
     inputs = TraceInputs(trace, _progress, _window(window, annotation, include_last_step))
-    result = app.analyze(inputs, xml, top, keys, device, plots, _progress)
+    result = analyze_trace(inputs, xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(details or bool(section_keys)), nl=False)
 
 
@@ -234,12 +235,12 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
            xsd: Path | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
-    from tc_analyses import app
+    from tc_analyses.app import build
 
-    app.check_user_xml(xml, xsd)
-    found = app.states(trace, xml, path_glob, at, _progress)
+    build.check_user_xml(xml, xsd)
+    found = build.states(trace, xml, path_glob, at, _progress)
     if csv_out is not None:
-        click.echo(f"wrote {app.write_states_csv(found, csv_out)} intervals to {csv_out}")
+        click.echo(f"wrote {build.write_states_csv(found, csv_out)} intervals to {csv_out}")
         return
     for row in found:
         click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
@@ -258,10 +259,10 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
          annotation: str | None, include_last_step: bool) -> None:
     """Compare two traces op by op and kernel by kernel: counts and time in CONTROL and TEST (HTA's
     TraceDiff). The window options apply to both traces."""
-    from tc_analyses import app
+    from tc_analyses.app.analysis_commands import diff as diff_traces
     from tc_analyses.export.reports import to_json_document
 
-    result, text = app.diff(control, test, _window(window, annotation, include_last_step), top, output, _progress)
+    result, text = diff_traces(control, test, _window(window, annotation, include_last_step), top, output, _progress)
     click.echo(to_json_document(result.to_json()) if fmt == "json" else text, nl=False)
 
 
@@ -298,12 +299,12 @@ def export_perfetto(trace: Path, output: Path) -> None:
 def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, links_from: Path | None,
                         step_kind: int | None, fmt: str) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
-    from tc_analyses import app
+    from tc_analyses.app import place
     from tc_analyses.export import reports
 
     with _progress("planning", None):  # the search runs for seconds on large graphs
-        result, text = app.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
-                                 links_from=links_from)
+        result, text = place.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
+                                   links_from=links_from)
     click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
                nl=False)
 
@@ -331,13 +332,13 @@ def _analysis_command(key: str) -> None:
     def command(traces: tuple[Path, ...] | Path, output: Path | None, fmt: str, labels: str | None = None, axis: str = "batch",
                 window: str | None = None, annotation: str | None = None, include_last_step: bool = False,
                 **options: Any) -> None:
-        from tc_analyses import app
+        from tc_analyses.app.analysis_commands import run_analysis
         from tc_analyses.export.reports import to_json_document
 
         paths = traces if isinstance(traces, tuple) else (traces,)
         cluster: dict[str, Any] = {k: options.pop(k) for k in ("scheduler", "workers", "in_process") if k in options}
-        ran = app.run_analysis(key, paths, options, output, labels, axis, _progress,
-                               _window(window, annotation, include_last_step), cluster or None)
+        ran = run_analysis(key, paths, options, output, labels, axis, _progress,
+                           _window(window, annotation, include_last_step), cluster or None)
         click.echo(to_json_document(ran.json) if fmt == "json" else ran.text, nl=False)
 
     for param in reversed(analysis.params):
@@ -385,13 +386,14 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
     opens with their roofline and runtime-overhead trajectories. A job folder (one trace per
     process) gets a section per process, each made by a Dask task (docs/jobs.md).
     """
-    from tc_analyses import app
+    from tc_analyses.app import jobs
+    from tc_analyses.app.report import report as report_traces
 
-    if len(traces) == 1 and app.is_job_folder(traces[0]):
-        app.report_job(traces[0], output, devices, device, scheduler=scheduler, workers=workers,
-                       in_process=in_process, cache=cache, progress=_progress)
+    if len(traces) == 1 and jobs.is_job_folder(traces[0]):
+        jobs.report_job(traces[0], output, devices, device, scheduler=scheduler, workers=workers,
+                        in_process=in_process, cache=cache, progress=_progress)
     else:
-        app.report(traces, output, devices, labels, axis, device, _progress)
+        report_traces(traces, output, devices, labels, axis, device, _progress)
     click.echo(f"wrote {output}")
 
 
@@ -410,7 +412,7 @@ def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...])
     DataLoader workers) is traced into JOB/<host>-<pid>/; programs use tracer.node /
     tracer.traced / tracer.step to mark their dataflow, and PyTorch ops are recorded as they run.
     """
-    from tc_analyses.app import run_recorded
+    from tc_analyses.app.record import run_recorded
 
     recorded = run_recorded(output, list(command), overwrite, torch)
     count = len(recorded.traces)
@@ -439,10 +441,10 @@ def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, com
     runs on tracer.graph_program (it reads DFCOMPASS_PLAN); the re-run is recorded into DIR/trace and
     its steps and nodes are compared with the plan's predictions.
     """
-    from tc_analyses import app
+    from tc_analyses.app import place
     from tc_analyses.export import verify_report
 
-    result, text = app.verify_plan(plan, output, list(command), refit, overwrite)
+    result, text = place.verify_plan(plan, output, list(command), refit, overwrite)
     click.echo(verify_report.to_json(result) if fmt == "json" else text + f"\nre-run and comparison: {output.resolve()}\n",
                nl=False)
 
@@ -469,9 +471,9 @@ def demo(output: Path, workload: str, framework: str, steps: int | None) -> None
     The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
     exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
     """
-    from tc_analyses import app
+    from tc_analyses.app.demo import demo as run_demo
 
-    app.demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress, framework)
+    run_demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress, framework)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ runs :func:`report_trace` the same way: each process's HTML section, plots inlin
 * **The intermediate.** Each trace's activity (paired intervals) is kept as Parquet in the cache
   folder (default ``JOB/.dfcompass-cache``, :mod:`tc_analyses.model.activity_store`): written by
   the first run, read by every later one.
+* **What the tasks run.** ``analyze`` and ``report``'s own per-trace work, from
+  :mod:`tc_analyses.app.analyze` and :mod:`tc_analyses.app.report`; the commands that send work
+  here (:mod:`tc_analyses.app.jobs`, :mod:`~tc_analyses.app.imports`, the job analyses of
+  :mod:`~tc_analyses.app.analysis_commands`) are never imported back.
 """
 
 from __future__ import annotations
@@ -77,12 +81,12 @@ _ALL_NODES = 1_000_000_000
 def run_trace(task: TraceTask) -> TraceAnswer:
     """The analyze result of one trace (this runs on a worker). Errors come back as text: a
     dfcompass error names the trace and its problem, and the client reports it as it is."""
-    from tc_analyses import app
+    from tc_analyses.app.analyze import analyze
 
     document, error, source, node_times = None, "", "", []
     try:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
-        document = json.loads(app.analyze(inputs, (), _ALL_NODES, task.sections, task.peaks_device, None).json())
+        document = json.loads(analyze(inputs, (), _ALL_NODES, task.sections, task.peaks_device, None).json())
         # the top nodes are sorted already: the trace's own --top is their first rows
         node_times, document["top_nodes"] = document["top_nodes"], document["top_nodes"][:task.top]
         source = inputs.activity_from
@@ -276,27 +280,6 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
     return analysis
 
 
-# ----------------------------------------------------------------------------------- the import
-@dataclass(frozen=True)
-class ImportTask:
-    """One Kineto file of a job to convert, as it is sent to a worker."""
-
-    file: str
-    output: str
-    overwrite: bool
-
-
-def import_file(task: ImportTask) -> tuple[Any, str, int]:
-    """Convert one Kineto file on a worker: (its ImportSummary, "", 0), or (None, the one-line
-    error, its exit code)."""
-    from tc_analyses import app
-
-    try:
-        return app.import_kineto(Path(task.file), Path(task.output), task.overwrite), "", 0
-    except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
-        return None, failure(exc), exc.exit_code if isinstance(exc, DfcompassError) else 1
-
-
 # ----------------------------------------------------------------------------------- the report
 @dataclass(frozen=True)
 class ReportTask:
@@ -312,13 +295,13 @@ class ReportTask:
 def report_trace(task: ReportTask) -> Any:
     """The report section of one trace (this runs on a worker; its plots are drawn in a scratch
     folder there and inlined): a ``Section`` of text and SVG, which is all that goes back."""
-    from tc_analyses import app
+    from tc_analyses.app.report import report_section
     from tc_analyses.export.html_report import Block, Section
 
     try:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
-            section, _ = app.report_section(inputs, Path(work), task.devices, task.peaks_device)
+            section, _ = report_section(inputs, Path(work), task.devices, task.peaks_device)
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
         section = Section(task.path, [Block("Not analysed", failure(exc) + "\n")])
     section.title = _report_title(task)

@@ -75,12 +75,12 @@ def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], obj
         src.write_bytes(mutate(seed))
         return src, lambda: import_kineto(src, workdir / f"kineto{seed}-out")
     if kind == "xml":
-        from tc_analyses import app
+        from tc_analyses.app import build
 
         name, data = _xml_source(seed)
         xml = workdir / f"{seed}-{name}"
         xml.write_bytes(mutate_xml(data, seed))
-        return xml, lambda: list(app.states(TRACE, [xml], "*", None))
+        return xml, lambda: list(build.states(TRACE, [xml], "*", None))
     raise ValueError(f"unknown fuzz kind {kind!r}")
 
 

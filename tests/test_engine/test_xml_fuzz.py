@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tc_analyses import app
+from tc_analyses.app import build
 from tc_analyses.errors import DfcompassError
 from tc_analyses.export.tracecompass.render import render_xml
 from tc_analyses.inputs import TraceInputs
@@ -25,7 +25,7 @@ def test_damaged_xml_runs_or_fails_with_one_line(tmp_path: Path) -> None:
         xml = tmp_path / f"{seed}-{name}"
         xml.write_bytes(mutate_xml(data, seed))
         try:
-            list(app.states(TRACE, [xml], "*", None))
+            list(build.states(TRACE, [xml], "*", None))
             outcomes["ran"] += 1
         except DfcompassError as exc:
             message = str(exc)

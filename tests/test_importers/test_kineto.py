@@ -618,7 +618,7 @@ def test_real_collectives_one_per_c10d_op(real: Callable[[str], Any]) -> None:
 @pytest.mark.shared
 def test_two_imported_ranks_join_until_their_files_disagree(kineto_dir: Path, tmp_path: Path) -> None:
     from tc_analyses.analyses import ranks
-    from tc_analyses.app import import_kineto_job
+    from tc_analyses.app.imports import import_kineto_job
     from tc_analyses.inputs import JobInputs
 
     files = sorted((kineto_dir / "hta-sampled-2rank").glob("*.json.gz"))

@@ -1,0 +1,71 @@
+"""``dfcompass build-analyses`` and ``dfcompass states``: the Trace Compass XML analyses written,
+and the intervals of their state systems; and the schema check of the user's own XML (``analyze
+--xml`` and ``states``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from tc_analyses.errors import ConfigurationError
+from tc_analyses.inputs import Progress, TraceInputs, no_progress
+
+
+@dataclass
+class Built:
+    """What ``build-analyses`` wrote, and what the XSD and the lint found wrong in it."""
+
+    written: dict[str, Path]
+    problems: list[str]
+    xml_files: int
+
+
+def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate: bool) -> Built:
+    """Write the Trace Compass analyses for `trace` (or the whole catalogue) into `output`; with
+    `validate`, check every XML file against Trace Compass's XSD (found from `xsd`) and the lint."""
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.validate import check_files, find_xsd
+
+    schema = find_xsd(xsd) if validate else None  # a missing schema is reported before anything is written
+    written = write_output(output, TraceInputs(trace).facts if trace is not None else None)
+    xml = sorted(p for k, p in written.items() if k.startswith("xml/"))
+    return Built(written, check_files(xml, schema) if schema is not None else [], len(xml))
+
+
+def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None,
+           progress: Progress = no_progress) -> Iterator[Any]:
+    """The intervals of the XML analyses' state systems whose path matches `path_glob` (at time
+    `at`), as rows made one at a time (a state system can hold millions of intervals)."""
+    from tc_analyses.analyses.states import iter_rows
+
+    return iter_rows(TraceInputs(trace, progress).built(xml), path_glob, at)
+
+
+def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
+    """Write `rows` as analysis,path,start,end,value (the analysis id tells apart the state systems
+    of several analyses, such as latency.xml's patterns); the number of rows written."""
+    import csv
+
+    count = 0
+    with open(csv_out, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["analysis", "path", "start", "end", "value"])
+        for row in rows:
+            writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
+            count += 1
+    return count
+
+
+def check_user_xml(xml: Sequence[Path], xsd: Path | None) -> None:
+    """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""
+    from tc_analyses.export.tracecompass.validate import ENV, find_xsd, load_schema, validate_xsd
+
+    if not xml or (xsd is None and not os.environ.get(ENV, "").strip()):
+        return  # no schema at hand: the engine still names the element and line of what it refuses
+    schema = load_schema(find_xsd(xsd))
+    problems = [problem for path in xml for problem in validate_xsd(path, schema)]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigurationError(f"{problems[0]}{more}")

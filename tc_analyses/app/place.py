@@ -1,0 +1,149 @@
+"""``dfcompass recommend-placement`` and ``dfcompass verify``: a placement of a trace's nodes on
+devices, with its plan, report and views; and the program re-run under the plan, compared."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tc_analyses.app.record import run_recorded
+from tc_analyses.errors import ConfigurationError, DfcompassError
+from tc_analyses.inputs import JobInputs, TraceInputs
+
+if TYPE_CHECKING:
+    from tc_analyses.analyses.placement.recommend import Recommendation
+
+
+def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | None = None,
+          algorithm: str = "auto", step_kind: int | None = None,
+          links_from: Path | None = None) -> tuple[Recommendation, str]:
+    """Recommend a placement and write OUTPUT/{plan.json, report.txt, predicted/, views/, graph.*}.
+
+    INPUT is a trace directory (read through `inputs` when given) or a node-link JSON graph file.
+    `links_from`: a job folder whose measured transfer cost between processes sets the links
+    between devices of different hosts.
+    """
+    from tc_analyses.perf.devices import parse_devices
+    from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
+    from tc_analyses.analyses.placement.recommend import problem_from_trace, recommend
+    from tc_analyses.export import reports
+    from tc_analyses.export.placement_views import write_plan, write_plan_graph, write_predicted_trace
+    from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import trace_facts
+    from tc_analyses.model.step_inference import infer_steps, with_steps
+    from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
+
+    parsed = parse_devices(devices)
+    graph = trace = activity = None
+    notices: list[str] = []
+    kind_text: str | None = None
+    if input_path.is_dir():
+        inputs = inputs if inputs is not None else TraceInputs(input_path)
+        graph, trace, activity = inputs.graph, inputs.trace, inputs.activity
+        if not activity.steps and (inferred := infer_steps(activity)) is not None:
+            # No step marks: plan one iteration of the loop, not set-up and warm-up folded together.
+            activity = with_steps(activity, inferred)
+            notices.append(inferred.describe())
+        # One graph per kind of step, warm-up left out: ops of steps that never ran together
+        # (inference and training, two models) are not overlapped.
+        try:
+            graph, kind = graph_of_kind(trace, activity, step_kind)
+        except ValueError as exc:
+            raise ConfigurationError(f"{input_path}: {exc}") from None
+        if kind is not None:
+            others = len(step_kinds(activity)) - 1
+            kind_text = kind.label + (f"; {others} other kind(s): --step-kind N" if others else "")
+        elif step_kind is not None:
+            raise ConfigurationError(f"{input_path}: --step-kind {step_kind}: the trace has no steps")
+        links = None
+        if links_from is not None:
+            links, notice = job_links(links_from, parsed)
+            notices.append(notice)
+        problem = problem_from_trace(activity, graph, parsed, links)
+    elif input_path.is_file():
+        if links_from is not None:
+            raise ConfigurationError("--links-from: a graph file sets its own links (graph.links); give a trace")
+        problem = problem_from_graph_file(input_path, parsed)
+    else:
+        raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
+    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text)
+    output.mkdir(parents=True, exist_ok=True)
+    write_plan(output, reports.to_json(result), len(problem.tasks))
+    text = reports.placement_text(result)
+    (output / "report.txt").write_text(text)
+    start = int(min(trace.table("node_begin")["timestamp"])) if trace is not None else 1_000
+    offset = trace.metadata.clock_offset_ns if trace is not None else 0
+    predicted_trace = write_predicted_trace(output / "predicted", problem, predicted, start, offset)
+    write_output(output / "views", trace_facts(predicted_trace))
+    if graph is not None:
+        write_plan_graph(output, graph, predicted)
+    return result, text
+
+
+def job_links(job: Path, devices: Sequence[Any]) -> tuple[dict[tuple[str, str], Any], str]:
+    """The transfer cost measured between `job`'s processes, for every pair of `devices` on
+    different hosts; and the notice that says so (with how well it predicted held-out transfers)."""
+    from tc_analyses.analyses.ranks import analyse
+
+    pairs = [(a.name, b.name) for a in devices for b in devices if a.host != b.host]
+    if not pairs:
+        raise ConfigurationError(f"--links-from {job}: every device is on one host; name devices of other hosts "
+                                 "(hostB:cpu, hostB:cuda:0) for the measured link to apply")
+    fit = analyse(JobInputs(job)).link
+    if fit is None or fit.link is None:
+        raise DfcompassError(f"{job}: no transfer cost could be fitted (it needs collectives of two sizes or more "
+                             "with their backend spans)")
+    link = fit.link
+    checked = (f", {fit.error_median:.0%} median error on {fit.held_out} held-out transfers"
+               if fit.error_median is not None else "")
+    notice = (f"transfers between hosts use the cost measured in {job}: {link.latency_ns / 1e3:.1f} us + bytes at "
+              f"{link.bytes_per_ns:.3g} GB/s{checked}" + (" (measured between processes of one host)" if fit.hosts <= 1 else ""))
+    return {pair: link for pair in pairs}, notice
+
+
+def _stderr_file() -> Any:
+    """sys.stderr when it is a real file a child process can write to, else DEVNULL (a captured stream)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both an OSError and a ValueError
+        return subprocess.DEVNULL
+    return sys.stderr
+
+
+def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, overwrite: bool) -> tuple[Any, str]:
+    """Re-run `command` under the plan (a plan.json, or the folder recommend-placement wrote) into
+    OUTPUT/trace and compare: OUTPUT/{verify.txt, verify.json, verify.png, verify.svg}."""
+    import json
+
+    from tc_analyses.analyses.placement.verify import verify
+    from tc_analyses.export import verify_report
+    from tracer.graph_program import PLAN_ENV, Plan, PlanError, plan_file_in, read_plan_file
+
+    plan_file = plan_file_in(plan_path) if plan_path.is_dir() else plan_path
+    try:
+        plan = read_plan_file(plan_file)
+    except (OSError, EOFError) as exc:
+        raise ConfigurationError(f"{plan_file}: cannot read the plan ({getattr(exc, 'strerror', None) or exc})") from None
+    except ValueError as exc:
+        raise ConfigurationError(f"{plan_file}: not JSON ({exc})") from None
+    try:  # what the program will read, checked before it runs
+        Plan.load(plan_file)
+    except PlanError as exc:
+        raise ConfigurationError(str(exc)) from None
+    if not isinstance(plan.get("predicted_makespan_ns"), int):
+        raise ConfigurationError(f"{plan_file}: not a placement plan (no predicted_makespan_ns)")
+    trace = output / "trace"
+    # The program's output goes to stderr: stdout carries only the comparison (--format json).
+    code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},
+                        stdout=_stderr_file()).code
+    if code != 0:
+        raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the plan; its trace is in {trace}")
+    inputs = TraceInputs(trace)
+    result = verify(plan, str(plan_file), inputs.activity, inputs.graph, refit)
+    text = verify_report.text(result)
+    (output / "verify.txt").write_text(text, encoding="utf-8")
+    (output / "verify.json").write_text(verify_report.to_json(result), encoding="utf-8")
+    verify_report.plots(result, output)
+    return result, text

@@ -1,0 +1,105 @@
+"""``dfcompass record``: a program run with recording on, every Python process of it traced into
+the job folder; and the embedded workloads, which record themselves (``demo``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from tc_analyses.errors import ConfigurationError, DfcompassError
+from tracer.job import JOB_ENV
+
+
+def _package_root() -> str:
+    import tracer
+
+    return str(Path(tracer.__file__).resolve().parent.parent)
+
+
+@dataclass
+class Recorded:
+    """What ``dfcompass record`` left: the program's exit code and the job's process traces."""
+
+    code: int
+    job: Path
+    traces: list[Any]  # tc_analyses.reader.job.ProcessTrace, one per recorded process
+
+    def warning(self) -> str | None:
+        """Why the user should doubt this job: nothing recorded at all, or no node anywhere."""
+        if any(t.has_nodes() for t in self.traces):
+            return None
+        return (f"{self.job}: {len(self.traces)} process trace(s) but no dataflow node in any: if the work ran "
+                "in child processes, they were not recorded (not Python, started with a cleared environment, "
+                "or DFCOMPASS_FOLLOW=0)")
+
+
+def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
+                 extra_env: Mapping[str, str] | None = None, stdout: Any = None) -> Recorded:
+    """Run `command` with dfcompass recording the job into the folder `output`.
+
+    Every Python process of the job writes ``output/<host>-<pid>/`` (tracer/job.py). `torch=False`
+    leaves PyTorch's profiler off (programs that record their own nodes, such as graph programs,
+    would otherwise get every aten op twice); `extra_env` is added to the environment; `stdout`
+    redirects the program's standard output (None: inherited)."""
+    from tc_analyses.reader.job import job_traces
+    from tracer import job
+    from tracer.clock import OFFSET_ENV, measure_wall_offset_ns
+
+    old = job_traces(output) if output.is_dir() else []
+    if old and not overwrite:
+        raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
+    for trace in old:  # only trace folders go: anything else the user keeps there stays
+        shutil.rmtree(trace.path)
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
+        command = [sys.executable, *command[1:]]
+    autostart = str(Path(_package_root()) / "tracer" / "_autostart")
+    env = dict(os.environ)
+    env[job.JOB_ENV] = str(output.resolve())
+    env[OFFSET_ENV] = str(measure_wall_offset_ns())  # one time base for the processes of this host
+    if not torch:
+        env[job.TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
+    env.update(extra_env or {})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
+    from tc_analyses.child_process import run_child
+
+    try:
+        code = run_child(command, env, stdout)
+    except FileNotFoundError:
+        raise ConfigurationError(f"{command[0]}: command not found") from None
+    traces = job_traces(output) if output.is_dir() else []
+    if not traces:
+        raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
+                             "interpreter that could import dfcompass's tracer")
+    return Recorded(code, output, traces)
+
+
+def record_torch_workload(trace: Path, args: list[str]) -> int:
+    """Record the embedded torch workload into `trace` (it records itself); its exit code."""
+    return _record_workload("torch", "tracer.workloads.torch_models", trace, args,
+                            "the torch demo workload needs torch (pip install torch==2.13.0); "
+                            "or run: dfcompass demo --workload pipeline")
+
+
+def record_tf_workload(trace: Path, args: list[str]) -> int:
+    """Record the embedded Keras CNN into `trace` (it records itself with TFRecorder); its exit code."""
+    return _record_workload("tensorflow", "tracer.workloads.tf_models", trace, args,
+                            "the TensorFlow demo workload needs tensorflow: pip install -e '.[tf]'")
+
+
+def _record_workload(package: str, module: str, trace: Path, args: list[str], missing: str) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        raise ConfigurationError(missing)
+    env = dict(os.environ)
+    env.pop(JOB_ENV, None)  # the workload records itself: no autostarted session beside it
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
+    return subprocess.run(command, env=env).returncode
