@@ -172,6 +172,9 @@ def _not_ranked(job: Any, ranks: int) -> str:
 
     from tc_analyses.reader.job import plural, roles
 
+    if len(job.processes) < 2:
+        return (f"{job.path}: one process trace; comparing ranks needs a job of two or more "
+                "(dfcompass record -o JOB -- torchrun ...)")
     counts = Counter(roles(job.processes).values())
     held = ", ".join(plural(role, n) for role, n in sorted(counts.items()))
     what = "no rank" if ranks == 0 else "one rank"

@@ -140,6 +140,9 @@ def nothing_to_analyse(path: str | Path) -> str:
         info = run(path, "fast")
     except DfcompassError as exc:  # not ours, or damaged: that is the problem to report
         return str(exc)
+    if not info.events:
+        return (f"{info.path}: the trace is empty: no events were recorded (a program killed before its first "
+                "event, or one that traced nothing)")
     held = {name.removeprefix("dfc:"): count for name, count in info.events_per_class.items() if count}
     listed = ", ".join(f"{count} {name}" for name, count in sorted(held.items(), key=lambda kv: -kv[1])[:5])
     cause = next((text for names, text in _NO_OP_CAUSES if names & set(held)), None)

@@ -49,12 +49,35 @@ def job_traces(root: str | Path) -> list[ProcessTrace]:
     """The process traces at or below `root`, ordered by rank, then host and pid (numerically)."""
     found = []
     for path in find_traces(root):
-        env = read_metadata(path).env
+        meta = read_metadata(path)
+        env = meta.env
         rank = _int(env.get("rank", env.get("kineto_rank")))
+        if rank is None:
+            rank = _recorded_rank(path, meta.uuid)
         found.append(ProcessTrace(path, str(env.get("hostname", "")), _int(env.get("pid")), rank,
                                   _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)),
                                   str(env.get(schema.ENV_PROCESS_ROLE, ""))))
     return sorted(found, key=lambda t: (t.rank is None, t.rank or 0, t.host, t.pid or 0, str(t.path)))
+
+
+def _recorded_rank(path: Path, uuid: str) -> int | None:
+    """The rank from the trace's dfc:process_rank event (torch.distributed was initialised without a
+    launcher's RANK: mp.spawn), read from that one small stream file, not the whole trace."""
+    import uuid as uuid_mod
+
+    from tc_analyses.errors import TraceError
+    from tc_analyses.reader.fast import read_stream
+
+    prefix = schema.BY_SHORT["process_rank"].short
+    for stream in sorted(p for p in path.iterdir() if p.name.startswith(prefix) and p.is_file()):
+        try:
+            _, _, chunks = read_stream(stream, uuid_mod.UUID(uuid).bytes if uuid else None)
+        except (TraceError, OSError, ValueError):
+            return None  # a damaged stream: the commands that read the trace say so
+        for records in chunks:
+            if len(records):
+                return int(records["rank"][0])
+    return None
 
 
 # The roles of a job's processes, as said to users.
