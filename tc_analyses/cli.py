@@ -53,6 +53,25 @@ def _job_options(func: F | None = None, cache: bool = True) -> Any:
     return func
 
 
+def _process_option(command: F) -> F:
+    """--process: which process of a job folder a one-trace command reads."""
+    return click.option("--process", metavar="main|rank N|PID", default=None,
+                        help="A job folder (dfcompass record of a program with workers or ranks): the process to "
+                             "read; default: the main one (rank 0, else the process record started). "
+                             "A PID or a process folder's name picks any other.")(command)
+
+
+def _one_process(path: Path, process: str | None) -> Path:
+    """The trace a one-trace command reads at `path`: in a job folder the main process (or
+    `process`), said in one line on stderr."""
+    from tc_analyses.reader.job import choose_process
+
+    chosen = choose_process(path, process)
+    if chosen.notice:
+        click.echo(f"dfcompass: {chosen.notice}", err=True)
+    return chosen.path
+
+
 def _window(window: str | None, annotation: str | None, include_last_step: bool) -> Any:
     from tc_analyses.model.window import Window
 
@@ -90,14 +109,16 @@ def info(trace: Path, fmt: str, reader: str) -> None:
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.argument("execution_trace", type=click.Path(path_type=Path))
 @_FORMAT
+@_process_option
 @_handle_errors
-def check_edges(trace: Path, execution_trace: Path, fmt: str) -> None:
+def check_edges(trace: Path, execution_trace: Path, fmt: str, process: str | None) -> None:
     """Check TRACE's tensor edges against PyTorch's EXECUTION_TRACE of the same run (precision, recall)."""
     from tc_analyses.analyses.edge_check import check_edges as check
     from tc_analyses.export import reports
 
     if not execution_trace.is_file():
         raise ConfigurationError(f"{execution_trace}: no such execution trace file")
+    trace = _one_process(trace, process)
     with _progress("reading the execution trace", execution_trace.stat().st_size, "bytes") as advance:
         result = check(trace, execution_trace, advance)
     click.echo(reports.to_json(result) if fmt == "json" else reports.edge_check_text(result), nl=False)
@@ -158,12 +179,19 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
 @click.option("--xsd", type=click.Path(path_type=Path),
               help="Trace Compass's xmlDefinition.xsd, its folder, or a Trace Compass installation to find it in "
                    "(default: $DFCOMPASS_TRACECOMPASS_XSD).")
+@_process_option
 @_handle_errors
-def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None) -> None:
-    """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue."""
-    from tc_analyses.app import build
+def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None, process: str | None) -> None:
+    """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue.
 
-    built = build.build_analyses(trace, output, xsd if validate else None, validate)
+    TRACE may be a job folder: the analyses then fit every process's events, and the README says
+    how to open the folder's traces as one Trace Compass experiment (--process: one process only)."""
+    from tc_analyses.app import build, jobs
+
+    job = trace is not None and process is None and jobs.is_job_folder(trace)
+    if trace is not None and not job:
+        trace = _one_process(trace, process)
+    built = build.build_analyses(trace, output, xsd if validate else None, validate, job=job)
     for path in built.written.values():
         click.echo(f"wrote {path}")
     for problem in built.problems:
@@ -231,11 +259,14 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 @click.option("--at", type=int, help="Only the state at this time (ns, trace clock).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="Write path,start,end,value to this CSV file.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check the XML files against Trace Compass's XSD first.")
+@_process_option
 @_handle_errors
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
-           xsd: Path | None) -> None:
+           xsd: Path | None, process: str | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
     from tc_analyses.app import build
+
+    trace = _one_process(trace, process)
 
     build.check_user_xml(xml, xsd)
     found = build.states(trace, xml, path_glob, at, _progress)
@@ -295,13 +326,17 @@ def export_perfetto(trace: Path, output: Path) -> None:
 @click.option("--step-kind", type=click.IntRange(0), default=None,
               help="Plan this kind of step (0: the one with the most steps, then the most time; the report lists them).")
 @_FORMAT
+@_process_option
 @_handle_errors
 def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, links_from: Path | None,
-                        step_kind: int | None, fmt: str) -> None:
-    """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, or a node-link JSON graph)."""
+                        step_kind: int | None, fmt: str, process: str | None) -> None:
+    """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, a job folder's main process,
+    or a node-link JSON graph)."""
     from tc_analyses.app import place
     from tc_analyses.export import reports
 
+    if input_path.is_dir():
+        input_path = _one_process(input_path, process)
     with _progress("planning", None):  # the search runs for seconds on large graphs
         result, text = place.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
                                    links_from=links_from)
@@ -336,6 +371,9 @@ def _analysis_command(key: str) -> None:
         from tc_analyses.export.reports import to_json_document
 
         paths = traces if isinstance(traces, tuple) else (traces,)
+        if not analysis.job:  # a job folder's main process (or --process)
+            process = options.pop("process", None)
+            paths = tuple(_one_process(path, process) for path in paths)
         cluster: dict[str, Any] = {k: options.pop(k) for k in ("scheduler", "workers", "in_process") if k in options}
         ran = run_analysis(key, paths, options, output, labels, axis, _progress,
                            _window(window, annotation, include_last_step), cluster or None)
@@ -354,7 +392,7 @@ def _analysis_command(key: str) -> None:
         command = click.argument("traces", metavar="JOB" if analysis.job else "TRACE",
                                  type=click.Path(path_type=Path))(command)
     if not analysis.job:
-        command = _window_options(command)
+        command = _window_options(_process_option(command))
     else:
         command = _job_options(command, cache=False)
     command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),

@@ -22,14 +22,17 @@ class Built:
     xml_files: int
 
 
-def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate: bool) -> Built:
+def build_analyses(trace: Path | None, output: Path, xsd: Path | None, validate: bool, job: bool = False) -> Built:
     """Write the Trace Compass analyses for `trace` (or the whole catalogue) into `output`; with
-    `validate`, check every XML file against Trace Compass's XSD (found from `xsd`) and the lint."""
+    `validate`, check every XML file against Trace Compass's XSD (found from `xsd`) and the lint.
+    With `job`, `trace` is a job folder: the analyses fit all its processes, opened as one experiment."""
     from tc_analyses.export.tracecompass import write_output
+    from tc_analyses.export.tracecompass.facts import job_facts
     from tc_analyses.export.tracecompass.validate import check_files, find_xsd
 
     schema = find_xsd(xsd) if validate else None  # a missing schema is reported before anything is written
-    written = write_output(output, TraceInputs(trace).facts if trace is not None else None)
+    facts = None if trace is None else job_facts(trace) if job else TraceInputs(trace).facts
+    written = write_output(output, facts)
     xml = sorted(p for k, p in written.items() if k.startswith("xml/"))
     return Built(written, check_files(xml, schema) if schema is not None else [], len(xml))
 

@@ -68,6 +68,12 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
+    if activity is not None:
+        from tc_analyses.analyses.data_loading import of_job
+
+        loading = of_job(input_path, activity)
+        if loading is not None:  # the plan moves the main process's ops; it cannot shorten this wait
+            notices.append(loading.text())
     result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text)
     output.mkdir(parents=True, exist_ok=True)
     write_plan(output, reports.to_json(result), len(problem.tasks))

@@ -29,7 +29,8 @@ from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
                                                      LaneSummary, PlannedOp, StreamPlan, SyncEdge)
-from tc_analyses.analyses.result import Inputs, Options, Result
+from tc_analyses.analyses import data_loading
+from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 
 
 __all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary",
@@ -41,4 +42,8 @@ def run(inputs: Inputs, options: Options) -> Result:
     ``["max_streams"]`` and ``["sync_ns"]`` as :func:`plan_trace` takes them (None = default)."""
     plan = plan_trace(inputs.trace, device=options["device"], max_streams=options["max_streams"],
                       sync_ns=options["sync_ns"], graph=inputs.graph, activity=inputs.activity)
-    return Result("parallelism", plan.source, plan, plan.findings)
+    findings = plan.findings
+    loading = data_loading.of_job(inputs.path, inputs.activity)
+    if loading is not None:  # a plan that ignores a loader-bound step is a wrong plan: say it beside
+        findings = findings + (Finding("data_loading", loading.wait_ns, loading.text()),)
+    return Result("parallelism", plan.source, plan, findings)
