@@ -141,7 +141,7 @@ def _same_kind(written: str, read: str) -> bool:
 
 _DTYPE = re.compile(r"Tensor\(([^()]*(?:\([^)]*\))?)\)")
 _UNDEFINED = "nullptr"  # an undefined tensor (an absent grad_input, weight=None): no buffer
-# The same ops as tracer.torch_source.FRESH_INPUT_OPS, written out here: the reference graph uses
+# The same ops as tracer.torch_edges.FRESH_INPUT_OPS, written out here: the reference graph uses
 # nothing of the recorder it checks.
 FRESH_INPUT_OPS = frozenset({"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"})
 

@@ -233,7 +233,7 @@ def test_no_memory_events_and_no_copies_is_an_error(tmp_path: Path) -> None:
     ("", "Unknown"),
 ])
 def test_copy_kind_names(name: str, value: str) -> None:
-    # The Kineto importer and the PyTorch source (torch_source._write_gpu) share this parser.
+    # The Kineto importer and the PyTorch source (torch_gpu.write_gpu) share this parser.
     assert copy_kind_of(name) == copy_kind(name) == value
 
 

@@ -154,7 +154,7 @@ def _empty_beside_resized() -> Any:
 # Every last-writer edge must be found for these kinds. The tensors inside a list of optional
 # tensors (index's and index_put_'s indices), which the profiler does not describe, are read
 # through the op's inner ops. A sparse tensor (no data pointer) is known by its TensorImpl address
-# (tracer.torch_source._SparseTensors).
+# (tracer.torch_edges._SparseTensors).
 FULL_RECALL = {"zero-size": _zero_size, "views of views": _views_of_views, "foreach optimizer": _foreach_optimizer,
                "outside any op": _outside_any_op, "arange and randperm": _arange_randperm,
                "empty beside resized": _empty_beside_resized, "index_put_": _index_put,

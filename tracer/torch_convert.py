@@ -1,0 +1,217 @@
+"""PyTorch window conversion, CPU side: each window's nodes, exact edges, collectives and memory.
+
+* **Nodes** (:mod:`tracer.torch_events`) become ``dfc:node_begin``, ``dfc:node_args`` (input
+  shapes and dtypes) and ``dfc:node_end`` on their OS thread.
+* **Edges**: each read links to the last writer of its storage, by the rule of
+  :mod:`tracer.torch_edges`; the writes of live storages carry over to the next window.
+* **Collectives**: ``c10d::`` ops (all_reduce, broadcast, barrier, send/recv...) are nodes with a
+  ``dfc:collective`` event: kind, bytes, and ``seq``, the op's place in this process's issue
+  order, which is the same on every rank (ranks must issue collectives in one order). The
+  profiler does not name the process group, so ``group`` is empty and ``seq`` counts the
+  collectives of all groups together. The backend's communication spans (``gloo:*`` on its worker
+  threads) are nodes too. ``dfc:process_rank`` gives rank, world size and backend once
+  ``torch.distributed`` is initialised.
+* **Memory**: every allocation and free with bytes in use per device.
+
+GPU activity is converted by :mod:`tracer.torch_gpu`; the recorder (:mod:`tracer.torch_source`)
+runs both on each window.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from tracer.batch import Batch
+from tracer.collectives import collective_kind
+from tracer.torch_edges import (FRESH_INPUT_OPS, _freed_between, _is_sparse, _made_outside_ops, _record_write,
+                                _SparseTensors, _StorageWrites, _Writes)
+from tracer.torch_events import _Collector, _Node, _tensors
+
+_MAX_REBOUND = 100_000
+
+
+class _WindowWriter:
+    """Writes each window's nodes, edges, collectives, rank and memory into a batch, and holds what
+    outlives a window: each live tensor's last writer, the collectives issued so far, the rank."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._writes = _Writes(torch)
+        self._itemsize: dict[Any, int] = {}
+        self._args_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
+        # Outlive one window: each live tensor's last writer.
+        self._carried: dict[int, tuple[int, int, int]] = {}  # storage ptr -> (node id, device, trace tensor)
+        self._fresh: set[int] = set()  # trace tensor ids of buffers made outside any op (_made_outside_ops)
+        self._sparse = _SparseTensors()
+        # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
+        # first read shows which storage: what set_ binds comes from outside any op.
+        self._rebound: dict[int, tuple[int, tuple[int, int, int], int]] = {}  # ... and the window it was in
+        self._collectives = 0  # c10d ops issued so far: the next one's seq
+        self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
+        self._rank_written = False
+        self.nodes_recorded = 0
+        self.edges_recorded = 0
+
+    def nbytes(self, meta: Any) -> int:
+        """The bytes of a tensor (the profiler's tensor metadata): its sizes times its dtype's item size."""
+        size = self._itemsize.get(meta.dtype)
+        if size is None:
+            size = self._itemsize[meta.dtype] = self._torch.empty((), dtype=meta.dtype).element_size()
+        count = 1
+        for dim in meta.sizes:
+            count *= dim
+        return count * size
+
+    def write_nodes(self, batch: Batch, collector: _Collector, window: int) -> None:
+        """Nodes and their exact input edges; see :mod:`tracer.torch_edges` for the writer rule.
+
+        A tensor is known by its storage pointer, not by the profiler's TensorID: the profiler gives
+        one id to every tensor that ever had a null data pointer (empty and sparse tensors, and
+        outputs made empty and then resized, such as arange's and randperm's), so ids would join
+        unrelated ops. A write is an allocation inside the op that it outlives, or an argument the
+        op's schema marks as written; a read takes the last write of its storage unless that storage
+        was freed in between. A tensor with no data pointer (sparse, zero-size) has no identity
+        here: it gets no edge rather than a false one. Writes carry over to the next window in
+        ``self._carried``, unless the storage is freed before the read. `window`: how many windows
+        were written before this one.
+        """
+        session = batch.session
+        # storage ptr -> its writes in time order: (time, (node id, device, trace tensor id)). Nodes are
+        # visited by start time, but a write is dated by its allocation, which may come later than
+        # the start of an op on another thread that read the same address before it was reused.
+        writes: dict[int, _StorageWrites] = {}
+        # storage ptr -> times it was freed or allocated, in order: either ends what was written there
+        # before (an allocation also where its free was not seen: in a gap between windows, or
+        # on a thread the profiler does not cover).
+        frees: dict[int, list[int]] = {}
+        for ts, _ptid, _device, ptr, size, _total in collector.memory:
+            if size:
+                frees.setdefault(ptr, []).append(ts)
+        for times in frees.values():
+            times.sort()
+        carried = self._carried
+        for ptr, entry in carried.items():
+            writes[ptr] = _StorageWrites([-1], [entry])  # written before this window
+        for node in sorted(collector.nodes, key=lambda n: (n.start, n.ptid)):
+            tid = collector.os_tids.get(node.ptid, node.ptid)
+            key = f"torch-{tid}"
+            tensors = [_tensors(v) for v in node.inputs]
+            device_name = next((str(t[0].device) for t in tensors if t), node.device)
+            device = batch.device(device_name)
+            node_id = session.new_node_id()
+            batch.add("node_begin", key, node.start, node_id, node.op, node.name, device, tid, node.step)
+            batch.add("node_args", key, node.start, node_id, *self._args_text(tensors))
+            kind = collective_kind(node.op)
+            if kind is not None:
+                self._write_collective(batch, key, node, node_id, kind, tensors)
+            # A buffer made outside any op enters the graph at the op that takes it: read from no op.
+            outside = _made_outside_ops(writes, frees, node.start, tensors[0], self._fresh) if (
+                node.op in FRESH_INPUT_OPS and tensors) else []
+            seen: set[int] = set(outside)
+            # Its own inputs, read at its start; then its inner ops' inputs, read when those run
+            # (a buffer freed and reused inside the op is then not taken for an input).
+            reads = [(node.start, meta) for metas in tensors for meta in metas] + node.inner_reads
+            own_sparse = {meta.impl_ptr for metas in tensors for meta in metas if _is_sparse(meta)}
+            for at, meta in reads:
+                ptr = meta.storage_data_ptr
+                if not ptr and meta.impl_ptr in own_sparse and -meta.impl_ptr not in seen:
+                    seen.add(-meta.impl_ptr)
+                    made = self._sparse.maker(meta, at)
+                    if made is not None:
+                        batch.add("tensor_edge", key, node.start, made[0], node_id, made[2], made[3], made[1], device)
+                        self.edges_recorded += 1
+                    continue
+                if not ptr or ptr in seen:
+                    continue
+                seen.add(ptr)
+                history = writes.get(ptr)
+                found = history.last_at(at) if history is not None else None
+                if found is None or _freed_between(frees.get(ptr), found[0], at):
+                    rebound = self._rebound.pop(meta.impl_ptr, None)
+                    # TensorImpl addresses are reused once a window's events are gone: the next window at most.
+                    if rebound is None or rebound[0] > at or window - rebound[2] > 1:
+                        continue
+                    found = rebound[:2]
+                    _record_write(writes, ptr, *found)  # the storage it was given is now known
+                producer = found[1]
+                batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
+                          self.nbytes(meta), producer[1], device)
+                self.edges_recorded += 1
+            for ptr in outside:
+                entry = (node_id, device, session.new_tensor_id())
+                self._fresh.add(entry[2])
+                _record_write(writes, ptr, node.start, entry)
+            for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
+                if net_bytes > 0 and ptr:  # allocated here and still alive: an output
+                    _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))
+            if node.sparse_built or any(_is_sparse(meta) for _, meta in node.inner_reads):
+                kept = sum(entry[1] for entry in node.allocations.values() if entry[1] > 0)  # indices + values
+                self._sparse.add(node, own_sparse, (node_id, device, session.new_tensor_id(), kept))
+            for index in self._writes(node.op, node.overload, len(node.inputs)):
+                if index < len(node.inputs):
+                    for meta in _tensors(node.inputs[index]):
+                        if meta.storage_data_ptr:  # written in place: this op holds the new value
+                            _record_write(writes, meta.storage_data_ptr, node.start,
+                                          (node_id, device, session.new_tensor_id()))
+                        elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
+                            self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()),
+                                                            window)
+            batch.add("node_end", key, node.end, node_id, device, tid)
+            self.nodes_recorded += 1
+        if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest
+            for impl in list(self._rebound)[: len(self._rebound) // 2]:
+                del self._rebound[impl]
+        # What the next window may read: storages not freed since their last write here.
+        carried.clear()
+        for ptr, history in writes.items():
+            if not _freed_between(frees.get(ptr), history.times[-1], float("inf")):
+                carried[ptr] = history.entries[-1]
+        self._fresh &= {entry[2] for entry in carried.values()}
+
+    def note_rank(self) -> None:
+        """Keep this process's rank while torch.distributed is up: the window that holds the last
+        collectives is often converted after destroy_process_group."""
+        if self._rank is not None:
+            return
+        dist = getattr(self._torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            self._rank = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
+
+    def write_rank(self, batch: Batch) -> None:
+        """dfc:process_rank, once, when the rank is known (:meth:`note_rank`)."""
+        if self._rank is None or self._rank_written:
+            return
+        rank, world, backend = self._rank
+        local = os.environ.get("LOCAL_RANK", "")
+        batch.add("process_rank", f"torch-{threading.get_native_id()}", time.time_ns(), rank,
+                  int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
+        self._rank_written = True
+
+    def _write_collective(self, batch: Batch, key: str, node: _Node, node_id: int, kind: str,
+                          tensors: list[list[Any]]) -> None:
+        payload = sum(self.nbytes(meta) for meta in tensors[0]) if tensors else 0
+        rank, size = (self._rank[0], self._rank[1]) if self._rank is not None else (0xFFFFFFFF, 0)
+        batch.add("collective", key, node.start, node_id, rank, kind, "", size, self._collectives, payload)
+        self._collectives += 1
+
+    def _args_text(self, tensors: list[list[Any]]) -> tuple[str, str]:
+        """(shapes, dtypes) text of a node's inputs; cached, as steps repeat the same shapes."""
+        firsts = [t[0] if t else None for t in tensors]
+        key = tuple((tuple(t.sizes), t.dtype) if t is not None else None for t in firsts)
+        found = self._args_cache.get(key)
+        if found is None:
+            shapes = str([list(k[0]) if k is not None else [] for k in key])
+            dtypes = ",".join(str(k[1]).removeprefix("torch.") if k is not None else "" for k in key)
+            found = self._args_cache[key] = (shapes, dtypes)
+        return found
+
+    def write_memory(self, batch: Batch, collector: _Collector) -> None:
+        """dfc:mem_alloc and dfc:mem_free: every allocation and free, with the bytes in use on its device."""
+        for ts, ptid, device_name, ptr, size, total in collector.memory:
+            tid = collector.os_tids.get(ptid, ptid)
+            device = batch.device(device_name)
+            kind = "mem_alloc" if size > 0 else "mem_free"
+            batch.add(kind, f"torch-{tid}", ts, device, ptr & 0xFFFFFFFFFFFFFFFF, abs(size), max(total, 0))

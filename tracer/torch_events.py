@@ -1,0 +1,207 @@
+"""PyTorch event tree: one profile window's events, collected into nodes, memory, steps and scopes.
+
+* **Nodes** are the outermost ``aten::`` ops (an op called from Python, not from another op),
+  forward, backward and optimizer alike, with input shapes and dtypes. ``c10d::`` collectives
+  (all_reduce, broadcast, barrier, send/recv...) are nodes too, and so are the backend's
+  communication spans (``gloo:*`` on its worker threads, NCCL's record functions).
+* Each node's **scope** is the innermost ``dfc.module::`` scope around it
+  (:mod:`tracer.torch_scopes`) or record function of the user's; backward ops take the scope of
+  their forward op (autograd sequence number).
+* Below a node: its allocations (what it writes, :mod:`tracer.torch_edges`) and its inner ops'
+  inputs, read when those run.
+* torch.compile: compile-time ops (fake tensors) are left out; a compiled graph's call is one node.
+
+The collector only reads the profiler's objects; :mod:`tracer.torch_convert` writes what it holds.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import schema
+from tracer.torch_scopes import MODULE_MARK, THREAD_MARK
+
+_STEP_MARK = "ProfilerStep#"
+# Ops that become nodes: aten ops, c10d collectives (on the calling thread) and the backend's
+# own communication spans (gloo's worker threads, NCCL's record functions).
+_NODE_PREFIXES = ("aten::", "c10d::", "gloo:", "nccl:")
+# torch.compile: dynamo and inductor compiling a graph (record functions around the work, whose
+# aten ops run on fake tensors: no data flows), and a compiled graph's call, the node that stands
+# for the kernels inductor generated (the profiler sees none of the ops they fused).
+_COMPILE_SCOPES = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile", "compile_fx_inner",
+                             "backend_compile"})
+_COMPILED_CALL = "## Call CompiledFxGraph "
+COMPILED_GRAPH_OP = "inductor::compiled_graph"
+# The autograd functions that run a compiled graph: the forward one lists the graph's inputs.
+_COMPILED_FUNCTIONS = ("CompiledFunction", "CompiledFunctionBackward")
+
+# Inner ops that build a sparse tensor from index and value tensors (their result is not seen).
+_SPARSE_BUILDERS = frozenset({"aten::_sparse_coo_tensor_with_dims_and_tensors", "aten::_sparse_csr_tensor_unsafe",
+                              "aten::_sparse_compressed_tensor_unsafe"})
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors (the profiler's tensor metadata) in one op input: a tensor, a list, or none."""
+    if isinstance(value, list):
+        return [v for v in value if hasattr(v, "storage_data_ptr")]
+    return [value] if hasattr(value, "storage_data_ptr") else []
+
+
+@dataclass
+class _Node:
+    start: int
+    end: int
+    ptid: int  # the profiler's thread number
+    op: str
+    overload: str
+    name: str
+    step: int
+    inputs: list[Any]
+    allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr, time of its last allocation]
+    # Tensors the op's inner ops read, with when: the profiler describes no tensor inside a list of
+    # optional tensors (index's and index_put_'s indices), but the inner ops that use them get them.
+    inner_reads: list[tuple[int, Any]] = field(default_factory=list)
+    sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
+    device: str = "cpu"
+
+
+class _Collector:
+    """Walks one profile's event tree into nodes, memory events, steps and thread names.
+
+    `os_tids` and `seq_scope` are passed in to outlive the window: a thread announces its OS id
+    once, and a backward op may run a window after its forward op.
+    `step_marks`: whether ``ProfilerStep#N`` marks are the user's steps (False when the recorder
+    ends windows itself; the marks are then only its window boundaries).
+    """
+
+    def __init__(self, torch: Any, os_tids: dict[int, int] | None = None,
+                 seq_scope: dict[int, str] | None = None, step_marks: bool = True) -> None:
+        profiler = torch._C._profiler
+        self.torch_op = profiler._EventType.TorchOp
+        self.allocation = profiler._EventType.Allocation
+        self.backward = profiler.RecordScope.BACKWARD_FUNCTION
+        self.user_scope = profiler.RecordScope.USER_SCOPE
+        self.nodes: list[_Node] = []
+        self.memory: list[tuple[int, int, str, int, int, int]] = []  # ts, ptid, device, ptr, bytes, total
+        self.steps: list[tuple[int, int, int, int]] = []  # begin, end, step, ptid
+        self.os_tids: dict[int, int] = {} if os_tids is None else os_tids
+        self.seq_scope: dict[int, str] = {} if seq_scope is None else seq_scope  # autograd seq -> forward scope
+        self.step_marks = step_marks
+        self.compiled_inputs: list[Any] = []  # the inputs of the compiled graph being run (CompiledFunction)
+        # The program's record_function scopes (and torch's own: Optimizer.step#..., the DataLoader's
+        # enumerate(DataLoader)#...__next__, whose time is the step's wait for data): begin, end, ptid, name
+        self.annotations: list[tuple[int, int, int, str]] = []
+
+    def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
+        """Above the outermost aten ops. `backward`: the scope label of the backward function
+        being run, or "" in forward."""
+        tag = event.tag
+        if tag == self.torch_op:
+            name: str = event.name
+            extra = event.extra_fields
+            if name in _COMPILE_SCOPES:
+                return  # compile time: its ops trace fake tensors
+            if name.startswith(_COMPILED_CALL):
+                self._compiled_call(event, scope, step, backward)
+                return
+            if name in _COMPILED_FUNCTIONS:
+                self.compiled_inputs = list(extra.inputs)
+            if name.startswith(MODULE_MARK):
+                scope = name[len(MODULE_MARK):]
+            elif name.startswith(THREAD_MARK):
+                self.os_tids[event.start_tid] = int(name[len(THREAD_MARK):])
+                return
+            elif name.startswith(_STEP_MARK):
+                if self.step_marks:
+                    step = int(name[len(_STEP_MARK):])
+                    self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
+            elif extra.scope == self.backward:
+                forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
+                backward = (forward or name) + " (backward)"
+            elif name.startswith(_NODE_PREFIXES):
+                node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
+                             event.overload_name, backward or scope or name, step, list(extra.inputs))
+                self.nodes.append(node)
+                if not backward and scope and extra.sequence_number >= 0:
+                    self.seq_scope.setdefault(extra.sequence_number, scope)
+                self._inside(event, node, "" if backward else scope)
+                return
+            elif extra.scope == self.user_scope and not name.startswith("##"):
+                scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+                self.annotations.append((event.start_time_ns, event.end_time_ns, event.start_tid, name))
+            if not backward and scope and extra.sequence_number >= 0:
+                self.seq_scope.setdefault(extra.sequence_number, scope)
+        elif tag == self.allocation:
+            self._allocation(event, None)
+        for child in event.children:
+            self.walk(child, scope, step, backward)
+
+    def _compiled_call(self, event: Any, scope: str, step: int, backward: str) -> None:
+        """A compiled graph's call: one node that reads the graph's inputs (those its autograd
+        function lists; else what its inner aten ops read) and writes the buffers it allocates
+        and keeps. The aten ops inside (inductor's extern kernels: mm, convolution) are its inner ops."""
+        key = event.name[len(_COMPILED_CALL):].rstrip("# ")[:12]
+        label = f"{backward or scope or 'compiled'} [graph {key}]"
+        node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, COMPILED_GRAPH_OP, "", label, step,
+                     self.compiled_inputs)
+        self.compiled_inputs = []
+        self.nodes.append(node)
+        self._inside(event, node, "" if backward else scope)
+
+    def _inside(self, event: Any, node: _Node, forward_scope: str) -> None:
+        """Below a node, in time order: its allocations, and (in forward) the autograd sequence
+        numbers of its inner ops, whose backward functions take the node's scope."""
+        allocation, torch_op, seq_scope = self.allocation, self.torch_op, self.seq_scope
+        stack = event.children[::-1]
+        while stack:
+            child = stack.pop()
+            if child.tag == allocation:
+                self._allocation(child, node)
+                continue
+            if child.tag == torch_op:  # not a runtime call (Kineto): those have no sequence or inputs
+                extra = child.extra_fields
+                if forward_scope and extra.sequence_number >= 0:
+                    seq_scope.setdefault(extra.sequence_number, forward_scope)
+                at = child.start_time_ns
+                metas = [meta for value in extra.inputs for meta in _tensors(value)]
+                node.inner_reads += [(at, meta) for meta in metas]
+                if child.name in _SPARSE_BUILDERS and metas:
+                    node.sparse_built.append(metas[-1].dtype)  # the values tensor comes last
+            children = child.children
+            if children:
+                stack += children[::-1]
+
+    def _allocation(self, event: Any, node: _Node | None) -> None:
+        extra = event.extra_fields
+        device = str(extra.device)
+        size = extra.alloc_size
+        self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, size, extra.total_allocated))
+        if node is not None and extra.allocation_id is not None:
+            entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr, 0])
+            entry[1] += size
+            if size > 0:
+                entry[3] = event.start_time_ns  # when: a buffer freed earlier in the op may have had this address
+                node.device = device
+
+    def steps_by_time(self) -> None:
+        """Give ops outside every step tree the step whose window contains their start.
+
+        Ops of inter-op pool threads (``torch.jit.fork``) and of other threads are roots of their
+        own trees, so :meth:`walk` cannot reach them from the ``ProfilerStep#N`` slice of the thread
+        that marked the step; they still ran in that step. NO_STEP stays only outside every window.
+        """
+        windows = sorted((begin, end, step) for begin, end, step, _ in self.steps)
+        begins = [w[0] for w in windows]
+        marking = {ptid for *_, ptid in self.steps}
+        for node in self.nodes:
+            # On another thread than the one that marked the steps, the tree is no guide: torch
+            # put all of CUDA autograd's device-thread ops under the first step's mark (torch 2.11).
+            if node.step != schema.NO_STEP and node.ptid in marking:
+                continue
+            node.step = schema.NO_STEP
+            at = bisect.bisect_right(begins, node.start) - 1  # the last window begun by the op's start
+            if at >= 0 and node.start <= windows[at][1]:
+                node.step = windows[at][2]
+
