@@ -25,6 +25,7 @@ class Batch:
         self._rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         self._strings: list[tuple[int, int, str]] = []
         self._defined: dict[str, tuple[int, int]] = {}  # text -> (sid, earliest definition time) seen here
+        self._pending: dict[str, int] = {}  # text -> its definition's place in _strings (written at flush)
 
     def device(self, name: str) -> int:
         return self.session.device(name)
@@ -51,7 +52,13 @@ class Batch:
         if known is not None and known[1] <= define_at:  # defined no later than this use
             return known[0]
         sid, needs_definition = self.session.intern_at(text, define_at)
-        if needs_definition:
+        pending = self._pending.get(text)
+        if needs_definition and pending is not None:
+            # Defined by this batch, at a later use: move that definition earlier, not a second one
+            # (a window's events are added by kind, so a name can be used earlier than first seen).
+            self._strings[pending] = (define_at, sid, text)
+        elif needs_definition:
+            self._pending[text] = len(self._strings)
             self._strings.append((define_at, sid, text))
         self._defined[text] = (sid, define_at if known is None else min(known[1], define_at))
         return sid
