@@ -66,7 +66,7 @@ def _recorded_rank(path: Path, uuid: str) -> int | None:
     import uuid as uuid_mod
 
     from tc_analyses.errors import TraceError
-    from tc_analyses.reader.fast import read_stream
+    from tc_analyses.reader.streams import read_stream
 
     prefix = schema.BY_SHORT["process_rank"].short
     for stream in sorted(p for p in path.iterdir() if p.name.startswith(prefix) and p.is_file()):
@@ -118,6 +118,12 @@ def describe(process: ProcessTrace, role: str) -> str:
     """`rank 1 (pid 4242)`, `DataLoader worker (pid 4250)`, `main (pid 4200)`."""
     pid = f"pid {process.pid}" if process.pid is not None else process.path.name
     return f"rank {process.rank} ({pid})" if role == RANK else f"{role} ({pid})"
+
+
+def role_labels(processes: list[ProcessTrace]) -> list[str]:
+    """Each process as users see it in a job's reports: `rank 0 (pid 12)`, `DataLoader worker (pid 14)`."""
+    role = roles(processes)
+    return [describe(p, role[p.path]) for p in processes]
 
 
 def _order(process: ProcessTrace, role: str) -> tuple[int, int, int]:
