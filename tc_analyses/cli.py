@@ -293,6 +293,7 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
     from tc_analyses.app.analysis_commands import diff as diff_traces
     from tc_analyses.export.reports import to_json_document
 
+    control, test = _one_process(control, None), _one_process(test, None)  # a job folder: its main process
     result, text = diff_traces(control, test, _window(window, annotation, include_last_step), top, output, _progress)
     click.echo(to_json_document(result.to_json()) if fmt == "json" else text, nl=False)
 

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
+from tc_analyses.reader.job import role_labels
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -146,7 +147,7 @@ class JobAnalysis:
     """The answers of a job's traces, in the job's order (by rank), and what they say together."""
 
     job: str
-    labels: list[str]  # "rank 0", or "host pid" for a process without a rank
+    labels: list[str]  # each process by its role: "rank 0 (pid 12)", "DataLoader worker (pid 14)"
     answers: list[TraceAnswer]
     workers: int  # how many workers ran the tasks (1 in process)
     seconds: float = 0.0
@@ -178,15 +179,16 @@ class JobAnalysis:
     def text(self, top: int) -> str:
         lines = [f"Job {self.job}: {len(self.answers)} process traces, analysed on {self.workers} "
                  f"worker{'s' if self.workers != 1 else ''} in {self.seconds:.1f} s", ""]
-        lines.append(f"  {'process':<18} {'events':>12} {'span':>12} {'lost':>6}  busiest device")
+        width = max([18] + [len(label) for label in self.labels])
+        lines.append(f"  {'process':<{width}} {'events':>12} {'span':>12} {'lost':>6}  busiest device")
         for label, a in zip(self.labels, self.answers):
             if a.document is None:
-                lines.append(f"  {label:<18} failed: {a.error}")
+                lines.append(f"  {label:<{width}} failed: {a.error}")
                 continue
             d = a.document
             busy = max((b for b in d.get("busy", []) if not b.get("queue")), key=lambda b: b["percent"], default=None)
             where = f"{busy['device']} {busy['percent']:.1f}% busy" if busy else "-"
-            lines.append(f"  {label:<18} {d.get('events', 0):>12,} {d.get('span_ns', 0) / 1e6:>10.1f}ms "
+            lines.append(f"  {label:<{width}} {d.get('events', 0):>12,} {d.get('span_ns', 0) / 1e6:>10.1f}ms "
                          f"{d.get('lost_events', 0):>6}  {where}")
         merged = self.top_nodes(top)
         if merged:
@@ -272,7 +274,7 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
     with progress("traces", len(tasks)) as advance:
         answers, used = run_tasks(run_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
                                   advance=advance)
-    analysis = JobAnalysis(str(job), [p.label for p in processes], answers, used, time.perf_counter() - began)
+    analysis = JobAnalysis(str(job), role_labels(processes), answers, used, time.perf_counter() - began)
     failed = [a for a in answers if a.document is None]
     if len(failed) == len(answers):
         raise DfcompassError(f"{job}: no trace of the job could be analysed; the first: {failed[0].error}")
@@ -320,8 +322,8 @@ def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: st
     from tc_analyses.export.html_report import write_page
 
     processes = _processes(job)
-    tasks = [ReportTask(str(p.path.resolve()), p.label, str(cache.resolve()) if cache else None, devices, peaks_device)
-             for p in processes]
+    tasks = [ReportTask(str(p.path.resolve()), label, str(cache.resolve()) if cache else None, devices, peaks_device)
+             for p, label in zip(processes, role_labels(processes))]
     output.parent.mkdir(parents=True, exist_ok=True)
     with progress("traces", len(tasks)) as advance, \
             streamed(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,

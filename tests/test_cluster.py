@@ -179,8 +179,8 @@ def test_a_job_report_has_a_section_per_process_made_on_the_cluster(job: Path, c
     assert done.exit_code == 0, done.stderr
     text = _report_text(on_dask)
     assert text == _report_text(reference)
-    titles = {t for t in text if t.startswith(("vm pid", "rank "))}  # in the contents and as headings
-    assert len(titles) == 4  # every process, the two that recorded nothing with their reason
+    titles = {t for t in text if t.startswith(("process with no op (pid", "rank "))}  # contents and headings
+    assert len(titles) == 4  # every process by its role, the two that recorded nothing with their reason
     assert text.count("Not analysed") == 2
     assert "<svg" in on_dask.read_text()  # the workers' plots came back inlined
 

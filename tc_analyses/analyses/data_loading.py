@@ -29,7 +29,7 @@ LOADER_BOUND_SHARE = 0.2
 @dataclass(frozen=True)
 class DataLoading:
     wait_ns: int  # the main process inside DataLoader __next__ (union over its threads)
-    batches: int  # how many __next__ calls
+    batches: int  # how many __next__ calls (the batches and the call that ends each epoch)
     span_ns: int  # the main process from its first op or batch to its last
     workers: int
     workers_busy_ns: int  # each worker's union of op intervals, summed over the workers
@@ -45,7 +45,8 @@ class DataLoading:
         if not self.batches:
             return (f"data loading: {workers}; the main process's wait for batches is not in the trace (no "
                     "DataLoader __next__ scope: recorded before dfcompass kept record_function scopes?)")
-        return (f"data loading: the main process waited {self.wait_ns / 1e6:.1f} ms for {self.batches} batches "
+        return (f"data loading: the main process waited {self.wait_ns / 1e6:.1f} ms in {self.batches} DataLoader "
+                f"__next__ calls "
                 f"({self.wait_share:.0%} of its {self.span_ns / 1e6:.1f} ms from first op to last); {workers}.{bound}")
 
 

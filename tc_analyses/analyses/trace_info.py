@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -40,6 +40,7 @@ class TraceInfo:
     discarded: int
     env: dict[str, str | int] = field(default_factory=dict)
     steps: tuple[int, ...] = ()  # the step numbers (dfc:step_begin), for --window; HTA's get_profiler_steps
+    processes: tuple[str, ...] = ()  # a job folder's process traces: "folder: role (pid N)"
 
     @property
     def duration_ns(self) -> int:
@@ -55,7 +56,9 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
         # A folder of traces (a recorded job, an LTTng session output): babeltrace2 reads them as one.
         if not traces:
             read_metadata(path)  # raises the precise error
-        return _from_bt2(Path(path), "unknown", {}, progress)
+        producers = {str(read_metadata(t).env.get("tracer_name", "unknown")) for t in traces}
+        found = _from_bt2(Path(path), producers.pop() if len(producers) == 1 else "unknown", {}, progress)
+        return replace(found, processes=_processes(path))
     path = traces[0]  # the trace itself, or the one trace of a folder (a job of one process)
     meta = read_metadata(path)
     use_fast = reader == "fast" or (reader == "auto" and meta.is_dfcompass)
@@ -63,6 +66,18 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
     if use_fast:
         return _from_fast(fast.read_trace(path, progress), producer)
     return _from_bt2(Path(path), producer, meta.env, progress)
+
+
+def _processes(folder: Path) -> tuple[str, ...]:
+    """The dfcompass process traces of a job folder, by role (tc_analyses.reader.job)."""
+    from tc_analyses.reader.job import describe, job_traces, roles
+
+    try:
+        processes = job_traces(folder)
+    except DfcompassError:  # an LTTng session's traces: not ours, no roles
+        return ()
+    role = roles(processes)
+    return tuple(f"{p.path.relative_to(folder)}: {describe(p, role[p.path])}" for p in processes)
 
 
 def of_trace(trace: fast.DfcTrace) -> TraceInfo:

@@ -82,6 +82,8 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
         f"time span:  {_utc(info.first_ns)} .. {_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
         f"discarded:  {info.discarded} events" + ("  ** events were lost while recording **" if info.discarded else ""),
     ]
+    if info.processes:  # a job folder: which process is which (the one-trace commands read the main one)
+        lines += [f"processes:  {len(info.processes)}"] + [f"  {p}" for p in info.processes]
     if info.steps:
         numbers = ", ".join(map(str, info.steps[:20])) + (f" ... ({len(info.steps)} in all)" if len(info.steps) > 20 else "")
         lines.append(f"steps:      {numbers} (--window picks some; the last is left out by default)")

@@ -52,7 +52,7 @@ def test_wait_and_worker_time_are_measured_from_the_job(tmp_path: Path) -> None:
     assert loading.wait_ns == 3 * 1_000  # each __next__ spans one tick of the counting clock
     assert loading.workers_busy_ns == (4 + 1) * 1_000
     assert 0 < loading.wait_share < 1
-    assert "waited 0.0 ms for 3 batches" in loading.text() and "2 DataLoader workers" in loading.text()
+    assert "waited 0.0 ms in 3 DataLoader __next__ calls" in loading.text() and "2 DataLoader workers" in loading.text()
 
 
 def test_no_workers_or_no_job_gives_nothing(tmp_path: Path) -> None:

@@ -95,13 +95,14 @@ def test_ranks_command_json_and_plots(cli: Callable[..., Any], tmp_path: Path) -
     assert (tmp_path / "ranks.png").stat().st_size > 0 and (tmp_path / "ranks.svg").stat().st_size > 0
 
 
-def test_a_single_trace_command_on_a_job_of_many_says_what_to_do(cli: Callable[..., Any]) -> None:
+def test_a_single_trace_command_on_a_job_of_many_reads_rank_0(cli: Callable[..., Any]) -> None:
     result = cli("overhead", JOB)  # (`analyze JOB` analyses every process: tests/test_cluster.py)
-    assert result.exit_code == 2
-    (line,) = result.stderr.splitlines()
-    assert str(JOB) in line and "4 process traces" in line and "dfcompass ranks" in line
-    with pytest.raises(ConfigurationError):
-        TraceInputs(JOB)
+    notice, error = result.stderr.splitlines()
+    assert str(JOB) in notice and "a job of 4 processes; reading rank 0 (pid 18735), the main process" in notice
+    assert "rank 1 (pid 18736), 2 processes with no op (pids 18728, 18734)" in notice
+    assert result.exit_code == 1 and "vm-18735: no GPU activity" in error  # rank 0's own answer
+    assert TraceInputs(JOB).path == JOB / "vm-18735"
+    assert cli("overhead", JOB, "--process", "rank 1").stderr.count("vm-18736") == 1
 
 
 @requires_babeltrace2
