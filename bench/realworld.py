@@ -8,7 +8,9 @@ GPT-2 built from their configs, torchvision's ResNet-50) with small settings, an
 * whether the program ran untraced and recorded;
 * its traced run against its untraced run (the recording cost);
 * the time of each command (``info``, ``analyze``, ``build-analyses``, ``parallelism``,
-  ``recommend-placement``, ``report``) against the traced run's duration (issue 19: at most 10x);
+  ``recommend-placement``, ``report``, and ``ranks`` for a job with ranks), run on the folder
+  ``record`` wrote (each command picks the main process itself), against the traced run's
+  duration (issue 19: at most 10x);
 * the precision and recall of the tensor edges against PyTorch's execution trace observer, run
   beside the recorder in a third run (tc_analyses/analyses/edge_check.py).
 
@@ -58,8 +60,11 @@ class Program:
     # (missing file, stand-in): a data file that a partial checkout lacks, made from another
     fill: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # set for its runs
+    launch: tuple[str, ...] = ()  # python arguments before the script (a launcher: -m torch.distributed.run ...)
 
 
+SHAPES = "@tests/torch_programs"  # a folder of ours, not of pytorch/examples
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
 SMALL_LM = ("--emsize", "64", "--nhid", "64", "--nhead", "2")  # --dry-run still evaluates the whole text
 WIKITEXT = (("data/wikitext-2/train.txt", "data/wikitext-2/valid.txt"),)
 PROGRAMS = (
@@ -81,6 +86,14 @@ PROGRAMS = (
     Program("resnet50", "", ("resnet50.py",), ("torchvision",)),
     Program("bert", "", ("hf_models.py", "bert"), ("transformers",)),
     Program("gpt2", "", ("hf_models.py", "gpt2"), ("transformers",)),
+    # The shapes of real training programs (issue 32): ours, in tests/torch_programs.
+    Program("dataloader-workers", SHAPES, ("loader_workers.py",)),
+    Program("spawn-children", SHAPES, ("spawn_children.py",)),
+    Program("torchrun-ddp", SHAPES, ("ddp_train.py",), launch=TORCHRUN, env=(("DFCOMPASS_BENCH_ET_RANK", "0"),)),
+    Program("compiled-cnn", SHAPES, ("compiled.py", "cnn")),
+    Program("compiled-transformer-break", SHAPES, ("compiled.py", "transformer", "graph-break")),
+    Program("compiled-reduce-overhead", SHAPES, ("compiled.py", "cnn", "reduce-overhead")),
+    Program("own-profiler", SHAPES, ("own_profiler.py", "user.json")),
 )
 
 
@@ -205,9 +218,12 @@ def _size(path: Path) -> int:
 
 
 def main_trace(job: Path) -> Path | None:
-    """The job's process with the most recorded data (the program's own process)."""
-    traces = [p for p in job.iterdir() if (p / "metadata").is_file()] if job.is_dir() else []
-    return max(traces, key=_size) if traces else None
+    """The job's main process, as every command chooses it (rank 0, else the process record started)."""
+    from tc_analyses.reader.job import choose_process
+
+    if not job.is_dir() or not any((p / "metadata").is_file() for p in job.iterdir()):
+        return None
+    return choose_process(job).path
 
 
 COMMANDS = (
@@ -218,12 +234,13 @@ COMMANDS = (
     ("recommend-placement", lambda t, o: ["recommend-placement", str(t), "--devices", "cpu,cuda:0=H100", "-o", str(o)]),
     ("report", lambda t, o: ["report", str(t), "-o", str(o / "report.html")]),
 )
+RANKS = (("ranks", lambda t, o: ["ranks", str(t), "-o", str(o)]),)
 
 
 def run_program(program: Program, examples: Path | None, env: dict[str, str], skip_commands: bool,
                 log: Any) -> Outcome:
     outcome = Outcome(program.name)
-    if program.folder and examples is None:
+    if program.folder and not program.folder.startswith("@") and examples is None:
         outcome.status = "no pytorch/examples checkout"
         return outcome
     for module in program.needs:
@@ -235,7 +252,10 @@ def run_program(program: Program, examples: Path | None, env: dict[str, str], sk
     work = OUT / "runs" / program.name
     shutil.rmtree(work, ignore_errors=True)
     cwd = work / "cwd"
-    if program.folder:
+    if program.folder.startswith("@"):
+        cwd.mkdir(parents=True)
+        script_dir = ROOT / program.folder[1:]
+    elif program.folder:
         assert examples is not None
         shutil.copytree(examples / program.folder, cwd)
         script_dir = cwd
@@ -247,7 +267,7 @@ def run_program(program: Program, examples: Path | None, env: dict[str, str], sk
         cwd.mkdir(parents=True)
         script_dir = OURS
     logfile = work / "log.txt"
-    python = [sys.executable, str(script_dir / program.args[0]), *program.args[1:]]
+    python = [sys.executable, *program.launch, str(script_dir / program.args[0]), *program.args[1:]]
     for script in program.setup:
         _timed([sys.executable, str(script_dir / script)], cwd, env, 600, logfile)
     rc, outcome.untraced_s = _timed(python, cwd, env, 1800, logfile)
@@ -286,11 +306,14 @@ def run_program(program: Program, examples: Path | None, env: dict[str, str], sk
         log(f"  {program.name}: edges precision {check.precision}, recall {check.recall}")
     if skip_commands:
         return outcome
-    for name, arguments in COMMANDS:
+    from tc_analyses.reader.job import job_traces
+
+    ranked = any(p.rank is not None for p in job_traces(work / "job"))
+    for name, arguments in COMMANDS + (RANKS if ranked else ()):
         out = work / "out" / name
         out.mkdir(parents=True, exist_ok=True)
         limit = max(120.0, 3 * BOUND * outcome.traced_s)
-        rc, seconds = _timed([*_dfcompass(), *arguments(trace, out)], cwd, env, limit, logfile)
+        rc, seconds = _timed([*_dfcompass(), *arguments(work / "job", out)], cwd, env, limit, logfile)
         outcome.commands[name] = {"seconds": seconds, "ratio": seconds / outcome.traced_s, "rc": rc,
                                   "output_bytes": _size(out), "timed_out": rc == 124}
         log(f"  {program.name}: {name} {seconds:.1f} s (exit {rc})")
@@ -302,7 +325,7 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def table(outcomes: list[Outcome]) -> str:
-    names = [name for name, _ in COMMANDS]
+    names = [name for name, _ in COMMANDS + RANKS]
     head = ["program", "status", "nodes", "traced/untraced", *(f"{n} x" for n in names), "precision", "recall"]
     rows = [head]
     for o in outcomes:

@@ -4,7 +4,8 @@ The programs are public examples run from their own code; this changes nothing i
 
 * ``DFCOMPASS_BENCH_ET=FILE``: PyTorch's ExecutionTraceObserver runs from the moment torch is
   imported until exit, into FILE (the independent graph the edges are checked against). Only the
-  process that starts it writes it (fork children of it do not).
+  process that starts it writes it (fork children of it do not); with ``DFCOMPASS_BENCH_ET_RANK=N``
+  only the process whose launcher gave it ``RANK=N`` (torchrun's launcher imports torch too).
 * ``DFCOMPASS_BENCH_FAKE_SIZE=N``: torchvision's MNIST gives N random digits instead of
   downloading, and FakeData (ImageNet's ``--dummy``) holds at most N images.
 * GCN's Cora download (a ``requests.get`` of ``cora.tgz``) gets a random graph in Cora's format.
@@ -28,6 +29,9 @@ FAKE_SIZE = int(os.environ.get("DFCOMPASS_BENCH_FAKE_SIZE", "256"))
 
 
 def _start_execution_trace(torch: Any) -> None:
+    rank = os.environ.get("DFCOMPASS_BENCH_ET_RANK")
+    if rank is not None and os.environ.get("RANK") != rank:
+        return  # a launcher (torchrun) or another rank: the observer runs in that rank only
     path = os.environ.pop("DFCOMPASS_BENCH_ET", "")  # popped: child processes do not write it
     if not path:
         return

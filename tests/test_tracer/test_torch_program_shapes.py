@@ -113,3 +113,19 @@ def test_compiled_programs_run_and_show_their_graphs(tmp_path: Path, dfcompass_e
     edges = read_trace(trace).table("tensor_edge")
     assert len(edges) > 0
     assert _run(dfcompass_exe, "parallelism", job).returncode == 0
+
+
+def test_torchrun_job_takes_every_command_on_rank_0(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    job = tmp_path / "job"
+    _record(dfcompass_exe, job, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(PROGRAMS / "ddp_train.py"))
+    found = Counter(roles(job_traces(job)).values())
+    assert found == Counter({"rank": 2, "launcher": 1}), found
+    for command in (("info",), ("analyze", "--in-process"), ("build-analyses", "-o", tmp_path / "tc"),
+                    ("parallelism",), ("recommend-placement", "--devices", "cpu,cpu", "-o", tmp_path / "plan"),
+                    ("report", "-o", tmp_path / "r.html", "--in-process"), ("ranks", "--in-process")):
+        done = _run(dfcompass_exe, command[0], job, *command[1:])
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        if command[0] in ("parallelism", "recommend-placement"):
+            assert "reading rank 0 (pid" in done.stderr and "launcher (pid" in done.stderr, done.stderr
+    assert "launcher (pid" in _run(dfcompass_exe, "info", job).stdout
