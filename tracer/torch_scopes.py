@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -57,6 +58,10 @@ class _ModuleScopes:
         self._handles: list[Any] = []
 
     def install(self) -> None:
+        # torch.compile(module) warns that global hooks fire once more, for its OptimizedModule
+        # wrapper: ours name that call by the wrapped model and skip the compiled frame's own
+        # calls (_compiling), so the warning is only noise in the program's output.
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
         hooks = self._torch.nn.modules.module
         self._handles = [hooks.register_module_forward_pre_hook(self._pre),
                          hooks.register_module_forward_hook(self._post, always_call=True)]

@@ -122,7 +122,7 @@ def test_torchrun_job_takes_every_command_on_rank_0(tmp_path: Path, dfcompass_ex
     found = Counter(roles(job_traces(job)).values())
     assert found == Counter({"rank": 2, "launcher": 1}), found
     for command in (("info",), ("analyze", "--in-process"), ("build-analyses", "-o", tmp_path / "tc"),
-                    ("parallelism",), ("recommend-placement", "--devices", "cpu,cpu", "-o", tmp_path / "plan"),
+                    ("parallelism",), ("recommend-placement", "--devices", "cpu,cuda:0", "-o", tmp_path / "plan"),
                     ("report", "-o", tmp_path / "r.html", "--in-process"), ("ranks", "--in-process")):
         done = _run(dfcompass_exe, command[0], job, *command[1:])
         assert done.returncode == 0, (command, done.stderr[-2000:])
