@@ -48,6 +48,9 @@ def _start_execution_trace(torch: Any) -> None:
             observer.unregister_callback()
 
     atexit.register(stop)
+    # A fork child (a DataLoader worker) inherits the observer and would write its ops into the
+    # same file, interleaved with the parent's: off in the child (it writes nothing on exit).
+    os.register_at_fork(after_in_child=observer.stop)
 
 
 def _declare_torchvision_ops(torch: Any) -> None:

@@ -154,6 +154,7 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
     ops: list[_EtOp] = []
     parents: dict[int, int] = {}  # every node's parent (ctrl_deps)
     graph_inputs: dict[int, Buffers] = {}  # a compiled graph's autograd function -> the graph's inputs
+    compiling: set[int] = set()  # torch.compile's compile scopes: their ops run on fake tensors
     truncated = False
     try:
         with _EtFile(Path(path), advance) as stream:
@@ -167,12 +168,15 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
                         ops.append(_EtOp(node["id"], COMPILED_GRAPH_OP, parents[node["id"]], (), (), None, (), ()))
                     elif name in _COMPILED_FUNCTIONS:
                         graph_inputs[node["id"]] = _EtOp.of(node).reads
+                    elif name in _COMPILE_SCOPES:
+                        compiling.add(node["id"])
             except ijson.IncompleteJSONError as exc:
                 if not parents or not any(cut in str(exc) for cut in ("premature EOF", "Incomplete")):
                     raise
                 truncated = True
         if not parents and not _has_nodes(Path(path)):
             raise KeyError("nodes")
+        ops = _outside(ops, parents, compiling)
         return replace(_graph(_with_graph_inputs(ops, graph_inputs), parents), truncated=truncated)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
@@ -247,6 +251,35 @@ def _has_nodes(path: Path) -> bool:
 _COMPILED_CALL = "## Call CompiledFxGraph "
 COMPILED_GRAPH_OP = "inductor::compiled_graph"
 _COMPILED_FUNCTIONS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
+
+
+_COMPILE_SCOPES = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile", "compile_fx_inner",
+                             "backend_compile"})
+
+
+def _outside(ops: list[_EtOp], parents: dict[int, int], scopes: set[int]) -> list[_EtOp]:
+    """The ops under none of the `scopes` nodes (compile time: dynamo traces fake tensors)."""
+    if not scopes:
+        return ops
+    inside: dict[int, bool] = {}
+
+    def under(node: int) -> bool:
+        chain: list[int] = []
+        while node not in inside:
+            if node in scopes:
+                inside[node] = True
+                break
+            parent = parents.get(node, -1)
+            if parent == node or parent not in parents or len(chain) > len(parents):
+                inside[node] = False
+                break
+            chain.append(node)
+            node = parent
+        for link in chain:
+            inside[link] = inside[node]
+        return inside[node]
+
+    return [op for op in ops if not under(op.id)]
 
 
 def _with_graph_inputs(ops: list[_EtOp], graph_inputs: dict[int, Buffers]) -> list[_EtOp]:
@@ -405,14 +438,16 @@ def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | Non
         if et.names[p] == COMPILED_GRAPH_OP:
             graph_edges.setdefault(c, []).append(p)
     missing = {(p, c) for p, c in last - mapped if not any(p < g < c for g in graph_edges.get(c, ()))}
-    _same_run(t.path, et_path, len(names), len(et.names), len(to_et))
+    children = _forked_children(Path(t.path))
+    if not children:  # else the observer, inherited by forks, wrote their ops too: said in a notice
+        _same_run(t.path, et_path, len(names), len(et.names), len(to_et))
     return EdgeCheck(
         ops_ours=len(names), ops_et=len(et.names), ops_matched=len(to_et), edges=len(mapped),
         false_edges=len(false), last_writer_edges=len(last), found=len(last) - len(missing),
         duplicates=len(triples) - len(set(triples)), unmatched_edges=len(pairs) - sum(
             1 for p, c in pairs if p in to_et and c in to_et), et_truncated=et.truncated,
         false_examples=_examples(false, et.names), missing_examples=_examples(missing, et.names),
-        notices=_foreign_ops(Path(t.path), len(et.names) - len(to_et), len(et.names)) + (
+        notices=_foreign_ops(Path(t.path), children, len(et.names) - len(to_et), len(et.names)) + (
             [f"{unseen:,} edges leave a compiled graph for a buffer the observer saw no op write (inductor's "
              "kernels write past it): allowed, not checked"] if unseen else []))
 
@@ -443,26 +478,29 @@ def _same_run(trace: str | Path, et_path: Path, ours: int, theirs: int, matched:
                              "(docs/edge-check.md)")
 
 
-def _foreign_ops(trace: Path, unmatched: int, total: int) -> list[str]:
-    """A notice when many of the execution trace's ops match none of ours and the trace's job has
-    forked children: the observer, inherited by a fork, wrote their ops into the same file."""
+def _forked_children(trace: Path) -> str:
+    """The other processes of the trace's recorded job that are not ranks or main processes
+    (DataLoader workers, children), counted by role; "" for a lone trace."""
     from tc_analyses.reader.job import MAIN, RANK, job_traces, plural, roles
-
-    if total == 0 or unmatched <= 0.02 * total:
-        return []
     from tc_analyses.reader.metadata import read_metadata
     from tracer import schema
 
-    job = trace.parent
-    in_job = (trace / "metadata").is_file() and schema.ENV_PPID in read_metadata(trace).env
-    processes = job_traces(job) if in_job else []
-    others = [r for p, r in roles(processes).items() if p != trace and r not in (MAIN, RANK)]
-    if not others:
+    if not (trace / "metadata").is_file() or schema.ENV_PPID not in read_metadata(trace).env:
+        return ""
+    others = [r for p, r in roles(job_traces(trace.parent)).items() if p != trace and r not in (MAIN, RANK)]
+    return ", ".join(plural(role, n) for role, n in sorted(Counter(others).items()))
+
+
+def _foreign_ops(trace: Path, children: str, unmatched: int, total: int) -> list[str]:
+    """A notice when many of the execution trace's ops match none of ours; with forked children in
+    the trace's job, why: the observer, inherited by a fork, wrote their ops into the same file."""
+    if total == 0 or unmatched <= 0.02 * total:
+        return []
+    if not children:
         return [f"{unmatched:,} of the execution trace's {total:,} ops match none of this trace's (not counted)"]
-    kinds = ", ".join(plural(role, n) for role, n in sorted(Counter(others).items()))
     return [f"{unmatched:,} of the execution trace's {total:,} ops match none of this trace's: the observer, "
-            f"inherited by forked processes ({kinds} in {job}), also wrote their ops; precision and recall "
-            "count this process's matched ops only"]
+            f"inherited by forked processes ({children} in {trace.parent}), also wrote their ops; precision and "
+            "recall count this process's matched ops only"]
 
 
 def _examples(pairs: set[tuple[int, int]], names: list[str], top: int = 5) -> list[tuple[str, str, int]]:
