@@ -253,6 +253,9 @@ COMPILED_GRAPH_OP = "inductor::compiled_graph"
 _COMPILED_FUNCTIONS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
 
 
+# Ops that allocate a buffer and write no data into it.
+_ALLOCATE_ONLY = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+                            "aten::new_empty_strided"})
 _COMPILE_SCOPES = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile", "compile_fx_inner",
                              "backend_compile"})
 
@@ -325,7 +328,13 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
                 # An inner op wrote it since (batch norm's saved statistics, where an older add's output was).
                 last.add((inner_last, index))
         written = {k: v for k, v in op.outputs if k not in reads}
-        if fresh or op.name.endswith("_"):  # in place, or a buffer made outside any op: it writes `self`
+        if op.name == "aten::set_":
+            # set_ binds a tensor to a storage; it writes no data. The storage's data is its last
+            # writer's (share_memory_ copies from the old storage through such a view), and set_
+            # stands for the writer only of a storage no op filled: torch.load's, read from the
+            # file into an empty one.
+            written = {k: v for k, v in written.items() if _unfilled(k, top, writers, inner_writers)}
+        elif fresh or op.name.endswith("_"):  # in place, or a buffer made outside any op: it writes `self`
             written.update(op.first)
         if "sparse_coo_tensor" in op.name or "sparse_csr_tensor" in op.name:
             for key in written:
@@ -340,12 +349,20 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
         # be read later too; the observer lists them under the inner ops only. Allowed; required
         # where no op wrote the storage since.
-        made_inside = {k: v for k, v in inner.get(op.id, {}).items() if k not in reads and k not in written}
+        made_inside = {k: v for k, v in inner.get(op.id, {}).items() if k not in reads and k not in written
+                       and (op.name != "aten::set_" or _unfilled(k, top, writers, inner_writers))}
         for storage, kind in made_inside.items():
             inner_writers[storage] = index
             inner_kind[storage] = kind
         wrote.append(tuple(written.keys() | made_inside.keys()))
     return EtGraph([op.name for op in top], wrote, read, last, writes_of=writes_of)
+
+
+def _unfilled(storage: int, top: list[_EtOp], writers: dict[int, int], inner_writers: dict[int, int]) -> bool:
+    """Whether no op has put data in `storage` yet: no writer, or only an allocation (empty)."""
+    if storage in writers:
+        return top[writers[storage]].name in _ALLOCATE_ONLY
+    return storage not in inner_writers
 
 
 def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], writers: dict[int, int]) -> bool:

@@ -297,3 +297,24 @@ def test_many_foreign_ops_with_forked_workers_are_a_notice_not_a_refusal(tmp_pat
     check = check_edges(trace, _et_of(tmp_path, 300, ["aten::stack"] * 40 + ["aten::relu"] * 12))
     assert check.ops_matched == 12
     assert "inherited by forked processes (1 DataLoader worker" in check.notices[0]
+
+
+def test_set_writes_only_a_storage_no_op_filled(tmp_path: Path) -> None:
+    """share_memory_ (hogwild): a view of the old storage made by set_ is read by copy_; the data is
+    uniform_'s. torch.load: set_ binds a storage filled from the file into an empty one: set_'s."""
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::empty", [], [_t(1, 5)]),
+        _node(3, "aten::uniform_", [_t(1, 5)], [_t(1, 5)]),
+        _node(4, "aten::set_", [_t(2, 0)], [_t(2, 22, itemsize=1)]),  # bound to the new shared storage
+        _node(5, "aten::set_", [_t(3, 0)], [_t(3, 5, itemsize=1)]),  # a view of the old one
+        _node(6, "aten::set_", [_t(3, 0)], [_t(3, 5, itemsize=1)], parent=5),  # its inner twin
+        _node(7, "aten::copy_", [_t(2, 22), _t(3, 5)], [_t(2, 22)]),
+        _node(8, "aten::empty", [], [_t(4, 60)]),  # torch.load: a storage filled from the file
+        _node(9, "aten::set_", [_t(5, 0)], [_t(5, 60, itemsize=1)]),
+        _node(10, "aten::relu", [_t(5, 60)], [_t(6, 61)]),
+    ]))
+    names = et.names
+    copy_, relu = names.index("aten::copy_"), names.index("aten::relu")
+    assert (1, copy_) in et.last  # uniform_ -> copy_: the data read
+    assert (3, copy_) not in et.last and (2, copy_) in et.last  # not the view's set_; the new storage's set_
+    assert (names.index("aten::relu") - 1, relu) in et.last  # torch.load's set_ -> relu
