@@ -23,6 +23,7 @@ sees) that we found. The ops of the two graphs are aligned by name and order.
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import re
 import sys
@@ -198,17 +199,41 @@ class _EtOp:
     first_tensor: tuple[int, int] | None  # the first argument's (tensor id, storage id)
     outputs: Buffers
     output_ids: tuple[int, ...]  # its outputs' tensor ids
+    mutated: Buffers = ()  # the arguments its schema marks as written (`Tensor(a!) out` of mul.out)
 
     @staticmethod
     def of(node: dict[str, Any]) -> "_EtOp":
         inputs, outputs = node["inputs"], node["outputs"]
         values, types = inputs["values"], inputs.get("types")
         first = _tensors(values[0]) if values else []
+        schema = next((a.get("value") for a in node.get("attrs", ()) if a.get("name") == "op_schema"), "")
+        at = _mutated_positions(schema) if isinstance(schema, str) else ()
+        mutated = {k: v for i in at if i < len(values)
+                   for k, v in _storages(values[i:i + 1], (types or [])[i:i + 1]).items()}
         return _EtOp(node["id"], sys.intern(node["name"]), node.get("ctrl_deps", -1),
                      tuple(_storages(values, types).items()), tuple(_storages(values[:1], (types or [])[:1]).items()),
                      (first[0][0], first[0][1]) if first else None,
                      tuple(_storages(outputs["values"], outputs.get("types")).items()),
-                     tuple(t[0] for t in _tensors(outputs["values"])))
+                     tuple(t[0] for t in _tensors(outputs["values"])), tuple(mutated.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mutated_positions(schema: str) -> tuple[int, ...]:
+    """The argument positions an op schema marks as written: ``Tensor(a!)``. ``*`` is no argument."""
+    start, end = schema.find("("), schema.rfind(") ->")
+    if start < 0 or end < start:
+        return ()
+    args, depth, current = [], 0, ""
+    for char in schema[start + 1:end]:
+        if char == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        depth += char in "([" and 1 or (-1 if char in ")]" else 0)
+        current += char
+    args.append(current.strip())
+    args = [a for a in args if a and a != "*"]
+    return tuple(i for i, arg in enumerate(args) if "!" in arg.split(" ")[0])
 
 
 class _EtFile:
@@ -312,6 +337,7 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
     last: set[tuple[int, int]] = set()
     output_at: dict[int, int] = {}  # tensor id -> the last op that output it
     writes_of: dict[int, list[int]] = {}
+    rebound: dict[int, tuple[int, int]] = {}  # storage -> (the set_ that bound it, the writer before)
     for index, op in enumerate(top):
         fresh = op.name in FRESH_INPUT_OPS and _made_outside_ops(op.first_tensor, output_at, writers)
         reads = {} if fresh else dict(op.reads)
@@ -319,8 +345,11 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
         # reads them too (allowed, not required).
         aliased = {buffer for key in reads if key < 0 for buffer in aliases.get(key, ())}
         read.append(tuple(reads.keys() | aliased))
+        sources = {k for k in reads if k not in dict(op.first)} if op.name == "aten::copy_" else set()
         for storage, kind in reads.items():
             writer, inner_last = writers.get(storage, -1), inner_writers.get(storage, -1)
+            if storage in sources and storage in rebound and rebound[storage][0] == writer:
+                writer = rebound[storage][1]  # share_memory_: the data copied is the old storage's writer's
             if writer >= 0 and writer > inner_last:
                 if _same_kind(written_kind[storage], kind):
                     last.add((writer, index))
@@ -329,13 +358,16 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
                 last.add((inner_last, index))
         written = {k: v for k, v in op.outputs if k not in reads}
         if op.name == "aten::set_":
-            # set_ binds a tensor to a storage; it writes no data. The storage's data is its last
-            # writer's (share_memory_ copies from the old storage through such a view), and set_
-            # stands for the writer only of a storage no op filled: torch.load's, read from the
-            # file into an empty one.
-            written = {k: v for k, v in written.items() if _unfilled(k, top, writers, inner_writers)}
+            # set_ binds a tensor to a storage: torch.load's, filled from the file, whose readers
+            # read it from set_ (the observer, blind to frees, may know an older writer of that
+            # address). share_memory_ binds a view of a parameter's storage only to copy_ it to
+            # shared memory: that copy_ reads the data of the storage's writer before set_.
+            for k in written:
+                if writers.get(k, -1) >= 0 and top[writers[k]].name not in _ALLOCATE_ONLY:
+                    rebound[k] = (index, writers[k])
         elif fresh or op.name.endswith("_"):  # in place, or a buffer made outside any op: it writes `self`
             written.update(op.first)
+        written.update(op.mutated)  # out= arguments (DDP's reducer: mul.out into the gradient bucket)
         if "sparse_coo_tensor" in op.name or "sparse_csr_tensor" in op.name:
             for key in written:
                 if key < 0:
@@ -349,20 +381,12 @@ def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
         # be read later too; the observer lists them under the inner ops only. Allowed; required
         # where no op wrote the storage since.
-        made_inside = {k: v for k, v in inner.get(op.id, {}).items() if k not in reads and k not in written
-                       and (op.name != "aten::set_" or _unfilled(k, top, writers, inner_writers))}
+        made_inside = {k: v for k, v in inner.get(op.id, {}).items() if k not in reads and k not in written}
         for storage, kind in made_inside.items():
             inner_writers[storage] = index
             inner_kind[storage] = kind
         wrote.append(tuple(written.keys() | made_inside.keys()))
     return EtGraph([op.name for op in top], wrote, read, last, writes_of=writes_of)
-
-
-def _unfilled(storage: int, top: list[_EtOp], writers: dict[int, int], inner_writers: dict[int, int]) -> bool:
-    """Whether no op has put data in `storage` yet: no writer, or only an allocation (empty)."""
-    if storage in writers:
-        return top[writers[storage]].name in _ALLOCATE_ONLY
-    return storage not in inner_writers
 
 
 def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], writers: dict[int, int]) -> bool:
@@ -496,15 +520,15 @@ def _same_run(trace: str | Path, et_path: Path, ours: int, theirs: int, matched:
 
 
 def _forked_children(trace: Path) -> str:
-    """The other processes of the trace's recorded job that are not ranks or main processes
-    (DataLoader workers, children), counted by role; "" for a lone trace."""
-    from tc_analyses.reader.job import MAIN, RANK, job_traces, plural, roles
+    """The trace's children in its recorded job (DataLoader workers, other children), counted by
+    role; "" for a lone trace or one whose other processes are ranks and launchers."""
+    from tc_analyses.reader.job import CHILD, WORKER, job_traces, plural, roles
     from tc_analyses.reader.metadata import read_metadata
     from tracer import schema
 
     if not (trace / "metadata").is_file() or schema.ENV_PPID not in read_metadata(trace).env:
         return ""
-    others = [r for p, r in roles(job_traces(trace.parent)).items() if p != trace and r not in (MAIN, RANK)]
+    others = [r for p, r in roles(job_traces(trace.parent)).items() if p != trace and r in (WORKER, CHILD)]
     return ", ".join(plural(role, n) for role, n in sorted(Counter(others).items()))
 
 

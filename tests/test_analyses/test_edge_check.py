@@ -318,3 +318,20 @@ def test_set_writes_only_a_storage_no_op_filled(tmp_path: Path) -> None:
     assert (1, copy_) in et.last  # uniform_ -> copy_: the data read
     assert (3, copy_) not in et.last and (2, copy_) in et.last  # not the view's set_; the new storage's set_
     assert (names.index("aten::relu") - 1, relu) in et.last  # torch.load's set_ -> relu
+
+
+def test_out_arguments_are_written(tmp_path: Path) -> None:
+    """DDP's reducer writes gradients into its bucket with mul.out: the schema says which argument."""
+    from tc_analyses.analyses.edge_check import _mutated_positions
+
+    assert _mutated_positions("aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)") == (2,)
+    assert _mutated_positions("aten::conv2d(Tensor input, Tensor weight, SymInt[2] stride=[1, 1]) -> Tensor") == ()
+    mul_out = _node(3, "aten::mul", [_t(1, 10), 0.5, _t(2, 20)], [_t(2, 20)])
+    mul_out["attrs"] = [{"name": "op_schema", "type": "string",
+                         "value": "aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"}]
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::empty", [], [_t(2, 20)]),  # the bucket
+        mul_out,
+        _node(4, "aten::copy_", [_t(3, 30), _t(2, 20)], [_t(3, 30)]),
+    ]))
+    assert (1, 2) in et.last and (0, 2) not in et.last
