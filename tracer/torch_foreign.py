@@ -1,4 +1,5 @@
-"""The program's own torch profiler: the recorder steps aside while it runs.
+"""The program's own use of torch's profiler: its profilers, which the recorder steps aside for,
+and its ``record_function`` scopes, inside which the recorder never ends a window.
 
 torch runs one profiler at a time in a process: a second ``torch.profiler.profile`` (or
 ``torch.autograd.profiler.profile``) started while the recorder's is on takes the profiler over,
@@ -18,6 +19,7 @@ profiling session (``__enter__`` and ``torch.profiler.profile``'s every cycle ca
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any, Callable, Iterator
 
@@ -34,6 +36,7 @@ class ForeignProfilers:
         self._running: set[int] = set()  # id() of the program's profiling sessions now on
         self._lock = threading.Lock()
         self._originals: tuple[Any, Any] | None = None
+        self._pid = os.getpid()
         self.blocks = 0  # how many times the recorder stepped aside
 
     @contextlib.contextmanager
@@ -58,7 +61,7 @@ class ForeignProfilers:
         watcher = self
 
         def _prepare_trace(profile: Any) -> Any:
-            if not getattr(watcher._local, "own", False):
+            if watcher._watching():
                 watcher._started(profile)
             return prepare(profile)
 
@@ -66,10 +69,15 @@ class ForeignProfilers:
             try:
                 return exit_(profile, *exc)
             finally:
-                if not getattr(watcher._local, "own", False):
+                if watcher._watching():
                     watcher._stopped(profile)
 
         cls._prepare_trace, cls.__exit__ = _prepare_trace, __exit__
+
+    def _watching(self) -> bool:
+        """Not inside the recorder's own calls, and in the process that installed the watch: a fork
+        child (a DataLoader worker) inherits the wrapped methods, but its recorder is its own."""
+        return not getattr(self._local, "own", False) and os.getpid() == self._pid
 
     def remove(self) -> None:
         if self._originals is not None:
@@ -94,3 +102,40 @@ class ForeignProfilers:
         if last:
             with self.own():
                 self._come_back()
+
+
+class OpenScopes:
+    """How many ``record_function`` scopes are open on each thread (the program's, the
+    DataLoader's ``__next__``, the optimizer's ``step``): a window must not end inside one, since
+    stopping torch's profiler under an open record function crashes the process (segfaults seen
+    with a training step wrapped in ``record_function``, and under the DataLoader's fetch)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._class = torch.autograd.profiler.record_function
+        self._local = threading.local()
+        self._originals: tuple[Any, Any] | None = None
+
+    def open(self) -> bool:
+        """Whether a record_function scope is open on this thread."""
+        return getattr(self._local, "depth", 0) > 0
+
+    def install(self) -> None:
+        cls, local = self._class, self._local
+        enter, exit_ = cls.__enter__, cls.__exit__
+        self._originals = (enter, exit_)
+
+        def __enter__(scope: Any) -> Any:
+            entered = enter(scope)
+            local.depth = getattr(local, "depth", 0) + 1
+            return entered
+
+        def __exit__(scope: Any, *exc: Any) -> Any:
+            local.depth = max(0, getattr(local, "depth", 0) - 1)
+            return exit_(scope, *exc)
+
+        cls.__enter__, cls.__exit__ = __enter__, __exit__
+
+    def remove(self) -> None:
+        if self._originals is not None:
+            self._class.__enter__, self._class.__exit__ = self._originals
+            self._originals = None

@@ -37,7 +37,7 @@ from tracer.batch import Batch
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
-from tracer.torch_foreign import ForeignProfilers
+from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import write_gpu
 from tracer.torch_scopes import _may_end_window_at, _ModuleScopes
 
@@ -139,7 +139,8 @@ class TorchRecorder:
         self._writer = _WindowWriter(self._torch)
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
-        self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
+        self._foreign: ForeignProfilers | None = None
+        self._open_scopes: OpenScopes | None = None  # record_function scopes open now, per thread  # the program's own profilers, which we step aside for
         self._optimizer_hook: Any = None
         self._owner_thread = 0
         self._user_steps = False  # rec.step() was called: windows follow the user's steps
@@ -192,6 +193,9 @@ class TorchRecorder:
         self._profiler = profiler.profile(**self._profiler_options)
         self._foreign = ForeignProfilers(torch, self._step_aside, self._come_back)
         self._foreign.install()
+        if self._streaming:
+            self._open_scopes = OpenScopes(torch)
+            self._open_scopes.install()
         if self._record_modules or self._streaming:
             self._scopes = _ModuleScopes(torch, self._at_outermost_forward if self._streaming else None,
                                          record=self._record_modules)
@@ -236,6 +240,8 @@ class TorchRecorder:
     def _at_outermost_forward(self, module: Any) -> None:
         if self._user_steps or threading.get_ident() != self._owner_thread:
             return  # the profiler is stopped and started only by the thread that started it
+        if self._open_scopes is not None and self._open_scopes.open():
+            return  # under an open record_function: stopping the profiler there crashes torch
         due = self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval
         if due and _may_end_window_at(module):  # the frame walk only when a window is due
             self._end_window()
@@ -268,6 +274,9 @@ class TorchRecorder:
         if foreign is None:
             return  # never started, or stopped already
         foreign.remove()
+        if self._open_scopes is not None:
+            self._open_scopes.remove()
+            self._open_scopes = None
         profiler, self._profiler = self._profiler, None  # None while stepped aside for the program's profiler
         if self.session is not None:
             self.session.discard_stop_hook(self.stop)
