@@ -137,6 +137,8 @@ class _Collector:
             self._allocation(event, None)
         for child in event.children:
             self.walk(child, scope, step, backward)
+        if tag == self.torch_op and event.name in _COMPILED_FUNCTIONS:
+            self.compiled_inputs = []  # a function without a graph call of its own lends its inputs to none
 
     def _compiled_call(self, event: Any, scope: str, step: int, backward: str) -> None:
         """A compiled graph's call: one node that reads the graph's inputs (those its autograd

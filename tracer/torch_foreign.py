@@ -110,28 +110,34 @@ class OpenScopes:
     stopping torch's profiler under an open record function crashes the process (segfaults seen
     with a training step wrapped in ``record_function``, and under the DataLoader's fetch)."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, on_closed: Callable[[], None] | None = None) -> None:
         self._class = torch.autograd.profiler.record_function
         self._local = threading.local()
         self._originals: tuple[Any, Any] | None = None
+        self._on_closed = on_closed  # called when the last scope open on a thread closes
 
     def open(self) -> bool:
         """Whether a record_function scope is open on this thread."""
         return getattr(self._local, "depth", 0) > 0
 
     def install(self) -> None:
-        cls, local = self._class, self._local
+        cls, local, on_closed = self._class, self._local, self._on_closed
         enter, exit_ = cls.__enter__, cls.__exit__
         self._originals = (enter, exit_)
 
         def __enter__(scope: Any) -> Any:
             entered = enter(scope)
-            local.depth = getattr(local, "depth", 0) + 1
+            if not _is_step_mark(scope):
+                local.depth = getattr(local, "depth", 0) + 1
             return entered
 
         def __exit__(scope: Any, *exc: Any) -> Any:
-            local.depth = max(0, getattr(local, "depth", 0) - 1)
-            return exit_(scope, *exc)
+            result = exit_(scope, *exc)
+            if not _is_step_mark(scope):
+                local.depth = max(0, getattr(local, "depth", 0) - 1)
+                if local.depth == 0 and on_closed is not None:
+                    on_closed()  # the first point since the scope opened where a window may end
+            return result
 
         cls.__enter__, cls.__exit__ = __enter__, __exit__
 
@@ -139,3 +145,9 @@ class OpenScopes:
         if self._originals is not None:
             self._class.__enter__, self._class.__exit__ = self._originals
             self._originals = None
+
+
+def _is_step_mark(scope: Any) -> bool:
+    """A scheduled profiler's ``ProfilerStep#N`` scope, open for the whole step: the recorder's own
+    (always open while it records) or the program's (the recorder is stepped aside then)."""
+    return str(getattr(scope, "name", "")).startswith("ProfilerStep#")

@@ -95,6 +95,10 @@ class _ModuleScopes:
         with self._record(THREAD_MARK + str(threading.get_native_id())):
             pass
 
+    def open(self) -> bool:
+        """Whether a module scope of ours is open on this thread (inside a forward)."""
+        return bool(getattr(self._local, "stack", None))
+
     def _pre(self, module: Any, args: Any) -> None:
         if _compiling():  # dynamo traces global hooks into the graph: ours must leave it as it is
             return
@@ -143,11 +147,16 @@ def _may_end_window_at(module: Any) -> bool:
     torch (a segfault in pytorch/examples' MNIST, one run in two)."""
     if next(module.parameters(), None) is None:
         return False
+    return not _in_data_loader()
+
+
+def _in_data_loader() -> bool:
+    """Whether a DataLoader's code is on this thread's stack (up to 40 frames)."""
     frame: Any = sys._getframe(1)
     for _ in range(40):
         if frame is None:
-            return True
-        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
             return False
+        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
+            return True
         frame = frame.f_back
-    return True
+    return False

@@ -39,7 +39,7 @@ from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import write_gpu
-from tracer.torch_scopes import _may_end_window_at, _ModuleScopes
+from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 
 _MAX_SEQ_SCOPES = 200_000
 
@@ -139,8 +139,8 @@ class TorchRecorder:
         self._writer = _WindowWriter(self._torch)
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
-        self._foreign: ForeignProfilers | None = None
-        self._open_scopes: OpenScopes | None = None  # record_function scopes open now, per thread  # the program's own profilers, which we step aside for
+        self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
+        self._open_scopes: OpenScopes | None = None  # record_function scopes open now, per thread
         self._optimizer_hook: Any = None
         self._owner_thread = 0
         self._user_steps = False  # rec.step() was called: windows follow the user's steps
@@ -194,7 +194,7 @@ class TorchRecorder:
         self._foreign = ForeignProfilers(torch, self._step_aside, self._come_back)
         self._foreign.install()
         if self._streaming:
-            self._open_scopes = OpenScopes(torch)
+            self._open_scopes = OpenScopes(torch, self._after_scope)
             self._open_scopes.install()
         if self._record_modules or self._streaming:
             self._scopes = _ModuleScopes(torch, self._at_outermost_forward if self._streaming else None,
@@ -245,6 +245,19 @@ class TorchRecorder:
         due = self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval
         if due and _may_end_window_at(module):  # the frame walk only when a window is due
             self._end_window()
+
+    def _after_scope(self) -> None:
+        """The last record_function scope open on a thread closed: a program that wraps each whole
+        step in one never reaches an outermost forward outside it, so a due window ends here."""
+        try:
+            if (self._user_steps or threading.get_ident() != self._owner_thread or self._converting
+                    or (self._scopes is not None and self._scopes.open())):
+                return
+            due = self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval
+            if due and not _in_data_loader():
+                self._end_window()
+        except Exception as exc:  # recording must never stop the program
+            print(f"dfcompass: error: process {os.getpid()}: a profile window could not end: {exc}", file=sys.stderr)
 
     def _step_aside(self) -> None:
         """The program starts a profiler of its own: end our window (its ops are converted) and

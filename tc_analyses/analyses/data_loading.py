@@ -19,7 +19,10 @@ import numpy as np
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.intervals import union_ns
 from tc_analyses.reader.fast import read_trace
-from tc_analyses.reader.job import WORKER, job_traces, roles
+from tc_analyses.errors import DfcompassError
+from tc_analyses.reader.job import WORKER, job_traces_in, roles
+from tc_analyses.reader.metadata import read_metadata
+from tracer import schema
 
 _NEXT_BATCH = "enumerate(DataLoader)#"
 # A wait above this share of the main process's span is called loader-bound.
@@ -64,19 +67,22 @@ def of_job(trace: str | Path, activity: Activity) -> DataLoading | None:
     """The data loading of the process at `trace`, when it is the main process of a job folder with
     DataLoader workers (None otherwise: a lone trace, or a job without workers)."""
     path = Path(trace)
-    job = path.parent
-    if not (path / "metadata").is_file() or not job.is_dir():
-        return None
-    processes = [p for p in job_traces(job) if p.path.parent == job]
-    if not any(p.path == path for p in processes):
-        return None
+    if not (path / "metadata").is_file() or schema.ENV_PPID not in read_metadata(path).env:
+        return None  # not a process of a recorded job
+    processes = job_traces_in(path.parent)
+    me = next((p for p in processes if p.path == path), None)
     role = roles(processes)
-    workers = [p for p in processes if role[p.path] == WORKER]
+    # Its own workers: a rank's, not its neighbours'.
+    workers = [p for p in processes if role[p.path] == WORKER and me is not None and p.host == me.host
+               and p.ppid == me.pid]
     if not workers:
         return None
     busy = 0
     for worker in workers:
-        nodes = read_activity(read_trace(worker.path)).nodes
+        try:
+            nodes = read_activity(read_trace(worker.path)).nodes
+        except DfcompassError:  # a damaged worker trace (a killed worker): its time is not counted
+            continue
         busy += union_ns(nodes.column("start"), nodes.column("end"))
     wait, batches = batch_wait(activity)
     nodes, annotations = activity.nodes, activity.annotations

@@ -522,13 +522,17 @@ def _same_run(trace: str | Path, et_path: Path, ours: int, theirs: int, matched:
 def _forked_children(trace: Path) -> str:
     """The trace's children in its recorded job (DataLoader workers, other children), counted by
     role; "" for a lone trace or one whose other processes are ranks and launchers."""
-    from tc_analyses.reader.job import CHILD, WORKER, job_traces, plural, roles
+    from tc_analyses.reader.job import CHILD, WORKER, job_traces_in, plural, roles
     from tc_analyses.reader.metadata import read_metadata
     from tracer import schema
 
     if not (trace / "metadata").is_file() or schema.ENV_PPID not in read_metadata(trace).env:
         return ""
-    others = [r for p, r in roles(job_traces(trace.parent)).items() if p != trace and r in (WORKER, CHILD)]
+    processes = job_traces_in(trace.parent)
+    me = next((p for p in processes if p.path == trace), None)
+    role = roles(processes)
+    others = [role[p.path] for p in processes if me is not None and p.ppid == me.pid and p.host == me.host
+              and role[p.path] in (WORKER, CHILD)]
     return ", ".join(plural(role, n) for role, n in sorted(Counter(others).items()))
 
 

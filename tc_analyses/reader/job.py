@@ -52,11 +52,13 @@ def job_traces(root: str | Path) -> list[ProcessTrace]:
         meta = read_metadata(path)
         env = meta.env
         rank = _int(env.get("rank", env.get("kineto_rank")))
-        if rank is None:
+        role = str(env.get(schema.ENV_PROCESS_ROLE, ""))
+        if role == schema.DATA_LOADER_WORKER:
+            rank = None  # a rank's worker inherits its RANK (and, forked, its process group): not a rank
+        elif rank is None:
             rank = _recorded_rank(path, meta.uuid)
         found.append(ProcessTrace(path, str(env.get("hostname", "")), _int(env.get("pid")), rank,
-                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)),
-                                  str(env.get(schema.ENV_PROCESS_ROLE, ""))))
+                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)), role))
     return sorted(found, key=lambda t: (t.rank is None, t.rank or 0, t.host, t.pid or 0, str(t.path)))
 
 
@@ -78,6 +80,12 @@ def _recorded_rank(path: Path, uuid: str) -> int | None:
             if len(records):
                 return int(records["rank"][0])
     return None
+
+
+def job_traces_in(folder: Path) -> list[ProcessTrace]:
+    """The process traces directly in `folder` (a recorded job's layout), without walking below it."""
+    found = [p for p in folder.iterdir() if (p / "metadata").is_file()] if folder.is_dir() else []
+    return [t for path in found for t in job_traces(path)]
 
 
 # The roles of a job's processes, as said to users.

@@ -59,6 +59,12 @@ def test_no_workers_or_no_job_gives_nothing(tmp_path: Path) -> None:
     main = tmp_path / "job" / "host-300"
     _main(main, batches=1, ops_per_batch=1)
     assert of_job(main, read_activity(read_trace(main))) is None  # a job of one, no worker
+    lone = tmp_path / "lone"
+    with tracer.Session(lone, handle_signals=False):  # not recorded by `record`: no job around it
+        with tracer.node("n", op="aten::add"):
+            pass
+    _worker(tmp_path / "host-301", 301, 2)  # a worker-like trace beside it is not its worker
+    assert of_job(lone, read_activity(read_trace(lone))) is None
 
 
 def test_parallelism_shows_it_beside_the_plan(tmp_path: Path, cli: Callable[..., Any]) -> None:

@@ -95,3 +95,17 @@ def test_a_trace_or_a_job_of_one_needs_no_notice(tmp_path: Path) -> None:
     path = _process(tmp_path, 80, 79, 1)
     assert choose_process(path).notice == "" and choose_process(path).path == path
     assert choose_process(tmp_path).notice == "" and choose_process(tmp_path).path == path
+
+
+def test_a_ranks_dataloader_workers_are_workers_not_ranks(tmp_path: Path) -> None:
+    """A rank's workers inherit its RANK: the recorder's role note wins."""
+    _process(tmp_path, 50, 49, 0)
+    for rank, pid in ((0, 61), (1, 62)):
+        _process(tmp_path, pid, 50, 3, rank=rank, world_size=2)
+    for pid in (70, 71):
+        _process(tmp_path, pid, 61, 9, rank=0, world_size=2,
+                 **{schema.ENV_PROCESS_ROLE: schema.DATA_LOADER_WORKER})
+    processes = job_traces(tmp_path)
+    assert sorted(roles(processes).values()) == sorted([LAUNCHER, RANK, RANK, WORKER, WORKER])
+    assert [p.rank for p in processes if p.pid in (70, 71)] == [None, None]
+    assert choose_process(tmp_path, "rank 0").path == tmp_path / "host-61"

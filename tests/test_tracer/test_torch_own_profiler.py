@@ -72,3 +72,32 @@ def test_record_function_scopes_are_annotations(tmp_path: Path) -> None:
     assert names["Optimizer.step#SGD.step"] == 2
     begin, end = trace.table("annotation_begin"), trace.table("annotation_end")
     assert sorted(begin["annotation_id"].tolist()) == sorted(end["annotation_id"].tolist())
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain steps", "steps in record_function"])
+def test_windows_end_during_the_run_but_never_inside_a_record_function(tmp_path: Path, wrapped: bool) -> None:
+    """Streaming keeps memory to one window and a killed program's loss to one step: windows must
+    end while the program runs, also when each step is one record_function scope (Lightning,
+    HF Trainer), yet never inside one (stopping the profiler there crashed torch)."""
+    import contextlib
+
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ends_inside: list[bool] = []
+    with TorchRecorder(str(tmp_path / "trace"), flush_interval=0.0) as rec:
+        end_window = rec._end_window
+
+        def watched() -> None:
+            assert rec._open_scopes is not None
+            ends_inside.append(rec._open_scopes.open())
+            end_window()
+
+        rec._end_window = watched  # type: ignore[method-assign]
+        for _ in range(4):
+            with torch.profiler.record_function("train_step") if wrapped else contextlib.nullcontext():
+                model(torch.randn(4, 8)).sum().backward()
+                opt.step()
+        during = rec.windows_written
+    assert during >= 3, "windows no longer end while the program runs"
+    assert ends_inside and not any(ends_inside)
+    assert Counter(read_trace(tmp_path / "trace").table("node_begin").text("op").tolist())["aten::linear"] == 4
