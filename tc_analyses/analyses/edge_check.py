@@ -478,7 +478,8 @@ def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | Non
     for p, c in mapped:
         if et.names[p] == COMPILED_GRAPH_OP:
             graph_edges.setdefault(c, []).append(p)
-    missing = {(p, c) for p, c in last - mapped if not any(p < g < c for g in graph_edges.get(c, ()))}
+    missing = {(p, c) for p, c in last - mapped
+               if not any(p < g < c and _graph_may_have_rewritten(et, p, c, g) for g in graph_edges.get(c, ()))}
     children = _forked_children(Path(t.path))
     if not children:  # else the observer, inherited by forks, wrote their ops too: said in a notice
         _same_run(t.path, et_path, len(names), len(et.names), len(to_et))
@@ -491,6 +492,13 @@ def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | Non
         notices=_foreign_ops(Path(t.path), children, len(et.names) - len(to_et), len(et.names)) + (
             [f"{unseen:,} edges leave a compiled graph for a buffer the observer saw no op write (inductor's "
              "kernels write past it): allowed, not checked"] if unseen else []))
+
+
+def _graph_may_have_rewritten(et: EtGraph, writer: int, reader: int, graph: int) -> bool:
+    """Whether the compiled graph may have written what `reader` read of `writer`'s: not a buffer
+    the graph only read (its inputs keep their writer)."""
+    shared = set(et.wrote[writer]) & set(et.read[reader])
+    return not shared or not shared <= set(et.read[graph])
 
 
 # An execution trace matched on fewer of its ops than this is of another run or program.

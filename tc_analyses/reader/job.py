@@ -91,6 +91,7 @@ def job_traces_in(folder: Path) -> list[ProcessTrace]:
 # The roles of a job's processes, as said to users.
 MAIN, RANK, LAUNCHER, WORKER, CHILD, NO_OP = ("main process", "rank", "launcher", "DataLoader worker", "child process",
                                               "process with no op")
+OTHER = "trace not of the run"  # in a recorded job's folder, a trace without a ppid (a plan's predicted trace)
 
 
 def plural(role: str, count: int) -> str:
@@ -104,11 +105,14 @@ def roles(processes: list[ProcessTrace]) -> dict[Path, str]:
     """What each process of a job is: a rank, a launcher (no op of its own, children in the job),
     a DataLoader worker, the main process (its parent is not in the job) or another child."""
     pids = {(p.host, p.pid) for p in processes if p.pid is not None}
+    recorded = any(p.ppid is not None for p in processes)
     parents = {(p.host, p.ppid) for p in processes if p.ppid is not None}
     found = {}
     for p in processes:
         ops = p.has_nodes()
-        if p.rank is not None:
+        if recorded and p.ppid is None and p.rank is None and p.recorded_role != schema.DATA_LOADER_WORKER:
+            role = OTHER  # written there later (recommend-placement -o JOB/plan), not by `record`
+        elif p.rank is not None:
             role = RANK
         elif p.recorded_role == schema.DATA_LOADER_WORKER:
             role = WORKER
@@ -136,7 +140,7 @@ def role_labels(processes: list[ProcessTrace]) -> list[str]:
 
 def _order(process: ProcessTrace, role: str) -> tuple[int, int, int]:
     """Listing order: ranks, main, other children, launchers, workers; then pid, numerically."""
-    rank = {RANK: 0, MAIN: 1, CHILD: 2, LAUNCHER: 3, NO_OP: 4, WORKER: 5}[role]
+    rank = {RANK: 0, MAIN: 1, CHILD: 2, LAUNCHER: 3, NO_OP: 4, WORKER: 5, OTHER: 6}[role]
     return rank, process.rank if process.rank is not None else 0, process.pid or 0
 
 
@@ -192,7 +196,8 @@ def _pick(path: Path, listed: list[ProcessTrace], role: dict[Path, str], choice:
     if choice in (None, "main"):
         ranked = [p for p in listed if role[p.path] == RANK and p.has_nodes()]
         mains = [p for p in listed if role[p.path] == MAIN]
-        candidates = ranked[:1] or mains or [p for p in listed if role[p.path] == CHILD] or listed
+        candidates = (ranked[:1] or mains or [p for p in listed if role[p.path] == CHILD]
+                      or [p for p in listed if role[p.path] != OTHER] or listed)
         return max(candidates, key=lambda p: (p in ranked or p in mains, p.node_bytes()))
     text = choice.strip()
     words = text.split()

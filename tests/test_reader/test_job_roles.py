@@ -109,3 +109,15 @@ def test_a_ranks_dataloader_workers_are_workers_not_ranks(tmp_path: Path) -> Non
     assert sorted(roles(processes).values()) == sorted([LAUNCHER, RANK, RANK, WORKER, WORKER])
     assert [p.rank for p in processes if p.pid in (70, 71)] == [None, None]
     assert choose_process(tmp_path, "rank 0").path == tmp_path / "host-61"
+
+
+def test_a_trace_written_into_the_job_folder_later_is_not_the_main_process(tmp_path: Path) -> None:
+    """recommend-placement -o JOB/plan writes a predicted trace there: many ops, no ppid."""
+    _process(tmp_path, 300, 299, 3)
+    with tracer.Session(tmp_path / "plan-predicted", env={"pid": 1}, handle_signals=False):
+        for i in range(20):
+            with tracer.node(f"p{i}", op="work"):
+                pass
+    chosen = choose_process(tmp_path)
+    assert chosen.path == tmp_path / "host-300"
+    assert "trace not of the run" in chosen.notice
