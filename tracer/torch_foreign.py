@@ -124,16 +124,17 @@ class OpenScopes:
         cls, local, on_closed = self._class, self._local, self._on_closed
         enter, exit_ = cls.__enter__, cls.__exit__
         self._originals = (enter, exit_)
+        pid = os.getpid()  # a fork child inherits the wrapped methods; its own recorder counts for it
 
         def __enter__(scope: Any) -> Any:
             entered = enter(scope)
-            if not _is_step_mark(scope):
+            if not _is_step_mark(scope) and os.getpid() == pid:
                 local.depth = getattr(local, "depth", 0) + 1
             return entered
 
         def __exit__(scope: Any, *exc: Any) -> Any:
             result = exit_(scope, *exc)
-            if not _is_step_mark(scope):
+            if not _is_step_mark(scope) and os.getpid() == pid:
                 local.depth = max(0, getattr(local, "depth", 0) - 1)
                 if local.depth == 0 and on_closed is not None:
                     on_closed()  # the first point since the scope opened where a window may end
