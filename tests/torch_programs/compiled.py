@@ -1,7 +1,8 @@
 """A small CNN or transformer block trained through torch.compile.
 
-Usage: compiled.py cnn|transformer [default|fullgraph|reduce-overhead|graph-break]
-The transformer with graph-break prints from inside forward (dynamo splits the graph there).
+Usage: compiled.py cnn|transformer [default|fullgraph|reduce-overhead|graph-break] [cpu|cuda]
+The transformer with graph-break prints from inside forward (dynamo splits the graph there). On
+cuda, inductor writes Triton kernels (and reduce-overhead replays them as CUDA graphs).
 """
 
 import sys
@@ -28,6 +29,7 @@ class Block(nn.Module):
 def main() -> None:
     kind = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 else "default"
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
     torch.manual_seed(0)
     if kind == "cnn":
         model: nn.Module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
@@ -36,10 +38,11 @@ def main() -> None:
         model = Block(graph_break=mode == "graph-break")
         shape = (2, 8, 32)
     options = {"fullgraph": True} if mode == "fullgraph" else {"mode": "reduce-overhead"} if mode == "reduce-overhead" else {}
+    model = model.to(device)
     compiled = torch.compile(model, **options)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for _ in range(3):
-        loss = compiled(torch.randn(*shape)).pow(2).mean()
+        loss = compiled(torch.randn(*shape, device=device)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
