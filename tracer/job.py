@@ -31,6 +31,15 @@ TORCH_ENV = "DFCOMPASS_TORCH"
 TF_ENV = "DFCOMPASS_TF"  # "0": do not start a TFRecorder when the program imports TensorFlow
 FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
 _DATA_LOADER_FILE = os.path.join("torch", "utils", "data", "dataloader.py")
+# torch.compile's compiler pool: a process (and its pool of children) that inductor starts to build
+# kernels. It runs no op of the program; recording it would add a process per core to the job.
+_COMPILE_WORKER_DIR = os.path.join("_inductor", "compile_worker")
+
+
+def is_compile_worker(command: list[str]) -> bool:
+    """Whether the interpreter's command line (``sys.orig_argv``) runs inductor's compile worker
+    pool, as a script or with ``-m``; the script comes after at most a few interpreter options."""
+    return any(_COMPILE_WORKER_DIR in arg or arg == "torch._inductor.compile_worker" for arg in command[1:5])
 
 
 def process_trace_path(job: Path) -> Path:
@@ -161,6 +170,9 @@ def start_from_environment() -> _JobProcess | None:
     follow = os.environ.get(FOLLOW_ENV, "1") != "0"
     torch = os.environ.get(TORCH_ENV, "1") != "0"
     tensorflow = os.environ.get(TF_ENV, "1") != "0"
+    if is_compile_worker(getattr(sys, "orig_argv", [sys.executable, *sys.argv])):
+        os.environ.pop(JOB_ENV, None)  # nor its pool's children
+        return None
     if not follow:
         os.environ.pop(JOB_ENV, None)
     process = _JobProcess(Path(job), torch, tensorflow)

@@ -150,3 +150,37 @@ def test_demo_offers_the_ddp_job(tmp_path: Path, cli: Any) -> None:
     stragglers = [f["text"] for f in document["findings"] if f["kind"] == "straggler"]
     assert len(stragglers) == 1 and stragglers[0].startswith("rank 1 arrived last"), document["findings"]
     assert (tmp_path / "demo" / "ranks.png").is_file()
+
+
+COMPILE_POOL = """
+import multiprocessing as mp
+import sys
+import tracer
+
+def work():
+    with tracer.node("compile", op="compile"):
+        pass
+
+if __name__ == "__main__":
+    for method in ("fork", "spawn"):
+        p = mp.get_context(method).Process(target=work)
+        p.start()
+        p.join()
+        assert p.exitcode == 0
+"""
+
+
+def test_torch_compile_worker_pool_is_not_recorded(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    """Inductor's compile workers (one process per core, no op of the program) stay out of the job,
+    with their own children; the program that started them is recorded."""
+    pool = tmp_path / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    pool.parent.mkdir(parents=True)
+    pool.write_text(COMPILE_POOL)
+    program = tmp_path / "program.py"
+    program.write_text("import subprocess, sys\nimport tracer\nwith tracer.node('main', op='main'):\n"
+                       f"    subprocess.run([sys.executable, {str(pool)!r}], check=True)\n")
+    job = tmp_path / "job"
+    _record(dfcompass_exe, job, sys.executable, str(program))
+    traces = job_traces(job)
+    assert len(traces) == 1, [t.path.name for t in traces]
+    assert _ops(traces[0].path) == ["main"]
