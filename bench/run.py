@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|hta|kineto|scale|dask|tf|realworld] [--big] [--nodes N] [--rounds K] [--examples DIR]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|gpu|hta|kineto|scale|dask|tf|realworld] [--big] [--nodes N] [--rounds K] [--examples DIR]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench mo
 import dask_scale  # noqa: E402
 import engine_scale  # noqa: E402
 import engine_speed  # noqa: E402
+import gpu_prediction  # noqa: E402
 import hta_speed  # noqa: E402
 import job_overhead  # noqa: E402
 import kernel_model  # noqa: E402
@@ -294,6 +295,22 @@ def kernel_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def gpu_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("skipped", "-", r["skipped"])]
+    rows: list[Row] = [(f"kernel model, {k['held_out']} held out ({k['ops']} ops)",
+                        f"{k['calibrated'] * 100:.0f}%", f"median |error| calibrated on the other two; as used "
+                        f"{k['as_used'] * 100:.0f}%, datasheet {k['datasheet'] * 100:.0f}%") for k in r["rotation"]]
+    for p in r["programs"]:
+        low, high = p["range_ms"]
+        rows.append((f"{p['name']}: step on the GPU", f"{p['predicted_ms']:.2f} ms predicted",
+                     f"range {low:.2f}-{high:.2f}; measured {p['measured_ms']:.2f} ms "
+                     f"({'inside' if p['holds'] else 'OUTSIDE'}, error {p['step_error'] * 100:+.0f}%)"))
+        rows.append((f"{p['name']}: speedup over the CPU", f"{p['predicted_speedup']:.2f}x predicted",
+                     f"measured {p['measured_speedup']:.2f}x"))
+    return rows
+
+
 def hta_rows(r: dict[str, Any]) -> list[Row]:
     if "skipped" in r:
         return [("skipped", "-", r["skipped"])]
@@ -358,7 +375,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "hta", "kineto", "scale", "dask", "tf", "realworld"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "gpu", "hta", "kineto", "scale", "dask", "tf", "realworld"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--examples", help="realworld: a checkout or git repository of pytorch/examples")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
@@ -392,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("startup", lambda: startup.run(args.rounds or 7), results)
     if args.only in (None, "kernels"):
         ok &= _run_one("kernels", kernel_model.run, results)
+    if args.only in (None, "gpu"):
+        ok &= _run_one("gpu_prediction", gpu_prediction.run, results)
     if args.only in (None, "hta"):
         ok &= _run_one("hta", lambda: hta_speed.run(args.rounds or 3), results)
     if args.only in (None, "kineto"):
@@ -415,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("placement", "Placement quality and speed", placement_rows),
                                 ("startup", "Command-line start-up", startup_rows),
                                 ("kernels", "GPU kernel model against real A100 kernels", kernel_rows),
+                                ("gpu_prediction", "GPU predicted from CPU traces, measured on an H200", gpu_rows),
                                 ("hta", "Against HTA (traceinsight 0.6.1) on the shared Kineto traces", hta_rows),
                                 ("kineto", "Kineto import at scale (nccl trace x25)", kineto_rows),
                                 ("verify", "Verified plans: predicted against measured", verify_rows),

@@ -178,7 +178,8 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
         if not parents and not _has_nodes(Path(path)):
             raise KeyError("nodes")
         ops = _outside(ops, parents, compiling)
-        return replace(_graph(_with_graph_inputs(ops, graph_inputs), parents), truncated=truncated)
+        owners = _owners(ops, parents)
+        return replace(_graph(_with_graph_inputs(ops, graph_inputs, owners), owners), truncated=truncated)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {reason})") from exc
@@ -200,6 +201,7 @@ class _EtOp:
     outputs: Buffers
     output_ids: tuple[int, ...]  # its outputs' tensor ids
     mutated: Buffers = ()  # the arguments its schema marks as written (`Tensor(a!) out` of mul.out)
+    overwritten: tuple[int, ...] = ()  # of those, the buffers no other argument names: written, not read
 
     @staticmethod
     def of(node: dict[str, Any]) -> "_EtOp":
@@ -210,11 +212,14 @@ class _EtOp:
         at = _mutated_positions(schema) if isinstance(schema, str) else ()
         mutated = {k: v for i in at if i < len(values)
                    for k, v in _storages(values[i:i + 1], (types or [])[i:i + 1]).items()}
+        others = {k for i, value in enumerate(values) if i not in at
+                  for k in _storages([value], (types or [])[i:i + 1])} if mutated else set()
         return _EtOp(node["id"], sys.intern(node["name"]), node.get("ctrl_deps", -1),
                      tuple(_storages(values, types).items()), tuple(_storages(values[:1], (types or [])[:1]).items()),
                      (first[0][0], first[0][1]) if first else None,
                      tuple(_storages(outputs["values"], outputs.get("types")).items()),
-                     tuple(t[0] for t in _tensors(outputs["values"])), tuple(mutated.items()))
+                     tuple(t[0] for t in _tensors(outputs["values"])), tuple(mutated.items()),
+                     tuple(k for k in mutated if k not in others))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -310,23 +315,65 @@ def _outside(ops: list[_EtOp], parents: dict[int, int], scopes: set[int]) -> lis
     return [op for op in ops if not under(op.id)]
 
 
-def _with_graph_inputs(ops: list[_EtOp], graph_inputs: dict[int, Buffers]) -> list[_EtOp]:
-    """The compiled graphs' calls given their reads: their function's inputs and their inner ops'."""
+def _owners(ops: list[_EtOp], parents: dict[int, int]) -> dict[int, int]:
+    """Each op's outermost op above it (itself if none): the top-level op it runs in. Other nodes
+    may come between: the first call of a compiled graph on CUDA runs its extern kernels under a
+    ``PythonDispatchMode`` node (``aten::convolution`` > ``PythonDispatchMode`` > ``aten::convolution``)."""
+    ids = {op.id for op in ops}
+    outer: dict[int, int | None] = {}  # node -> its outermost op, itself included (None: no op)
+
+    def outermost(node: int) -> int | None:
+        chain: list[int] = []
+        while node not in outer:
+            chain.append(node)
+            parent = parents.get(node, -1)
+            if parent == node or parent not in parents or len(chain) > len(parents):
+                break
+            node = parent
+        found = outer.get(node)
+        for link in reversed(chain):  # from the top down
+            if found is None and link in ids:
+                found = link
+            outer[link] = found
+        return found
+
+    return {op.id: outermost(op.id) or op.id for op in ops}
+
+
+def _with_graph_inputs(ops: list[_EtOp], graph_inputs: dict[int, Buffers], owners: dict[int, int]) -> list[_EtOp]:
+    """The compiled graphs' calls given their reads and writes. A graph reads its function's
+    inputs and what its inner aten ops (inductor's extern kernels, in order) read that no inner op
+    made before. It writes what they make: their new outputs and their ``out=`` arguments. An
+    ``out=`` buffer is the graph's own, allocated unseen by the observer (``empty_strided_cuda``):
+    read as an input, it would join the graph to the last op that wrote that address before the
+    caching allocator gave it to the graph."""
     calls = {op.id for op in ops if op.name == COMPILED_GRAPH_OP}
     if not calls:
         return ops
-    inner: dict[int, dict[int, str]] = {}
+    inner: dict[int, list[_EtOp]] = {}
     for op in ops:
-        if op.parent in calls:
-            inner.setdefault(op.parent, {}).update(op.reads)
-    return [replace(op, reads=tuple({**dict(graph_inputs.get(op.parent, ())), **inner.get(op.id, {})}.items()))
-            if op.id in calls else op for op in ops]
+        if owners[op.id] in calls and op.id != owners[op.id]:
+            inner.setdefault(owners[op.id], []).append(op)
+    graphs: dict[int, _EtOp] = {}
+    for op in ops:
+        if op.id not in calls:
+            continue
+        inputs = dict(graph_inputs.get(op.parent, ()))
+        reads: dict[int, str] = {}
+        made: dict[int, str] = {}
+        for kernel in sorted(inner.get(op.id, ()), key=lambda k: k.id):
+            reads.update((k, v) for k, v in kernel.reads if k not in made and k not in kernel.overwritten)
+            made.update((k, v) for k, v in kernel.outputs if k not in dict(kernel.reads))
+            made.update(kernel.mutated)
+        reads = {**inputs, **reads}
+        graphs[op.id] = replace(op, reads=tuple(reads.items()), outputs=tuple(made.items()),
+                                mutated=tuple((k, v) for k, v in made.items() if k in reads))
+    return [graphs.get(op.id, op) for op in ops]
 
 
-def _graph(ops: list[_EtOp], parents: dict[int, int]) -> EtGraph:
-    aten = {op.id for op in ops}
-    top = sorted((op for op in ops if parents.get(op.id, -1) not in aten), key=lambda op: op.id)
-    inner = _inner_outputs(ops, parents, {op.id for op in top})
+def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
+    top = sorted((op for op in ops if owners[op.id] == op.id), key=lambda op: op.id)
+    inner = _inner_outputs(ops, owners)
     writers: dict[int, int] = {}  # storage -> its last top-level writer
     written_kind: dict[int, str] = {}  # storage -> dtype of its last write
     inner_writers: dict[int, int] = {}  # storage -> the last op whose inner ops made it
@@ -399,32 +446,12 @@ def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], 
     return last_write < 0 or output_at.get(tensor_id, -1) < last_write
 
 
-def _inner_outputs(ops: list[_EtOp], parents: dict[int, int], top: set[int]) -> dict[int, dict[int, str]]:
+def _inner_outputs(ops: list[_EtOp], owners: dict[int, int]) -> dict[int, dict[int, str]]:
     """Top-level op id -> the buffers that the ops inside it output."""
-    owner: dict[int, int | None] = {i: i for i in top}  # node id -> its top-level op (memoised)
-
-    def owner_of(node_id: int) -> int | None:
-        chain = []
-        while node_id not in owner:
-            chain.append(node_id)
-            parent = parents.get(node_id, -1)
-            if parent == node_id or parent not in parents or len(chain) > len(parents):
-                node_id = -1
-                owner[-1] = None
-                break
-            node_id = parent
-        found = owner[node_id]
-        for link in chain:
-            owner[link] = found
-        return found
-
     made: dict[int, dict[int, str]] = {}
     for op in ops:
-        if op.id in top or not op.outputs:
-            continue
-        parent = owner_of(op.id)
-        if parent is not None:
-            made.setdefault(parent, {}).update(op.outputs)
+        if owners[op.id] != op.id and op.outputs:
+            made.setdefault(owners[op.id], {}).update(op.outputs)
     return made
 
 

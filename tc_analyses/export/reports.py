@@ -170,6 +170,15 @@ def _ms(ns: float | None) -> str:
     return "-" if ns is None else fmt_ms(ns)
 
 
+def _modelled_part(r: Recommendation) -> str:
+    """`; modelled for cuda:0 (71 of 78 nodes there)`: which part of the speedup no measurement backs."""
+    placed: dict[str, int] = {}
+    for row in r.schedule:  # one row per node (the assignment is keyed by names, which repeat)
+        placed[row["device"]] = placed.get(row["device"], 0) + 1
+    parts = [f"{device} ({n} of {placed.get(device, n)} nodes there)" for device, n in sorted(r.modelled_on.items()) if n]
+    return "; modelled for " + ", ".join(parts) if parts else "; every cost measured"
+
+
 def placement_text(r: Recommendation) -> str:
     """`dfcompass recommend-placement` as text."""
     lines = [f"input:      {r.input} ({r.tasks} nodes)",
@@ -180,8 +189,9 @@ def placement_text(r: Recommendation) -> str:
              f"predicted:  {_ms(r.predicted_makespan_ns)} (the optimiser's schedule, every node of the graph once)",
              f"actual:     {_ms(r.actual_makespan_ns)} (the trace's placement, scheduled by the same model)",
              (f"speedup:    {r.speedup:.2f}x" + (f" (range {r.speedup_range[0]:.2f}-{r.speedup_range[1]:.2f}x: "
-                                                   "p10-p90 costs, widened by the held-out replay error)"
-                                                   if r.speedup_range else ""))
+                                                   "p10-p90 measured costs and kernel-model error, widened by the "
+                                                   "held-out replay error)" if r.speedup_range else "")
+              + _modelled_part(r))
              if r.speedup else "speedup:    - (no actual placement to compare with)"]
     if r.measured_step_ns is not None:
         # Only the held-out error: the replay is fitted to the steps it is checked against otherwise.

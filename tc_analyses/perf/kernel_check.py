@@ -92,7 +92,7 @@ def join_kernels(trace: DfcTrace, activity: Activity, device_model: str = "A100"
     return out
 
 
-def _quantile(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
@@ -130,8 +130,8 @@ def errors(ops: list[JoinedOp], model: Calibration = DATASHEET, min_count: int =
             continue
         by_op[j.op].append(model.predict(j) / j.kernel_ns - 1)
         modelled[j.op] = j.modelled
-    rows = [ErrorRow(op, len(e), statistics.median(e), statistics.median(abs(x) for x in e), _quantile(e, 0.1),
-                     _quantile(e, 0.9), modelled[op]) for op, e in by_op.items() if len(e) >= min_count]
+    rows = [ErrorRow(op, len(e), statistics.median(e), statistics.median(abs(x) for x in e), quantile(e, 0.1),
+                     quantile(e, 0.9), modelled[op]) for op, e in by_op.items() if len(e) >= min_count]
     return sorted(rows, key=lambda r: (-r.count, r.op))
 
 

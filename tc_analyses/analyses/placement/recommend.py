@@ -26,6 +26,7 @@ from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps, unmodelled_ops
+from tc_analyses.perf.devices import GPU_MODEL_ERROR, spec_of
 from tc_analyses.perf.problem import (
     Cost, CostSource, Device, Link, Placement, PlacementProblem, Task,
 )
@@ -63,9 +64,11 @@ class Recommendation:
     # (node name -> device, in this order) and compares the re-run with, node by node.
     schedule: list[dict[str, Any]] = field(default_factory=list)
     step_kind: str | None = None  # which steps the graph covers (model.step_kinds), None without steps
-    # The speedup with every measured cost at its 10th, then its 90th percentile (both plans
-    # rescheduled by the same model), widened by the held-out replay error.
+    # The speedup with every measured cost at its 10th, then its 90th percentile and every modelled
+    # GPU cost at the kernel model's p10/p90 error (both plans rescheduled by the same model),
+    # widened by the held-out replay error.
     speedup_range: tuple[float, float] | None = None
+    modelled_on: dict[str, int] = field(default_factory=dict)  # device -> plan nodes there whose cost is modelled
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
@@ -206,30 +209,55 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         (actual / predicted.makespan_ns) if actual and predicted.makespan_ns else None,
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
-        schedule_rows(problem, predicted, graph), step_kind, speedup_range,
+        schedule_rows(problem, predicted, graph), step_kind, speedup_range, modelled_on(problem, predicted.assignment),
     )
     return recommendation, predicted
 
 
-def _with_quantile(problem: PlacementProblem, graph: nx.DiGraph, key: str) -> PlacementProblem:
+def modelled_on(problem: PlacementProblem, plan: dict[int, str]) -> dict[str, int]:
+    """Per device, how many of the plan's nodes there have a modelled (or scaled) cost, not a measured one."""
+    out: dict[str, int] = {}
+    for task, device in plan.items():
+        if problem.costs[(task, device)].source in (CostSource.MODELLED, CostSource.SCALED):
+            out[device] = out.get(device, 0) + 1
+    return out
+
+
+def model_factors(model_error: tuple[float, float] = GPU_MODEL_ERROR) -> tuple[float, float]:
+    """The factors that move a modelled GPU cost to its fast and its slow bound, from the kernel
+    model's p10 and p90 of predicted / measured - 1 (a model that over-predicts by 228% at p90
+    gives the fast bound: the cost / 3.28)."""
+    low, high = model_error
+    return 1 / (1 + high), 1 / (1 + max(low, -0.95))
+
+
+def with_quantile(problem: PlacementProblem, graph: nx.DiGraph, key: str, model_factor: float = 1.0) -> PlacementProblem:
     """`problem` with each cost that came from a measurement scaled from the node's median to its
-    `key` quantile (modelled costs have no spread and stay)."""
+    `key` quantile, and each modelled GPU cost multiplied by `model_factor` (:func:`model_factors`)."""
+    gpu = {d.name for d in problem.devices if spec_of(d).kind == "gpu"}
     costs = dict(problem.costs)
     for (task, device), cost in problem.costs.items():
         attrs = graph.nodes[task] if task in graph else {}
         median, quantile = attrs.get(K.MEDIAN_NS, 0), attrs.get(key, 0)
-        if cost.source is not CostSource.MODELLED and median > 0 and quantile > 0:
+        if cost.source is CostSource.MODELLED:
+            if device in gpu and model_factor != 1.0:
+                costs[(task, device)] = Cost(max(1, int(round(cost.ns * model_factor))), cost.source)
+        elif median > 0 and quantile > 0:
             costs[(task, device)] = Cost(int(round(cost.ns * quantile / median)), cost.source)
     return replace(problem, costs=costs)
 
 
 def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Placement, actual: dict[int, str],
                    error: float) -> tuple[float, float]:
+    """Every pairing of measured costs at p10 or p90 with modelled GPU costs at their fast or slow
+    bound (which pairing gives the extremes depends on where each plan runs what). Never negative:
+    the replay error divides the low bound, where subtracting it went below zero past 100%."""
     order = [slot.task for slot in sorted(predicted.schedule, key=lambda s: (s.start_ns, s.end_ns, s.task))]
-    ratios = [predicted_speedup(_with_quantile(problem, graph, key), predicted.assignment, order, actual)
-              for key in (K.P10_NS, K.P90_NS)]
+    factors = model_factors() if any(spec_of(d).kind == "gpu" for d in problem.devices) else (1.0,)
+    ratios = [predicted_speedup(with_quantile(problem, graph, key, factor), predicted.assignment, order, actual)
+              for key in (K.P10_NS, K.P90_NS) for factor in factors]
     point = predicted_speedup(problem, predicted.assignment, order, actual)
-    return min(ratios + [point]) * (1 - error), max(ratios + [point]) * (1 + error)
+    return min(ratios + [point]) / (1 + error), max(ratios + [point]) * (1 + error)
 
 
 def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str]) -> float:
