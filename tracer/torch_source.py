@@ -165,16 +165,27 @@ class TorchRecorder:
 
     def start(self) -> "TorchRecorder":
         torch = self._torch
+        # The thread settings go into the metadata: the roofline's thread advice and parallelism read them.
+        threads: dict[str, str | int] = {"torch_num_threads": torch.get_num_threads(),
+                                         "torch_interop_threads": torch.get_num_interop_threads()}
+        if os.environ.get("OMP_NUM_THREADS"):
+            threads["omp_num_threads"] = os.environ["OMP_NUM_THREADS"]
+        if self._own_session and (running := active_session()) is not None and running.trace is not None:
+            # `dfcompass record` of a program that records itself: one recorder per process (the
+            # profiler is one per process too); the job's keeps recording, this one writes nothing.
+            print(f"dfcompass: TorchRecorder({os.fspath(self._session_arg)!r}) is not recording: this process is "
+                  f"already recorded into {running.trace.path}", file=sys.stderr)
+            return self
         if self._own_session:
-            # The thread settings go into the metadata: the roofline's thread advice reads them.
             options = dict(self._session_options)
-            options["env"] = {"torch_num_threads": torch.get_num_threads(),
-                              "torch_interop_threads": torch.get_num_interop_threads(), **options.get("env", {})}
+            options["env"] = {**threads, **options.get("env", {})}
             self.session = Session(self._session_arg, **options).start()  # type: ignore[arg-type]
         else:
             self.session = self._session_arg or active_session()  # type: ignore[assignment]
             if self.session is None:
                 raise RuntimeError("TorchRecorder needs a trace path or an active dfcompass session")
+            if self.session.trace is not None:  # `dfcompass record`: the job's session, started before torch
+                self.session.trace.update_env(**threads)
         self.session.device("cpu")
         if self._cuda:
             for index in range(torch.cuda.device_count()):

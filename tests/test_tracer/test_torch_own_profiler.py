@@ -101,3 +101,28 @@ def test_windows_end_during_the_run_but_never_inside_a_record_function(tmp_path:
     assert during >= 3, "windows no longer end while the program runs"
     assert ends_inside and not any(ends_inside)
     assert Counter(read_trace(tmp_path / "trace").table("node_begin").text("op").tolist())["aten::linear"] == 4
+
+
+def test_a_program_that_records_itself_is_recorded_once(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Under `dfcompass record`, the program's own TorchRecorder(path) finds the job's session
+    running: it says so in one line and writes nothing; the job's recorder keeps every op (it used
+    to raise 'another dfcompass session is recording' out of the program)."""
+    from tracer.session import Session
+
+    model = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    with Session(str(tmp_path / "job-trace")), TorchRecorder(None) as outer:
+        _step(model, x, "tanh")
+        with TorchRecorder(str(tmp_path / "own"), active=1) as inner:
+            _step(model, x, "sigmoid")
+            inner.step()
+        _step(model, x, "exp")
+    assert "is not recording: this process is already recorded into" in capfd.readouterr().err
+    assert not (tmp_path / "own").exists() and inner.nodes_recorded == 0
+    ops = Counter(read_trace(tmp_path / "job-trace").table("node_begin").text("op").tolist())
+    assert ops["aten::tanh"] == ops["aten::sigmoid"] == ops["aten::exp"] == 1
+    assert outer.nodes_recorded > 0
+    # A recorder on a session it did not start (the job's) still notes the thread settings
+    env = read_trace(tmp_path / "job-trace").metadata.env
+    assert int(env["torch_num_threads"]) == torch.get_num_threads()
+    assert int(env["torch_interop_threads"]) == torch.get_num_interop_threads()
