@@ -49,6 +49,8 @@ class EtGraph:
     # storage -> the ops that wrote it, in order; for compiled graphs, whose kernels' writes the
     # observer does not see (inductor allocates their outputs past the dispatcher)
     writes_of: dict[int, list[int]] = field(default_factory=dict)
+    # compiled graph -> buffers it read and used again (freed, its output may be there: one address)
+    rewritten: dict[int, frozenset[int]] = field(default_factory=dict)
 
     def allows(self, writer: int, reader: int) -> bool:
         """Whether `writer` wrote, before `reader` ran, a buffer that `reader` read."""
@@ -154,7 +156,8 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
     gives the ops up to the cut. `advance` is told the file's bytes as they are read (a progress bar)."""
     ops: list[_EtOp] = []
     parents: dict[int, int] = {}  # every node's parent (ctrl_deps)
-    graph_inputs: dict[int, Buffers] = {}  # a compiled graph's autograd function -> the graph's inputs
+    graph_inputs: dict[int, tuple[Buffers, str]] = {}  # a compiled graph's autograd function -> its inputs, kind
+    kernels: list[_EtOp] = []  # inductor's Triton kernels: the buffers each was given (read or written)
     compiling: set[int] = set()  # torch.compile's compile scopes: their ops run on fake tensors
     truncated = False
     try:
@@ -168,7 +171,9 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
                     elif name.startswith(_COMPILED_CALL):
                         ops.append(_EtOp(node["id"], COMPILED_GRAPH_OP, parents[node["id"]], (), (), None, (), ()))
                     elif name in _COMPILED_FUNCTIONS:
-                        graph_inputs[node["id"]] = _EtOp.of(node).reads
+                        graph_inputs[node["id"]] = (_EtOp.of(node).reads, _COMPILED_FUNCTIONS[name])
+                    elif name.startswith(_TRITON):
+                        kernels.append(_EtOp.of(node))
                     elif name in _COMPILE_SCOPES:
                         compiling.add(node["id"])
             except ijson.IncompleteJSONError as exc:
@@ -178,8 +183,8 @@ def read_et(path: Path, advance: Callable[[int], None] | None = None) -> EtGraph
         if not parents and not _has_nodes(Path(path)):
             raise KeyError("nodes")
         ops = _outside(ops, parents, compiling)
-        owners = _owners(ops, parents)
-        return replace(_graph(_with_graph_inputs(ops, graph_inputs, owners), owners), truncated=truncated)
+        owners = _owners(ops + kernels, parents)
+        return replace(_graph(_with_graph_inputs(ops, kernels, graph_inputs, owners), owners), truncated=truncated)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, ijson.JSONError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         raise DfcompassError(f"{path}: not an execution trace ({type(exc).__name__}: {reason})") from exc
@@ -202,6 +207,8 @@ class _EtOp:
     output_ids: tuple[int, ...]  # its outputs' tensor ids
     mutated: Buffers = ()  # the arguments its schema marks as written (`Tensor(a!) out` of mul.out)
     overwritten: tuple[int, ...] = ()  # of those, the buffers no other argument names: written, not read
+    inner: tuple["_EtOp", ...] = ()  # a compiled graph's: its extern kernels and Triton kernels, in order
+    kind: str = ""  # a compiled graph's: "forward", "backward", or "" (no autograd function around it)
 
     @staticmethod
     def of(node: dict[str, Any]) -> "_EtOp":
@@ -274,13 +281,14 @@ def _has_nodes(path: Path) -> bool:
         return any(prefix == "nodes" and event == "start_array" for prefix, event, _ in ijson.parse(stream))
 
 
-# torch.compile: a compiled graph's call is one op, as the recorder makes it (docs/pytorch.md):
-# it reads the inputs its autograd function lists and what its inner aten ops (inductor's extern
-# kernels) read; it writes what they make. Written out, not imported: the reference uses nothing
-# of what it checks.
+# torch.compile: a compiled graph's call is one op, as the recorder makes it (docs/pytorch.md),
+# reading the inputs its autograd function lists and writing what its inner aten ops (inductor's
+# extern kernels) and Triton kernels make (:func:`_run_graph`). Written out, not imported: the
+# reference uses nothing of what it checks.
 _COMPILED_CALL = "## Call CompiledFxGraph "
 COMPILED_GRAPH_OP = "inductor::compiled_graph"
-_COMPILED_FUNCTIONS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
+_COMPILED_FUNCTIONS = {"CompiledFunction": "forward", "CompiledFunctionBackward": "backward"}
+_TRITON = "triton_"  # inductor's kernels (triton_poi_..., triton_per_...): their arguments, not what they write
 
 
 # Ops that allocate a buffer and write no data into it.
@@ -290,39 +298,11 @@ _COMPILE_SCOPES = frozenset({"dynamo", "entire_frame_compile", "entire_backward_
                              "backend_compile"})
 
 
-def _outside(ops: list[_EtOp], parents: dict[int, int], scopes: set[int]) -> list[_EtOp]:
-    """The ops under none of the `scopes` nodes (compile time: dynamo traces fake tensors)."""
-    if not scopes:
-        return ops
-    inside: dict[int, bool] = {}
+def _outermost(nodes: list[int], parents: dict[int, int], marked: set[int]) -> dict[int, int | None]:
+    """Each node's outermost ancestor in `marked`, itself included; None where none is."""
+    outer: dict[int, int | None] = {}
 
-    def under(node: int) -> bool:
-        chain: list[int] = []
-        while node not in inside:
-            if node in scopes:
-                inside[node] = True
-                break
-            parent = parents.get(node, -1)
-            if parent == node or parent not in parents or len(chain) > len(parents):
-                inside[node] = False
-                break
-            chain.append(node)
-            node = parent
-        for link in chain:
-            inside[link] = inside[node]
-        return inside[node]
-
-    return [op for op in ops if not under(op.id)]
-
-
-def _owners(ops: list[_EtOp], parents: dict[int, int]) -> dict[int, int]:
-    """Each op's outermost op above it (itself if none): the top-level op it runs in. Other nodes
-    may come between: the first call of a compiled graph on CUDA runs its extern kernels under a
-    ``PythonDispatchMode`` node (``aten::convolution`` > ``PythonDispatchMode`` > ``aten::convolution``)."""
-    ids = {op.id for op in ops}
-    outer: dict[int, int | None] = {}  # node -> its outermost op, itself included (None: no op)
-
-    def outermost(node: int) -> int | None:
+    def walk(node: int) -> int | None:
         chain: list[int] = []
         while node not in outer:
             chain.append(node)
@@ -332,48 +312,81 @@ def _owners(ops: list[_EtOp], parents: dict[int, int]) -> dict[int, int]:
             node = parent
         found = outer.get(node)
         for link in reversed(chain):  # from the top down
-            if found is None and link in ids:
+            if found is None and link in marked:
                 found = link
             outer[link] = found
         return found
 
-    return {op.id: outermost(op.id) or op.id for op in ops}
+    return {node: walk(node) for node in nodes}
 
 
-def _with_graph_inputs(ops: list[_EtOp], graph_inputs: dict[int, Buffers], owners: dict[int, int]) -> list[_EtOp]:
-    """The compiled graphs' calls given their reads and writes. A graph reads its function's
-    inputs and what its inner aten ops (inductor's extern kernels, in order) read that no inner op
-    made before. It writes what they make: their new outputs and their ``out=`` arguments. An
-    ``out=`` buffer is the graph's own, allocated unseen by the observer (``empty_strided_cuda``):
-    read as an input, it would join the graph to the last op that wrote that address before the
-    caching allocator gave it to the graph."""
-    calls = {op.id for op in ops if op.name == COMPILED_GRAPH_OP}
-    if not calls:
-        return ops
+def _outside(ops: list[_EtOp], parents: dict[int, int], scopes: set[int]) -> list[_EtOp]:
+    """The ops under none of the `scopes` nodes (compile time: dynamo traces fake tensors)."""
+    under = _outermost([op.id for op in ops], parents, scopes) if scopes else {}
+    return [op for op in ops if under.get(op.id) is None]
+
+
+def _owners(ops: list[_EtOp], parents: dict[int, int]) -> dict[int, int]:
+    """Each op's outermost op (itself if none): the top-level op it runs in. Other nodes may come
+    between: a compiled graph's first call on CUDA runs its extern kernels under ``PythonDispatchMode``."""
+    ids = [op.id for op in ops]
+    return {node: top if top is not None else node for node, top in _outermost(ids, parents, set(ids)).items()}
+
+
+def _with_graph_inputs(ops: list[_EtOp], kernels: list[_EtOp], graph_inputs: dict[int, tuple[Buffers, str]],
+                       owners: dict[int, int]) -> list[_EtOp]:
+    """The compiled graphs' calls given their function's inputs and kind, and their inner ops and
+    Triton kernels in order (:func:`_run_graph` reads them)."""
     inner: dict[int, list[_EtOp]] = {}
-    for op in ops:
-        if owners[op.id] in calls and op.id != owners[op.id]:
+    for op in sorted(ops + kernels, key=lambda k: k.id):
+        if owners[op.id] != op.id:
             inner.setdefault(owners[op.id], []).append(op)
-    graphs: dict[int, _EtOp] = {}
-    for op in ops:
-        if op.id not in calls:
-            continue
-        inputs = dict(graph_inputs.get(op.parent, ()))
-        reads: dict[int, str] = {}
-        made: dict[int, str] = {}
-        for kernel in sorted(inner.get(op.id, ()), key=lambda k: k.id):
-            reads.update((k, v) for k, v in kernel.reads if k not in made and k not in kernel.overwritten)
+    return [replace(op, reads=graph_inputs.get(op.parent, ((), ""))[0], kind=graph_inputs.get(op.parent, ((), ""))[1],
+                    inner=tuple(inner.get(op.id, ()))) if op.name == COMPILED_GRAPH_OP else op for op in ops]
+
+
+def _run_graph(op: _EtOp, writers: dict[int, int], touched: dict[int, int]) -> tuple[_EtOp, set[int], frozenset[int]]:
+    """A compiled graph's reads, writes, the buffers it may have read (allowed, not required) and may
+    have rewritten. It reads its function's inputs, writes what its inner ops make (outputs, ``out=``
+    arguments: allocated unseen by the observer). Other buffers its kernels use are a forward graph's
+    own; a backward graph's own unless a forward graph used them since their last write (saved tensors).
+    Without an autograd function (inference): its inner ops' inputs are read, its Triton kernels unused."""
+    inputs, backward, forward = dict(op.reads), op.kind == "backward", op.kind == "forward"
+    reads: dict[int, str] = {}
+    made: dict[int, str] = {}
+    maybe: set[int] = set()  # Triton kernels' saved tensors, or their outputs where those were freed
+    rewritten: set[int] = set()
+    for kernel in op.inner:
+        triton = kernel.name.startswith(_TRITON)
+        for k, v in kernel.reads:
+            if k in made or (triton and not op.kind):
+                continue
+            if k in inputs or k in reads or k in maybe:
+                if backward and (triton or k in kernel.overwritten):
+                    rewritten.add(k)  # used again: read again, or freed and reused
+            elif k in kernel.overwritten or forward or (backward and touched.get(k, -2) < writers.get(k, -1)):
+                made[k] = v
+                if not triton and kernel.name.endswith("_"):
+                    maybe.add(k)  # in place (fill_, copy_): read, as an op's self is (a graph's own state)
+            elif triton:
+                maybe.add(k)
+                rewritten.add(k)
+            else:
+                reads[k] = v
+        if not triton:
             made.update((k, v) for k, v in kernel.outputs if k not in dict(kernel.reads))
             made.update(kernel.mutated)
-        reads = {**inputs, **reads}
-        graphs[op.id] = replace(op, reads=tuple(reads.items()), outputs=tuple(made.items()),
-                                mutated=tuple((k, v) for k, v in made.items() if k in reads))
-    return [graphs.get(op.id, op) for op in ops]
+    reads = {**inputs, **reads}
+    return replace(op, reads=tuple(reads.items()), outputs=tuple(made.items()),
+                   mutated=tuple((k, v) for k, v in made.items() if k in reads)), maybe, frozenset(rewritten)
 
 
 def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
     top = sorted((op for op in ops if owners[op.id] == op.id), key=lambda op: op.id)
-    inner = _inner_outputs(ops, owners)
+    inner: dict[int, dict[int, str]] = {}  # top-level op -> the buffers the ops inside it output
+    for op in ops:
+        if owners[op.id] != op.id:
+            inner.setdefault(owners[op.id], {}).update(op.outputs)
     writers: dict[int, int] = {}  # storage -> its last top-level writer
     written_kind: dict[int, str] = {}  # storage -> dtype of its last write
     inner_writers: dict[int, int] = {}  # storage -> the last op whose inner ops made it
@@ -385,13 +398,18 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
     output_at: dict[int, int] = {}  # tensor id -> the last op that output it
     writes_of: dict[int, list[int]] = {}
     rebound: dict[int, tuple[int, int]] = {}  # storage -> (the set_ that bound it, the writer before)
+    touched: dict[int, int] = {}  # storage -> the last forward compiled graph that read or wrote it
+    rewritten: dict[int, frozenset[int]] = {}
     for index, op in enumerate(top):
+        maybe: set[int] = set()
+        if op.name == COMPILED_GRAPH_OP and op.inner:
+            op, maybe, rewritten[index] = _run_graph(op, writers, touched)
         fresh = op.name in FRESH_INPUT_OPS and _made_outside_ops(op.first_tensor, output_at, writers)
         reads = {} if fresh else dict(op.reads)
         # A sparse tensor built from index and value tensors keeps their buffers: reading it
         # reads them too (allowed, not required).
         aliased = {buffer for key in reads if key < 0 for buffer in aliases.get(key, ())}
-        read.append(tuple(reads.keys() | aliased))
+        read.append(tuple(reads.keys() | aliased | maybe))
         sources = {k for k in reads if k not in dict(op.first)} if op.name == "aten::copy_" else set()
         for storage, kind in reads.items():
             writer, inner_last = writers.get(storage, -1), inner_writers.get(storage, -1)
@@ -425,6 +443,8 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
             writes_of.setdefault(storage, []).append(index)
         for tensor_id in op.output_ids:
             output_at[tensor_id] = index
+        if op.kind == "forward":
+            touched.update((k, index) for k in reads.keys() | written.keys())
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
         # be read later too; the observer lists them under the inner ops only. Allowed; required
         # where no op wrote the storage since.
@@ -433,7 +453,7 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
             inner_writers[storage] = index
             inner_kind[storage] = kind
         wrote.append(tuple(written.keys() | made_inside.keys()))
-    return EtGraph([op.name for op in top], wrote, read, last, writes_of=writes_of)
+    return EtGraph([op.name for op in top], wrote, read, last, writes_of=writes_of, rewritten=rewritten)
 
 
 def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], writers: dict[int, int]) -> bool:
@@ -444,15 +464,6 @@ def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], 
     tensor_id, storage = first
     last_write = writers.get(storage, -1)
     return last_write < 0 or output_at.get(tensor_id, -1) < last_write
-
-
-def _inner_outputs(ops: list[_EtOp], owners: dict[int, int]) -> dict[int, dict[int, str]]:
-    """Top-level op id -> the buffers that the ops inside it output."""
-    made: dict[int, dict[int, str]] = {}
-    for op in ops:
-        if owners[op.id] != op.id and op.outputs:
-            made.setdefault(owners[op.id], {}).update(op.outputs)
-    return made
 
 
 def align(ours: list[str], theirs: list[str], window: int = ALIGN_WINDOW) -> dict[int, int]:
@@ -525,7 +536,7 @@ def _graph_may_have_rewritten(et: EtGraph, writer: int, reader: int, graph: int)
     """Whether the compiled graph may have written what `reader` read of `writer`'s: not a buffer
     the graph only read (its inputs keep their writer)."""
     shared = set(et.wrote[writer]) & set(et.read[reader])
-    return not shared or not shared <= set(et.read[graph])
+    return not shared or not shared <= set(et.read[graph]) - et.rewritten.get(graph, frozenset())
 
 
 # An execution trace matched on fewer of its ops than this is of another run or program.

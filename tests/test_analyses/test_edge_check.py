@@ -273,7 +273,8 @@ def test_a_compiled_graphs_call_is_one_op_reading_its_functions_inputs(tmp_path:
     ]))
     assert et.names == ["aten::randn", "aten::ones", COMPILED_GRAPH_OP, "aten::sum", "aten::neg"]
     assert (0, 2) in et.last  # the graph's input, from its CompiledFunction
-    assert (1, 2) in et.last  # read by its inner op
+    # no input of its forward function: the graph's own buffer (its Triton kernels wrote it), not ones'
+    assert (1, 2) not in et.last and 200 in et.wrote[2]
     assert (2, 3) in et.last  # what its inner op made
     assert et.allows(2, 4) and et.unseen_write(2, 4)  # no seen op wrote 500: allowed, not required
     assert not et.allows(0, 4) and not et.unseen_write(3, 4)
@@ -335,3 +336,96 @@ def test_out_arguments_are_written(tmp_path: Path) -> None:
         _node(4, "aten::copy_", [_t(3, 30), _t(2, 20)], [_t(3, 30)]),
     ]))
     assert (1, 2) in et.last and (0, 2) not in et.last
+
+
+def _schema(node: dict[str, object], schema: str) -> dict[str, object]:
+    node["attrs"] = [{"name": "op_schema", "type": "string", "value": schema}]
+    return node
+
+
+_MM_OUT = "aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)"
+
+
+def test_a_compiled_graphs_out_buffers_are_its_writes_not_reads(tmp_path: Path) -> None:
+    """CUDA's caching allocator gives a graph's ``out=`` buffer (allocated unseen by the observer) the
+    address of a tensor freed just before: ones_like's. The graph writes it; pow reads the graph's."""
+    from tc_analyses.analyses.edge_check import COMPILED_GRAPH_OP
+
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::randn", [], [_t(1, 100)]),
+        _node(3, "aten::ones_like", [_t(9, 900)], [_t(2, 200)]),  # 200 is then freed
+        _node(4, "CompiledFunction", [_t(1, 100)], []),
+        _node(5, "## Call CompiledFxGraph abc ##", [], [], parent=4),
+        _node(6, "PythonDispatchMode", [], [], parent=5),  # a first call on CUDA: between the graph and its op
+        _schema(_node(7, "aten::mm", [_t(1, 100), _t(1, 100), _t(3, 200)], [_t(3, 200)], parent=6), _MM_OUT),
+        _node(8, "aten::pow", [_t(3, 200)], [_t(4, 400)]),
+    ]))
+    assert et.names == ["aten::randn", "aten::ones_like", COMPILED_GRAPH_OP, "aten::pow"]  # mm is inside
+    assert (1, 2) not in et.last and not et.allows(1, 2)
+    assert (0, 2) in et.last and (2, 3) in et.last and (1, 3) not in et.last
+
+
+def _triton(node_id: int, tensors: list[object], parent: int) -> dict[str, object]:
+    return _node(node_id, f"triton_poi_fused_{node_id}", [*tensors, 512, 0], [], parent=parent)
+
+
+def test_a_backward_graph_reads_saved_tensors_and_makes_the_rest(tmp_path: Path) -> None:
+    """A backward graph's function lists only the incoming gradient. Its extern kernels read saved
+    tensors (a forward graph used them since their last write); a buffer no forward graph used
+    since a backward op wrote it there is the graph's own. Its Triton kernels read or write: what
+    they use may be read (allowed), and rewritten where it was freed."""
+    et = read_et(_write(tmp_path, [
+        _node(2, "aten::randn", [], [_t(1, 100)]),  # the input
+        _node(3, "CompiledFunction", [_t(1, 100)], []),
+        _node(4, "## Call CompiledFxGraph f ##", [], [], parent=3),
+        _schema(_node(5, "aten::mm", [_t(1, 100), _t(1, 100), _t(2, 200)], [_t(2, 200)], parent=4), _MM_OUT),
+        _triton(6, [_t(2, 200), _t(3, 300)], parent=4),  # 300: the forward's output, written by Triton
+        _node(7, "aten::pow", [_t(3, 300)], [_t(4, 400)]),
+        _node(8, "aten::mul", [_t(4, 400)], [_t(5, 500)]),  # the gradient
+        _node(9, "aten::neg", [_t(4, 400)], [_t(6, 600)]),  # a backward op's output at 600, freed
+        _node(10, "CompiledFunctionBackward", [_t(5, 500)], []),
+        _node(11, "## Call CompiledFxGraph b ##", [], [], parent=10),
+        _triton(12, [_t(5, 500), _t(7, 600)], parent=11),  # 600: the graph's own now
+        _schema(_node(13, "aten::mm", [_t(7, 600), _t(2, 200), _t(8, 700)], [_t(8, 700)], parent=11), _MM_OUT),
+        _triton(14, [_t(8, 700), _t(1, 100), _t(9, 300)], parent=11),  # reads x; a gradient where 300 was
+        _node(15, "aten::detach", [_t(9, 300)], [_t(10, 300)]),
+        _node(16, "aten::detach", [_t(8, 700)], [_t(11, 700)]),
+    ]))
+    graph, backward = 1, 5
+    assert et.names[backward] == et.names[graph] == "inductor::compiled_graph"
+    assert (graph, 2) in et.last  # pow reads the forward graph's output, which its Triton kernel wrote
+    assert (graph, backward) in et.last  # mm reads the saved 200, which the forward graph made
+    assert (3, backward) in et.last  # the gradient, its function's input
+    assert (4, backward) not in et.last and not et.allows(4, backward)  # 600 is the graph's own
+    assert et.allows(0, backward) and (0, backward) not in et.last  # x, used by a Triton kernel: allowed
+    assert (backward, 7) in et.last  # what its extern kernel wrote
+    # The observer's writer of what detach reads is the forward graph; the backward graph may have
+    # written there (a gradient where the saved 300 was): an edge of ours from it excuses the pair.
+    assert (graph, 6) in et.last and et.rewritten[backward] == {100, 300, 500}  # 500: its input, freed too
+
+
+_CUDA = Path(__file__).parent.parent / "data" / "traces" / "cuda" / "h200-compiled"
+
+
+@pytest.mark.parametrize("name, recall", [("cnn-default", 1.0), ("transformer-graph-break", 1.0),
+                                          ("cnn-reduce-overhead", 0.92)])
+def test_compiled_programs_recorded_on_cuda(tmp_path: Path, name: str, recall: float) -> None:
+    """The torch.compile programs recorded on an H200: the observer's view of compiled graphs (out=
+    buffers, Triton kernels, saved tensors) read as above. reduce-overhead: CUDA-graph replays write
+    their static outputs unseen by the profiler, so the recorder links no reader of them (recall)."""
+    import gzip
+    import shutil
+
+    from tc_analyses.analyses.edge_check import check_edges
+
+    folder = _CUDA / name
+    if not (folder / "et.json.gz").is_file() or not (folder / "job").is_dir():
+        pytest.skip(f"{folder}: not here")
+    et = tmp_path / "et.json"
+    with gzip.open(folder / "et.json.gz", "rb") as packed, open(et, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    main = min((p for p in (folder / "job").iterdir() if p.is_dir()), key=lambda p: int(p.name.split("-")[-1]))
+    check = check_edges(main, et)
+    assert check.ops_matched == check.ops_ours
+    assert check.precision == 1.0
+    assert check.recall is not None and check.recall >= recall
