@@ -22,7 +22,7 @@ from typing import Any
 
 from _common import REPO_ROOT
 
-from tc_analyses.perf import gpu_prediction as gp
+from tc_analyses.analyses.placement import gpu_prediction as gp
 
 RUNS = REPO_ROOT / "tests" / "data" / "traces" / "cuda" / "h200-eager"
 PROGRAMS = ("convnet", "encoder", "recommender")

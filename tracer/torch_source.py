@@ -173,7 +173,7 @@ class TorchRecorder:
         if self._own_session and (running := active_session()) is not None and running.trace is not None:
             # `dfcompass record` of a program that records itself: one recorder per process (the
             # profiler is one per process too); the job's keeps recording, this one writes nothing.
-            print(f"dfcompass: TorchRecorder({os.fspath(self._session_arg)!r}) is not recording: this process is "
+            print(f"dfcompass: TorchRecorder({str(self._session_arg)!r}) is not recording: this process is "
                   f"already recorded into {running.trace.path}", file=sys.stderr)
             return self
         if self._own_session:

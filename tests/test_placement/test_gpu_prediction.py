@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tc_analyses.analyses.placement.recommend import recommend
-from tc_analyses.perf import gpu_prediction as gp
+from tc_analyses.analyses.placement import gpu_prediction as gp
 from tc_analyses.perf.devices import GPU_MODEL_ERROR
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "traces" / "cuda" / "h200-eager"

@@ -23,7 +23,9 @@ from typing import Any
 
 from tc_analyses.analyses.placement.heft import list_schedule
 from tc_analyses.analyses.placement.recommend import model_factors, problem_from_trace, with_quantile
-from tc_analyses.inputs import TraceInputs
+from tc_analyses.model.activity import Activity, read_activity
+from tc_analyses.model.window import Window, restrict
+from tc_analyses.reader.fast import DfcTrace, read_trace
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.step_kinds import graph_of_kind
 from tc_analyses.perf import kernel_check as kc
@@ -86,31 +88,38 @@ def _all_on(problem: PlacementProblem, device: str) -> dict[int, str]:
     return {t.id: device for t in problem.tasks}
 
 
+def _read(path: Path) -> tuple[DfcTrace, Activity]:
+    """The trace and its activity as every command reads it (the default window: a last step cut
+    short by the end of recording is left out)."""
+    trace = read_trace(path)
+    return trace, restrict(read_activity(trace), Window())[0]
+
+
 def _one_step_problem(cpu_trace: Path, devices: str) -> tuple[PlacementProblem, Any]:
-    inputs = TraceInputs(cpu_trace)
-    graph, _ = graph_of_kind(inputs.trace, inputs.activity)
-    return problem_from_trace(inputs.activity, graph, parse_devices(devices)), graph
+    trace, activity = _read(cpu_trace)
+    graph, _ = graph_of_kind(trace, activity)
+    return problem_from_trace(activity, graph, parse_devices(devices)), graph
 
 
-def _steps(inputs: TraceInputs) -> int:
-    return max(1, len({run.step for run in inputs.activity.nodes if run.step is not None and run.step >= 0}))
+def _steps(activity: Activity) -> int:
+    return max(1, len({run.step for run in activity.nodes if run.step is not None and run.step >= 0}))
 
 
 def measured_per_op(gpu_trace: Path, device_model: str) -> tuple[dict[str, float], dict[str, float], dict[str, int], int]:
     """The GPU run's kernel time and host time per op class (µs, whole trace), ops per class, and
     the number of steps recorded. Host time counts outermost ops only (an op inside another is
     inside its parent's span)."""
-    inputs = TraceInputs(gpu_trace)
+    trace, activity = _read(gpu_trace)
     kernel: dict[str, float] = defaultdict(float)
-    for joined in kc.join_kernels(inputs.trace, inputs.activity, device_model):
+    for joined in kc.join_kernels(trace, activity, device_model):
         kernel[joined.op] += joined.kernel_ns / 1e3
     host: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
-    for run in inputs.activity.nodes:
+    for run in activity.nodes:
         if run.outermost:
             host[run.op] += (run.end - run.start) / 1e3
             count[run.op] += 1
-    return dict(kernel), dict(host), dict(count), _steps(inputs)
+    return dict(kernel), dict(host), dict(count), _steps(activity)
 
 
 def check_program(name: str, cpu_run: Path, gpu_run: Path, model_error: tuple[float, float],
@@ -143,8 +152,7 @@ def kernel_model_rotation(gpu_runs: dict[str, Path], device_model: str = "H200")
     """Calibrate the kernel model on all programs but one, check it on that one, for each in turn:
     the median |error| of the datasheet roofline, of the model as the planner charges it (roofline
     plus launch constant) and of the calibrated model, on the held-out program's kernels."""
-    joined = {name: kc.join_kernels(TraceInputs(path / "trace").trace, TraceInputs(path / "trace").activity,
-                                    device_model) for name, path in gpu_runs.items()}
+    joined = {name: kc.join_kernels(*_read(path / "trace"), device_model) for name, path in gpu_runs.items()}
     out = []
     for held_out, ops in joined.items():
         fitted = kc.calibrate([j for name, other in joined.items() if name != held_out for j in other])
