@@ -191,3 +191,26 @@ def test_cuda_edges_equal_the_execution_trace(tmp_path: Path) -> None:
     assert check.edges > 300 and check.duplicates == 0
     assert check.false_edges == 0, check.false_examples
     assert check.found == check.last_writer_edges, check.missing_examples
+
+
+def test_compiled_programs_triton_kernels_are_on_their_stream_inside_the_graph_call() -> None:
+    """torch.compile on CUDA (tests/torch_programs/compiled.py through `dfcompass record` on the
+    H200): inductor's Triton kernels are on the GPU queue, each launched from inside the
+    ``inductor::compiled_graph`` node whose call ran it."""
+    from tc_analyses.model.activity import read_activity
+    from tc_analyses.reader.job import single_trace
+
+    for name in ("cnn-default", "transformer-graph-break", "cnn-reduce-overhead"):
+        trace = read_trace(single_trace(DATA / "h200-compiled" / name / "job"))
+        activity = read_activity(trace)
+        launches = {call.correlation_id: call for call in activity.api if call.correlation_id}
+        triton = [op for op in activity.gpu if op.kind == "kernel" and op.name.startswith("triton_")]
+        assert triton, name
+        graphs = [run for run in activity.nodes if run.op == "inductor::compiled_graph"]
+        for kernel in triton:
+            launch = launches[kernel.correlation_id]
+            assert kernel.start >= launch.start and kernel.device.startswith("cuda")
+            assert any(g.tid == launch.tid and g.start <= launch.start <= g.end for g in graphs), (name, kernel.name)
+        queues = {kernel.queue for kernel in triton}
+        # eager-style calls launch on the default stream; reduce-overhead also replays CUDA graphs on its own
+        assert len(queues) == (2 if name == "cnn-reduce-overhead" else 1), (name, queues)
