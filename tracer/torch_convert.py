@@ -19,6 +19,8 @@ runs both on each window.
 
 from __future__ import annotations
 
+import bisect
+
 import os
 import threading
 import time
@@ -31,6 +33,38 @@ from tracer.torch_edges import (FRESH_INPUT_OPS, _freed_between, _is_sparse, _ma
 from tracer.torch_events import _Collector, _Node, _tensors
 
 _MAX_REBOUND = 100_000
+
+
+def _freed_last(memory: list[tuple[int, int, str, int, int, int]]) -> dict[int, list[tuple[int, bool]]]:
+    """Per storage address, its memory events in time order as (time, freed)."""
+    events: dict[int, list[tuple[int, bool]]] = {}
+    for ts, _ptid, _device, ptr, size, _total in memory:
+        if size:
+            events.setdefault(ptr, []).append((ts, size < 0))
+    for found in events.values():
+        found.sort()
+    return events
+
+
+def _replayed_into(replay: tuple[int, tuple[int, int, int], str] | None, ptr: int, at: int,
+                   found: tuple[int, tuple[int, int, int]] | None, freed: dict[int, list[tuple[int, bool]]],
+                   device: str) -> tuple[int, tuple[int, int, int]] | None:
+    """The write of a CUDA graph replay that a read with no live writer sees, if that is what it is.
+
+    A replay (torch.compile's reduce-overhead) writes its static outputs into the graph's memory
+    pool without an allocation the profiler shows; what the caching allocator shows of that memory
+    is a free (the previous generation's outputs). So a read of a GPU address whose last memory event
+    before it is a free, with no write since, after a replay on that device, reads the replay's
+    output. Nothing else reads freed memory: an eager op's buffer is allocated before it is written."""
+    if replay is None or replay[0] > at or replay[2] != device or not device.startswith("cuda"):
+        return None
+    events = freed.get(ptr)
+    if not events:
+        return None  # never allocated or freed here: a tensor made before recording (a parameter)
+    k = bisect.bisect_right(events, (at, True)) - 1
+    if k < 0 or not events[k][1] or (found is not None and found[0] >= replay[0]):
+        return None
+    return replay[0], replay[1]
 
 
 class _WindowWriter:
@@ -92,6 +126,8 @@ class _WindowWriter:
                 frees.setdefault(ptr, []).append(ts)
         for times in frees.values():
             times.sort()
+        freed = _freed_last(collector.memory)
+        replay: tuple[int, tuple[int, int, int], str] | None = None  # the last CUDA graph replay so far
         carried = self._carried
         for ptr, entry in carried.items():
             writes[ptr] = _StorageWrites([-1], [entry])  # written before this window
@@ -130,6 +166,14 @@ class _WindowWriter:
                 history = writes.get(ptr)
                 found = history.last_at(at) if history is not None else None
                 if found is None or _freed_between(frees.get(ptr), found[0], at):
+                    written = _replayed_into(replay, ptr, at, found, freed, str(meta.device))
+                    if written is not None:  # a CUDA graph replay's output, in its pool
+                        _record_write(writes, ptr, *written)
+                        producer = written[1]
+                        batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
+                                  self.nbytes(meta), producer[1], device)
+                        self.edges_recorded += 1
+                        continue
                     rebound = self._rebound.pop(meta.impl_ptr, None)
                     # TensorImpl addresses are reused once a window's events are gone: the next window at most.
                     if rebound is None or rebound[0] > at or window - rebound[2] > 1:
@@ -159,6 +203,8 @@ class _WindowWriter:
                         elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
                             self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()),
                                                             window)
+            if node.replays:
+                replay = (node.start, (node_id, device, session.new_tensor_id()), device_name)
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest

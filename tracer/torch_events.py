@@ -42,6 +42,10 @@ _SPARSE_BUILDERS = frozenset({"aten::_sparse_coo_tensor_with_dims_and_tensors", 
                               "aten::_sparse_compressed_tensor_unsafe"})
 
 
+# Runtime calls that replay a captured CUDA graph.
+_GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000"})
+
+
 def _tensors(value: Any) -> list[Any]:
     """The tensors (the profiler's tensor metadata) in one op input: a tensor, a list, or none."""
     if isinstance(value, list):
@@ -65,6 +69,7 @@ class _Node:
     inner_reads: list[tuple[int, Any]] = field(default_factory=list)
     sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
     device: str = "cpu"
+    replays: bool = False  # it launched a CUDA graph (torch.compile's reduce-overhead): writes unseen
 
 
 class _Collector:
@@ -162,6 +167,8 @@ class _Collector:
             if child.tag == allocation:
                 self._allocation(child, node)
                 continue
+            if child.tag != torch_op and child.name in _GRAPH_LAUNCHES:
+                node.replays = True  # a CUDA graph replay writes its outputs into its pool, unallocated
             if child.tag == torch_op:  # not a runtime call (Kineto): those have no sequence or inputs
                 extra = child.extra_fields
                 if forward_scope and extra.sequence_number >= 0:

@@ -1,6 +1,6 @@
 """A small CNN or transformer block trained through torch.compile.
 
-Usage: compiled.py cnn|transformer [default|fullgraph|reduce-overhead|graph-break] [cpu|cuda]
+Usage: compiled.py cnn|transformer [default|fullgraph|reduce-overhead|graph-break] [cpu|cuda] [STEPS (3)]
 The transformer with graph-break prints from inside forward (dynamo splits the graph there). On
 cuda, inductor writes Triton kernels (and reduce-overhead replays them as CUDA graphs).
 """
@@ -30,6 +30,7 @@ def main() -> None:
     kind = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 else "default"
     device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     torch.manual_seed(0)
     if kind == "cnn":
         model: nn.Module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
@@ -41,7 +42,7 @@ def main() -> None:
     model = model.to(device)
     compiled = torch.compile(model, **options)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(3):
+    for _ in range(steps):
         loss = compiled(torch.randn(*shape, device=device)).pow(2).mean()
         opt.zero_grad()
         loss.backward()

@@ -1,0 +1,66 @@
+"""A CUDA graph replay's outputs (torch.compile's reduce-overhead) get their edges.
+
+A replay writes its static outputs into the graph's memory pool without an allocation the profiler
+shows; the caching allocator shows a free there (the previous generation's outputs). Without a GPU
+the window is built by hand from the events the H200 recording showed (tests/data/traces/cuda/
+h200-compiled/cnn-reduce-overhead: the forward replay node launched cudaGraphLaunch and only freed
+memory; the readers of its outputs got no edge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tc_analyses.reader import read_trace  # noqa: E402
+from tracer.batch import Batch  # noqa: E402
+from tracer.session import Session  # noqa: E402
+from tracer.torch_convert import _WindowWriter  # noqa: E402
+from tracer.torch_events import _Collector, _Node  # noqa: E402
+
+OUTPUT, PARAMETER, EAGER = 0x7F0000001000, 0x7F0000009000, 0x7F0000005000
+
+
+def _meta(ptr: int) -> SimpleNamespace:
+    return SimpleNamespace(storage_data_ptr=ptr, impl_ptr=ptr + 8, device="cuda:0", dtype=torch.float32,
+                           sizes=[4, 4], layout="torch.strided")
+
+
+def _edges(tmp_path: Path, replays: bool) -> set[tuple[str, str]]:
+    collector = _Collector(torch)
+    graph = _Node(1_000, 2_000, 1, "inductor::compiled_graph", "", "Sequential [graph k]", 0, [_meta(PARAMETER)],
+                  replays=replays)
+    graph.device = "cuda:0"
+    collector.nodes = [
+        graph,
+        _Node(3_000, 3_100, 1, "aten::pow", "Tensor_Scalar", "pow", 0, [_meta(OUTPUT), 2]),  # the replay's output
+        _Node(4_000, 4_100, 1, "aten::mul", "Tensor", "mul", 0, [_meta(PARAMETER), _meta(PARAMETER)]),  # made before
+        _Node(2_400, 2_600, 1, "aten::add", "Tensor", "add", 0, [_meta(PARAMETER), _meta(PARAMETER)],
+              allocations={7: [1, 64, EAGER, 2_500]}),  # an eager output at an address freed before
+        _Node(5_000, 5_100, 1, "aten::neg", "", "neg", 0, [_meta(EAGER)]),  # reads add's output
+    ]
+    # The previous generation's output freed inside the replay; an eager buffer freed before it and allocated again.
+    collector.memory = [(500, 1, "cuda:0", EAGER, -64, 0), (1_500, 1, "cuda:0", OUTPUT, -64, 0),
+                        (2_500, 1, "cuda:0", EAGER, 64, 64)]
+    session = Session(str(tmp_path / ("replay" if replays else "plain"))).start()
+    try:
+        batch = Batch(session, 0, 0)
+        _WindowWriter(torch).write_nodes(batch, collector, 0)
+        batch.flush()
+    finally:
+        session.stop()
+    trace = read_trace(session.path)
+    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    edges = trace.table("tensor_edge")
+    return {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())}
+
+
+def test_a_replays_output_has_its_edge(tmp_path: Path) -> None:
+    assert _edges(tmp_path, replays=True) == {("inductor::compiled_graph", "aten::pow"), ("aten::add", "aten::neg")}
+
+
+def test_without_a_replay_freed_memory_is_no_ones_output(tmp_path: Path) -> None:
+    assert _edges(tmp_path, replays=False) == {("aten::add", "aten::neg")}
