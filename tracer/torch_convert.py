@@ -33,6 +33,7 @@ from tracer.torch_edges import (FRESH_INPUT_OPS, _freed_between, _is_sparse, _ma
 from tracer.torch_events import _Collector, _Node, _tensors
 
 _MAX_REBOUND = 100_000
+_MAX_FREED = 200_000  # freed GPU addresses remembered across windows
 
 
 def _freed_last(memory: list[tuple[int, int, str, int, int, int]]) -> dict[int, list[tuple[int, bool]]]:
@@ -48,7 +49,7 @@ def _freed_last(memory: list[tuple[int, int, str, int, int, int]]) -> dict[int, 
 
 def _replayed_into(replay: tuple[int, tuple[int, int, int], str] | None, ptr: int, at: int,
                    found: tuple[int, tuple[int, int, int]] | None, freed: dict[int, list[tuple[int, bool]]],
-                   device: str) -> tuple[int, tuple[int, int, int]] | None:
+                   freed_before: dict[int, int], device: str) -> tuple[int, tuple[int, int, int]] | None:
     """The write of a CUDA graph replay that a read with no live writer sees, if that is what it is.
 
     A replay (torch.compile's reduce-overhead) writes its static outputs into the graph's memory
@@ -58,13 +59,27 @@ def _replayed_into(replay: tuple[int, tuple[int, int, int], str] | None, ptr: in
     output. Nothing else reads freed memory: an eager op's buffer is allocated before it is written."""
     if replay is None or replay[0] > at or replay[2] != device or not device.startswith("cuda"):
         return None
-    events = freed.get(ptr)
-    if not events:
-        return None  # never allocated or freed here: a tensor made before recording (a parameter)
+    events = freed.get(ptr, [])
     k = bisect.bisect_right(events, (at, True)) - 1
+    if k < 0 and ptr in freed_before:
+        return replay[0], replay[1]  # freed in an earlier window, and nothing here before the read
     if k < 0 or not events[k][1] or (found is not None and found[0] >= replay[0]):
-        return None
+        return None  # never freed (a tensor made before recording, a parameter), or allocated since
     return replay[0], replay[1]
+
+
+def _bound_by_set(ptr: int, at: int, set_at: int, freed: dict[int, list[tuple[int, bool]]],
+                  unwritten: dict[int, int]) -> bool:
+    """Whether a read at `at` of storage `ptr`, which no op wrote, may be of the storage that a
+    set_ at `set_at` bound: one allocated before the set_ and neither freed nor reallocated
+    since (in this window, or in `unwritten` from an earlier one). A tensor whose TensorImpl
+    address was set_'s but whose storage came later (numpy's, unseen) is not taken for it."""
+    events = freed.get(ptr) or []
+    k = bisect.bisect_right(events, (at, True)) - 1
+    if k < 0:  # no memory event here before the read: alive since an earlier window
+        allocated = unwritten.get(ptr)
+        return allocated is not None and allocated <= set_at
+    return not events[k][1] and events[k][0] <= set_at
 
 
 class _WindowWriter:
@@ -81,8 +96,15 @@ class _WindowWriter:
         self._fresh: set[int] = set()  # trace tensor ids of buffers made outside any op (_made_outside_ops)
         self._sparse = _SparseTensors()
         # TensorImpl address -> (time, writer) of a tensor given a storage in place, before its
-        # first read shows which storage: what set_ binds comes from outside any op.
-        self._rebound: dict[int, tuple[int, tuple[int, int, int], int]] = {}  # ... and the window it was in
+        # first read shows which storage: what set_ binds comes from outside any op. It may be read
+        # windows later (a DataLoader rebuilds each batch it receives, and a batch that came early
+        # waits its turn), so an entry holds until read; the storage read must be one that existed
+        # at the set_ and that no op wrote: storage ptr -> allocation time of those that are alive.
+        self._rebound: dict[int, tuple[int, tuple[int, int, int]]] = {}
+        self._unwritten: dict[int, int] = {}
+        # GPU addresses whose last memory event was a free, and the window of that free: a CUDA graph
+        # replay may write there unseen (_replayed_into).
+        self._freed_before: dict[int, int] = {}
         self._collectives = 0  # c10d ops issued so far: the next one's seq
         self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
         self._rank_written = False
@@ -166,7 +188,7 @@ class _WindowWriter:
                 history = writes.get(ptr)
                 found = history.last_at(at) if history is not None else None
                 if found is None or _freed_between(frees.get(ptr), found[0], at):
-                    written = _replayed_into(replay, ptr, at, found, freed, str(meta.device))
+                    written = _replayed_into(replay, ptr, at, found, freed, self._freed_before, str(meta.device))
                     if written is not None:  # a CUDA graph replay's output, in its pool
                         _record_write(writes, ptr, *written)
                         producer = written[1]
@@ -175,10 +197,10 @@ class _WindowWriter:
                         self.edges_recorded += 1
                         continue
                     rebound = self._rebound.pop(meta.impl_ptr, None)
-                    # TensorImpl addresses are reused once a window's events are gone: the next window at most.
-                    if rebound is None or rebound[0] > at or window - rebound[2] > 1:
+                    if rebound is None or rebound[0] > at or not _bound_by_set(ptr, at, rebound[0], freed,
+                                                                               self._unwritten):
                         continue
-                    found = rebound[:2]
+                    found = rebound
                     _record_write(writes, ptr, *found)  # the storage it was given is now known
                 producer = found[1]
                 batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
@@ -201,8 +223,7 @@ class _WindowWriter:
                             _record_write(writes, meta.storage_data_ptr, node.start,
                                           (node_id, device, session.new_tensor_id()))
                         elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
-                            self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()),
-                                                            window)
+                            self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()))
             if node.replays:
                 replay = (node.start, (node_id, device, session.new_tensor_id()), device_name)
             batch.add("node_end", key, node.end, node_id, device, tid)
@@ -210,12 +231,28 @@ class _WindowWriter:
         if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest
             for impl in list(self._rebound)[: len(self._rebound) // 2]:
                 del self._rebound[impl]
+        for ptr, events in freed.items():
+            if events[-1][1]:
+                self._freed_before[ptr] = window
+            else:
+                self._freed_before.pop(ptr, None)
+        if len(self._freed_before) > _MAX_FREED:  # the oldest frees go first
+            for ptr in sorted(self._freed_before, key=self._freed_before.__getitem__)[: len(self._freed_before) // 2]:
+                del self._freed_before[ptr]
         # What the next window may read: storages not freed since their last write here.
         carried.clear()
         for ptr, history in writes.items():
             if not _freed_between(frees.get(ptr), history.times[-1], float("inf")):
                 carried[ptr] = history.entries[-1]
         self._fresh &= {entry[2] for entry in carried.values()}
+        # Storages alive and unwritten at the window's end: what a set_ of a later window may have bound.
+        unwritten = {ptr: at for ptr, at in self._unwritten.items() if ptr not in freed and ptr not in carried}
+        for ptr, events in freed.items():
+            if not events[-1][1] and ptr not in carried:
+                unwritten[ptr] = events[-1][0]
+        if len(unwritten) > _MAX_REBOUND:  # keep the newest
+            unwritten = dict(sorted(unwritten.items(), key=lambda item: item[1])[len(unwritten) // 2:])
+        self._unwritten = unwritten
 
     def note_rank(self) -> None:
         """Keep this process's rank while torch.distributed is up: the window that holds the last

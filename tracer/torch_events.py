@@ -43,7 +43,7 @@ _SPARSE_BUILDERS = frozenset({"aten::_sparse_coo_tensor_with_dims_and_tensors", 
 
 
 # Runtime calls that replay a captured CUDA graph.
-_GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000"})
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000"})
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -167,7 +167,7 @@ class _Collector:
             if child.tag == allocation:
                 self._allocation(child, node)
                 continue
-            if child.tag != torch_op and child.name in _GRAPH_LAUNCHES:
+            if child.tag != torch_op and child.name in GRAPH_LAUNCHES:
                 node.replays = True  # a CUDA graph replay writes its outputs into its pool, unallocated
             if child.tag == torch_op:  # not a runtime call (Kineto): those have no sequence or inputs
                 extra = child.extra_fields

@@ -18,7 +18,7 @@ from tracer.batch import Batch
 from tracer.copy_kinds import copy_ends, copy_kind_of
 from tracer.importers.kineto_convert import kernel_config, kernel_dims
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, as_int, unsigned
-from tracer.torch_events import _Collector, _Node
+from tracer.torch_events import GRAPH_LAUNCHES, _Collector, _Node
 
 
 def write_gpu(batch: Batch, events: Any, collector: _Collector, cuda_type: Any, nbytes: Callable[[Any], int]) -> None:
@@ -79,6 +79,33 @@ def write_gpu(batch: Batch, events: Any, collector: _Collector, cuda_type: Any, 
             batch.add("launch", f"torch-api-{tid}", start, tid, corr)
 
 
+def mark_replays(events: Any, collector: _Collector, cuda_type: Any) -> None:
+    """Flag the nodes that launched a CUDA graph (``cudaGraphLaunch`` inside their span, on their
+    thread): their outputs are written unseen (torch_convert._replayed_into)."""
+    by_tid: dict[int, tuple[list[int], list[_Node]]] | None = None
+    for event in events:
+        if event.name() not in GRAPH_LAUNCHES or gpu_activity(event, cuda_type) != "api":
+            continue
+        if by_tid is None:
+            by_tid = nodes_by_tid(collector)
+        tid = collector.os_tids.get(event.start_thread_id(), event.start_thread_id())
+        starts, nodes = by_tid.get(tid, ([], []))
+        at = event.start_ns()
+        for index in range(bisect.bisect_right(starts, at) - 1, -1, -1):  # the outermost op around it
+            if nodes[index].end >= at and (index == 0 or nodes[index - 1].end < at):
+                nodes[index].replays = True
+                break
+
+
+def nodes_by_tid(collector: _Collector) -> dict[int, tuple[list[int], list[_Node]]]:
+    """The window's nodes per OS thread, by start: (starts, nodes)."""
+    found: dict[int, list[_Node]] = {}
+    for node in collector.nodes:
+        found.setdefault(collector.os_tids.get(node.ptid, node.ptid), []).append(node)
+    return {tid: ([n.start for n in nodes], nodes) for tid, nodes in
+            ((t, sorted(ns, key=lambda n: n.start)) for t, ns in found.items())}
+
+
 class _CopyBytes:
     """A copy's size where torch does not give it (torch < 2.13 has no Kineto metadata): the bytes
     of the first tensor of the outermost op around the runtime call that launched it (``to``,
@@ -94,11 +121,7 @@ class _CopyBytes:
         if call is None:
             return 0
         if self._by_tid is None:
-            by_tid: dict[int, list[_Node]] = {}
-            for node in self._collector.nodes:
-                by_tid.setdefault(self._collector.os_tids.get(node.ptid, node.ptid), []).append(node)
-            self._by_tid = {tid: ([n.start for n in nodes], nodes)
-                            for tid, nodes in ((t, sorted(ns, key=lambda n: n.start)) for t, ns in by_tid.items())}
+            self._by_tid = nodes_by_tid(self._collector)
         tid, at = call
         starts, nodes = self._by_tid.get(tid, ([], []))
         index = bisect.bisect_right(starts, at) - 1

@@ -38,7 +38,7 @@ from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
-from tracer.torch_gpu import write_gpu
+from tracer.torch_gpu import mark_replays, write_gpu
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 
 _MAX_SEQ_SCOPES = 200_000
@@ -350,6 +350,8 @@ class TorchRecorder:
             batch = Batch(session, session.trace.origin_ts, self._clock_offset(session))
             self._writer.note_rank()
             self._writer.write_rank(batch)
+            if self._cuda:  # before the edges: a CUDA graph replay's outputs are written unseen
+                mark_replays(results.events(), collector, self._torch.autograd.DeviceType.CUDA)
             self._writer.write_nodes(batch, collector, self.windows_written)
             if self._record_memory:
                 self._writer.write_memory(batch, collector)

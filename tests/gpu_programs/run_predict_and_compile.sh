@@ -7,7 +7,8 @@
 #  * compiled/NAME: tests/torch_programs/compiled.py on cuda through `dfcompass record`, with
 #    PyTorch's execution trace observer in the same run (issue 32: Triton kernels on their streams,
 #    edges checked against the observer). Needs python3 with torch (CUDA), numpy, click.
-# Second argument "compiled": the compiled programs only (and reduce-overhead for 6 steps too).
+# Second argument "compiled": the compiled programs only (and reduce-overhead for 6 steps too);
+# "replay": reduce-overhead only (3 and 6 steps).
 out=${1:-/tmp/dfcompass-gpu2}
 only=${2:-all}
 rm -rf "$out"; mkdir -p "$out/eager" "$out/compiled"
@@ -15,14 +16,15 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import torch, sys, os; print(sys.version.split()[0], torch.__version__, torch.version.cuda, os.cpu_count())'
-  [ "$only" = compiled ] || for name in convnet encoder recommender; do
+  [ "$only" != all ] || for name in convnet encoder recommender; do
     for device in cpu cuda; do
       timeout 120 python3 tests/gpu_programs/eager_programs.py $name $device "$out/eager/$name-$device" \
         || echo "eager $name $device failed: $?"
     done
   done
   specs=("cnn default 3" "transformer graph-break 3" "cnn reduce-overhead 3" "cnn reduce-overhead 6")
-  [ "$only" = compiled ] || specs+=("transformer fullgraph 3")
+  [ "$only" != all ] || specs+=("transformer fullgraph 3")
+  [ "$only" != replay ] || specs=("cnn reduce-overhead 3" "cnn reduce-overhead 6")
   for spec in "${specs[@]}"; do
     set -- $spec
     dir="$out/compiled/$1-$2"; [ "$3" = 3 ] || dir="$dir-$3"; mkdir -p "$dir"

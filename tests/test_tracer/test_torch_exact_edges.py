@@ -177,6 +177,56 @@ def test_edges_against_the_execution_trace(kind: str, tmp_path: Path) -> None:
         assert check.found == check.last_writer_edges, f"missing edges: {check.missing_examples}"
 
 
+def test_tensor_rebuilt_windows_before_its_read(tmp_path: Path) -> None:
+    """A DataLoader rebuilds each batch it receives from a worker (set_ on a storage made outside
+    any op, as torch.load does) and hands batches out in order: one that came early is read steps,
+    so windows, later (tests/torch_programs/loader_workers.py). Its readers read it from set_."""
+    import io
+
+    from torch.profiler import ExecutionTraceObserver
+
+    buffer = io.BytesIO()
+    torch.save([torch.randn(4, 4), torch.randn(4)], buffer)
+    observer = ExecutionTraceObserver()
+    observer.register_callback(str(tmp_path / "et.json"))
+    buffer.seek(0)
+    torch.load(buffer)  # once untraced: lazy initialisation stays out of both graphs
+    with TorchRecorder(str(tmp_path / "trace")) as rec:
+        observer.start()
+        buffer.seek(0)
+        a, b = torch.load(buffer)  # rebuilt, not read in this window
+        for _ in range(2):
+            rec.step()
+            torch.ones(2).sum()
+        rec.step()
+        (a @ b).sum()
+        observer.stop()
+    observer.unregister_callback()
+    check = check_edges(tmp_path / "trace", tmp_path / "et.json")
+    assert check.false_edges == 0, f"false edges: {check.false_examples}"
+    assert check.found == check.last_writer_edges, f"missing edges: {check.missing_examples}"
+    trace = read_trace(tmp_path / "trace")
+    ops = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    edges = trace.table("tensor_edge")
+    into_matmul = [ops[p] for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())
+                   if ops[c] == "aten::matmul"]
+    assert into_matmul == ["aten::set_", "aten::set_"]
+
+
+def test_set_binds_only_a_storage_alive_and_unwritten_since_it() -> None:
+    """A read of a set_ tensor's TensorImpl address takes set_ as its writer only if the storage
+    read existed at the set_: a later tensor at that address (the set_ one dropped unread) whose
+    storage came after, unseen (numpy's, frombuffer's) or allocated, does not."""
+    from tracer.torch_convert import _bound_by_set
+
+    freed = {1: [(5, False)], 2: [(20, False)], 3: [(5, False), (8, True)]}  # ptr -> [(time, freed)]
+    assert _bound_by_set(1, 30, 10, freed, {})  # allocated here before the set_ at 10
+    assert not _bound_by_set(2, 30, 10, freed, {})  # allocated after it
+    assert not _bound_by_set(3, 30, 10, freed, {})  # freed since
+    assert _bound_by_set(4, 30, 10, freed, {4: 2})  # alive and unwritten since an earlier window
+    assert not _bound_by_set(5, 30, 10, freed, {})  # never seen
+
+
 def test_check_edges_command(tmp_path: Path, cli: Callable[..., Any]) -> None:
     _record(tmp_path, _views_of_views)
     result = cli("check-edges", tmp_path / "trace", tmp_path / "et.json", "--format", "json")

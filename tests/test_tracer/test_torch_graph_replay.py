@@ -64,3 +64,29 @@ def test_a_replays_output_has_its_edge(tmp_path: Path) -> None:
 
 def test_without_a_replay_freed_memory_is_no_ones_output(tmp_path: Path) -> None:
     assert _edges(tmp_path, replays=False) == {("aten::add", "aten::neg")}
+
+
+def test_an_address_freed_in_an_earlier_window_is_the_replays(tmp_path: Path) -> None:
+    """Streaming windows end each step: the previous generation's outputs are freed in one window
+    and the next replay's readers run in the next (the 6-step H200 run)."""
+    writer = _WindowWriter(torch)
+    session = Session(str(tmp_path / "two")).start()
+    try:
+        first = _Collector(torch)
+        first.nodes = [_Node(100, 200, 1, "aten::mul", "Tensor", "mul", 0, [_meta(PARAMETER), _meta(PARAMETER)])]
+        first.memory = [(150, 1, "cuda:0", OUTPUT, -64, 0)]
+        second = _Collector(torch)
+        graph = _Node(1_000, 2_000, 1, "inductor::compiled_graph", "", "Sequential [graph k]", 1, [_meta(PARAMETER)],
+                      replays=True)
+        second.nodes = [graph, _Node(3_000, 3_100, 1, "aten::detach", "", "detach", 1, [_meta(OUTPUT)])]
+        for window, collector in enumerate((first, second)):
+            batch = Batch(session, 0, 0)
+            writer.write_nodes(batch, collector, window)
+            batch.flush()
+    finally:
+        session.stop()
+    trace = read_trace(session.path)
+    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    edges = trace.table("tensor_edge")
+    assert {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())} == {
+        ("inductor::compiled_graph", "aten::detach")}
