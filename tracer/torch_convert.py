@@ -47,7 +47,7 @@ def _freed_last(memory: list[tuple[int, int, str, int, int, int]]) -> dict[int, 
     return events
 
 
-def _replayed_into(replay: tuple[int, tuple[int, int, int], str] | None, ptr: int, at: int,
+def _replayed_into(replay: tuple[int, tuple[int, int, int], str, str] | None, ptr: int, at: int,
                    found: tuple[int, tuple[int, int, int]] | None, freed: dict[int, list[tuple[int, bool]]],
                    freed_before: dict[int, int], device: str) -> tuple[int, tuple[int, int, int]] | None:
     """The write of a CUDA graph replay that a read with no live writer sees, if that is what it is.
@@ -105,6 +105,7 @@ class _WindowWriter:
         # GPU addresses whose last memory event was a free, and the window of that free: a CUDA graph
         # replay may write there unseen (_replayed_into).
         self._freed_before: dict[int, int] = {}
+        self._replay_outputs: dict[str, set[int]] = {}  # a replayed graph's name -> its static output addresses
         self._collectives = 0  # c10d ops issued so far: the next one's seq
         self._rank: tuple[int, int, str] | None = None  # rank, world size, backend, once distributed is up
         self._rank_written = False
@@ -149,7 +150,7 @@ class _WindowWriter:
         for times in frees.values():
             times.sort()
         freed = _freed_last(collector.memory)
-        replay: tuple[int, tuple[int, int, int], str] | None = None  # the last CUDA graph replay so far
+        replay: tuple[int, tuple[int, int, int], str, str] | None = None  # the last CUDA graph replay so far
         carried = self._carried
         for ptr, entry in carried.items():
             writes[ptr] = _StorageWrites([-1], [entry])  # written before this window
@@ -189,8 +190,10 @@ class _WindowWriter:
                 found = history.last_at(at) if history is not None else None
                 if found is None or _freed_between(frees.get(ptr), found[0], at):
                     written = _replayed_into(replay, ptr, at, found, freed, self._freed_before, str(meta.device))
-                    if written is not None:  # a CUDA graph replay's output, in its pool
+                    if written is not None and replay is not None:  # a CUDA graph replay's output, in its pool
+                        written = (written[0], (written[1][0], written[1][1], session.new_tensor_id()))
                         _record_write(writes, ptr, *written)
+                        self._replay_outputs.setdefault(replay[3], set()).add(ptr)  # its next replays write it too
                         producer = written[1]
                         batch.add("tensor_edge", key, node.start, producer[0], node_id, producer[2],
                                   self.nbytes(meta), producer[1], device)
@@ -225,7 +228,10 @@ class _WindowWriter:
                         elif node.op == "aten::set_":  # given a storage (torch.load rebuilds parameters so)
                             self._rebound[meta.impl_ptr] = (node.start, (node_id, device, session.new_tensor_id()))
             if node.replays:
-                replay = (node.start, (node_id, device, session.new_tensor_id()), device_name)
+                replay = (node.start, (node_id, device, session.new_tensor_id()), device_name, node.name)
+                # A graph replays into the same static outputs each time: what its earlier replays wrote.
+                for ptr in self._replay_outputs.get(node.name, ()):
+                    _record_write(writes, ptr, node.start, (node_id, device, session.new_tensor_id()))
             batch.add("node_end", key, node.end, node_id, device, tid)
             self.nodes_recorded += 1
         if len(self._rebound) > _MAX_REBOUND:  # never read: keep the newest

@@ -90,3 +90,31 @@ def test_an_address_freed_in_an_earlier_window_is_the_replays(tmp_path: Path) ->
     edges = trace.table("tensor_edge")
     assert {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())} == {
         ("inductor::compiled_graph", "aten::detach")}
+
+
+def test_each_replay_of_a_graph_writes_its_static_outputs_again(tmp_path: Path) -> None:
+    """A graph replays into the same addresses every step, with no memory event at all after the
+    first: the reader after the second replay reads the second replay's output (the 6-step H200
+    run gave it to the first)."""
+    writer = _WindowWriter(torch)
+    session = Session(str(tmp_path / "again")).start()
+    try:
+        for window in range(2):
+            collector = _Collector(torch)
+            base = 10_000 * window
+            collector.nodes = [_Node(base + 1_000, base + 2_000, 1, "inductor::compiled_graph", "", "G [graph k]",
+                                     window, [_meta(PARAMETER)], replays=True),
+                               _Node(base + 3_000, base + 3_100, 1, "aten::pow", "Tensor_Scalar", "pow", window,
+                                     [_meta(OUTPUT), 2])]
+            collector.memory = [(1_500, 1, "cuda:0", OUTPUT, -64, 0)] if window == 0 else []
+            batch = Batch(session, 0, 0)
+            writer.write_nodes(batch, collector, window)
+            batch.flush()
+    finally:
+        session.stop()
+    trace = read_trace(session.path)
+    begins = trace.table("node_begin")
+    start = dict(zip(begins["node_id"].tolist(), begins["timestamp"].tolist()))
+    edges = trace.table("tensor_edge")
+    pairs = sorted((start[p], start[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist()))
+    assert [(b - a) for a, b in pairs] == [2_000, 2_000]  # each pow from the replay just before it
