@@ -24,7 +24,9 @@ def test_sigkill_loses_at_most_one_completed_step(tmp_path: Path, seed: int) -> 
     kill = kill_once(seed, tmp_path, dfcompass_cmd(), subprocess_env(), BABELTRACE2, max_delay_s=2.0)
     assert not kill.error, kill.error
     assert kill.completed >= 1
-    assert 0 <= kill.lost <= 1, f"{kill.completed} steps completed, {kill.surviving} {STEP_OP} in the trace"
+    # -1: a window may end as the optimizer's record_function scope closes (a due window ends on the
+    # last open scope's close), so a step can be in the trace before the program counted it.
+    assert -1 <= kill.lost <= 1, f"{kill.completed} steps completed, {kill.surviving} {STEP_OP} in the trace"
     assert kill.babeltrace2_ok is not False, "babeltrace2 cannot read the killed run's trace"
     check_packets(tmp_path / "trace")  # whole packets only: Trace Compass opens it without repair
 
