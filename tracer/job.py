@@ -21,16 +21,15 @@ import socket
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from tracer import schema
 from tracer.session import Session
+from tracer.stack import DATA_LOADER_FILE, in_file
 
 JOB_ENV = "DFCOMPASS_RECORD_DIR"
 TORCH_ENV = "DFCOMPASS_TORCH"
 TF_ENV = "DFCOMPASS_TF"  # "0": do not start a TFRecorder when the program imports TensorFlow
 FOLLOW_ENV = "DFCOMPASS_FOLLOW"  # "0": record the first process only
-_DATA_LOADER_FILE = os.path.join("torch", "utils", "data", "dataloader.py")
 # torch.compile's compiler pool: a process (and its pool of children) that inductor starts to build
 # kernels. It runs no op of the program; recording it would add a process per core to the job.
 _COMPILE_WORKER_DIR = os.path.join("_inductor", "compile_worker")
@@ -142,12 +141,7 @@ class _JobProcess:
 def _forked_by_data_loader() -> bool:
     """Whether this fork child was started by a DataLoader: right after the fork the child still
     runs the parent's stack, which holds the loader's iterator when it starts its workers."""
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
-            return True
-        frame = frame.f_back
-    return False
+    return in_file(DATA_LOADER_FILE)
 
 
 def _stop_at_multiprocessing_exit(session: Session | None) -> None:

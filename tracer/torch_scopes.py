@@ -12,12 +12,12 @@ torch is passed in, never imported here.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import warnings
 import weakref
 from typing import Any, Callable
+
+from tracer.stack import DATA_LOADER_FILE, in_file
 
 MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
@@ -137,9 +137,6 @@ class _ModuleScopes:
         self.mark_thread()
 
 
-_DATA_LOADER_FILE = os.path.join("torch", "utils", "data", "dataloader.py")
-
-
 def _may_end_window_at(module: Any) -> bool:
     """Whether an outermost forward of `module` may end a profiling window. Not a module without
     parameters (a torchvision transform such as Normalize), and not inside a DataLoader's fetch:
@@ -152,11 +149,4 @@ def _may_end_window_at(module: Any) -> bool:
 
 def _in_data_loader() -> bool:
     """Whether a DataLoader's code is on this thread's stack (up to 40 frames)."""
-    frame: Any = sys._getframe(1)
-    for _ in range(40):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename.endswith(_DATA_LOADER_FILE):
-            return True
-        frame = frame.f_back
-    return False
+    return in_file(DATA_LOADER_FILE, frames=40)
