@@ -32,6 +32,7 @@ from tracer.schema import NO_STEP
 
 MIN_STEPS = 3
 MIN_MATCH = 0.9
+MAX_ANCHORS = 64
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,11 @@ def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float
         gaps = [b - a for a, b in zip(positions[token], positions[token][1:])]
         return statistics.pstdev(gaps) / max(1.0, statistics.mean(gaps))
 
+    codes = np.unique(np.array(tokens, dtype=object).astype(str), return_inverse=True)[1]
+    # Set-up ops that repeat a few times (a parameter's init per layer) come first: try enough
+    # candidates to reach the ops that run once an iteration; each try is one array comparison.
     candidates = sorted((t for t, n in counts.items() if n >= min_steps), key=lambda t: (counts[t], irregularity(t), t))
-    for anchor in candidates[:8]:
+    for anchor in candidates[:MAX_ANCHORS]:
         at = positions[anchor]
         period = int(statistics.median(b - a for a, b in zip(at, at[1:])))
         if period <= 0:
@@ -85,7 +89,7 @@ def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float
         span = len(tokens) - period - at[0]
         if span <= 0:
             continue
-        same = sum(tokens[i] == tokens[i + period] for i in range(at[0], at[0] + span))
+        same = int(np.count_nonzero(codes[at[0]:at[0] + span] == codes[at[0] + period:at[0] + period + span]))
         match = same / span
         if match < min_match:
             continue

@@ -344,3 +344,27 @@ def test_a_dense_plan_s_svg_stays_small(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(parallelism_report, "RASTER_ABOVE", n // 2)
     raster = write_parallelism_plot(plan, tmp_path / "raster")[1]
     assert raster.stat().st_size < vector / 5 and b"<image" in raster.read_bytes()
+
+
+def test_a_loop_without_step_marks_is_planned_one_iteration_at_a_time(tmp_path: Path) -> None:
+    """`dfcompass record` of a loop marks no steps: the plan covers one inferred iteration (its
+    set-up and the other iterations left out) and says so, instead of planning the whole run."""
+    import tracer
+    from tc_analyses.analyses.parallelism import plan_trace
+
+    with tracer.Session(str(tmp_path / "loop")):
+        with tracer.node("load", op="load") as n:
+            weights = bytearray(64)
+            n.output(weights)
+        for _ in range(6):
+            with tracer.node("a", op="op_a", inputs=[weights]) as a:
+                left = bytearray(8)
+                a.output(left)
+            with tracer.node("b", op="op_b", inputs=[weights]) as b:
+                right = bytearray(8)
+                b.output(right)
+            with tracer.node("join", op="op_join", inputs=[left, right]):
+                pass
+    plan = plan_trace(tmp_path / "loop", cores=4)
+    assert sorted(op.op for op in plan.ops) == ["op_a", "op_b", "op_join"]  # one iteration
+    assert any(f.kind == "steps" and "steps inferred" in f.text for f in plan.findings)

@@ -35,6 +35,16 @@ def test_a_repeating_loop_after_set_up_becomes_steps() -> None:
     assert [s.step for s in stepped.steps] == [0, 1, 2, 3, 4]
 
 
+def test_many_set_up_ops_that_repeat_do_not_hide_the_loop() -> None:
+    """A model's initialisation repeats per layer (init ops three times and more): with more such
+    ops than the candidates first tried, the loop's once-a-step op was never reached (a recorded
+    CNN planned its whole run)."""
+    setup = [f"init{k}" for k in range(12) for _ in range(3)]
+    activity = _activity(setup + LOOP * 6)
+    inferred = infer_steps(activity)
+    assert inferred is not None and inferred.period == len(LOOP) and len(inferred.windows) == 6
+
+
 def test_other_threads_take_the_step_of_their_time() -> None:
     worker = [NodeRun(1000, "pool_op", "pool_op", "cpu", 9, NO_STEP, 100 * 13 + 10, 100 * 13 + 20, True)]
     activity = _activity(LOOP * 4, extra=worker)

@@ -23,6 +23,7 @@ from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
 from tc_analyses.model.dag import critical_path, reachability, transitive_reduction, upward_rank, width
 from tc_analyses.model.graph import build_graph
+from tc_analyses.model.step_inference import infer_steps, with_steps
 from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
 from tc_analyses.perf.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
                                       PlacementProblem, Slot, Task)
@@ -108,6 +109,11 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
 
         trace = read_trace(trace)
     activity = activity if activity is not None else read_activity(trace)
+    inferred = None
+    if not activity.steps and (inferred := infer_steps(activity)) is not None:
+        # No step marks (`dfcompass record`, no code change): plan one iteration of the loop, not
+        # the set-up and warm-up folded in with it.
+        activity = with_steps(activity, inferred)
     if step_kinds(activity):  # plan one kind of step, warm-up left out, as placement does
         graph, _ = graph_of_kind(trace, activity)
     graph = graph if graph is not None else build_graph(trace, activity)
@@ -128,7 +134,8 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
         why += f"; --max-streams {max_streams} was lowered to {limit}"
     advice = (": the plan keeps one thread; to run chains side by side, give each fewer intra-op threads "
               "(torch.set_num_threads)" if limit == 1 else "")
-    return replace(plan, findings=plan.findings + (Finding("cores", 0, why + advice),))
+    steps = (Finding("steps", 0, inferred.describe() + ": the plan covers one of them"),) if inferred else ()
+    return replace(plan, findings=plan.findings + steps + (Finding("cores", 0, why + advice),))
 
 
 def free_threads(trace: DfcTrace, cores: int | None = None) -> tuple[int, str]:
