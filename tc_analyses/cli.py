@@ -468,22 +468,32 @@ def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...])
 @click.argument("plan", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Folder for the re-run's trace and the comparison.")
-@click.option("--refit", is_flag=True, help="Also refit the costs on half of the re-run's steps and check them on the other half.")
-@click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT/trace.")
+@click.option("--refit", is_flag=True, help="Also refit the costs on half of the median plan round's steps and check them on the other half.")
+@click.option("--rounds", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Pairs of rounds (A: the recorded placement, B: the plan, interleaved) run at least.")
+@click.option("--max-rounds", type=click.IntRange(1, 1000), default=15, show_default=True,
+              help="Pairs run at most, while the speedup's 90% interval is wider than ±15% of its median.")
+@click.option("--overwrite", is_flag=True, help="Replace the rounds already in OUTPUT/rounds.")
 @_FORMAT
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
-def verify(plan: Path, output: Path, refit: bool, overwrite: bool, fmt: str, command: tuple[str, ...]) -> None:
-    """Re-run a program under PLAN and compare: dfcompass verify PLAN -o DIR -- python prog.py ARGS...
+def verify(plan: Path, output: Path, refit: bool, rounds: int, max_rounds: int, overwrite: bool, fmt: str,
+           command: tuple[str, ...]) -> None:
+    """Run a program under its recorded placement and under PLAN, interleaved, and compare:
+    dfcompass verify PLAN -o DIR -- python prog.py ARGS...
 
-    PLAN is what recommend-placement wrote (its folder, plan.json or plan.json.gz). The program applies it when it
-    runs on tracer.graph_program (it reads DFCOMPASS_PLAN); the re-run is recorded into DIR/trace and
-    its steps and nodes are compared with the plan's predictions.
+    PLAN is what recommend-placement wrote (its folder, plan.json or plan.json.gz). The program applies a
+    placement when it runs on tracer.graph_program (it reads DFCOMPASS_PLAN). Rounds A (every node where
+    the trace recorded it) and B (the plan) alternate, each recorded into DIR/rounds/{a0,b0,a1,...}; the
+    measured speedup is the median of the pairs' ratios, with a bootstrap interval, checked against the
+    plan's printed range; the median plan round's steps and nodes are compared with the plan's predictions.
+    One line per round goes to stderr.
     """
     from tc_analyses.app import place
     from tc_analyses.export import verify_report
 
-    result, text = place.verify_plan(plan, output, list(command), refit, overwrite)
+    result, text = place.verify_plan(plan, output, list(command), refit, overwrite, rounds, max_rounds,
+                                     lambda line: click.echo(line, err=True))
     click.echo(verify_report.to_json(result) if fmt == "json" else text + f"\nre-run and comparison: {output.resolve()}\n",
                nl=False)
 

@@ -3,10 +3,11 @@ devices, with its plan, report and views; and the program re-run under the plan,
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tc_analyses.app.record import run_recorded
 from tc_analyses.errors import ConfigurationError, DfcompassError
@@ -118,15 +119,38 @@ def _stderr_file() -> Any:
     return sys.stderr
 
 
-def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, overwrite: bool) -> tuple[Any, str]:
-    """Re-run `command` under the plan (a plan.json, or the folder recommend-placement wrote) into
-    OUTPUT/trace and compare: OUTPUT/{verify.txt, verify.json, verify.png, verify.svg}."""
-    import json
+def _recorded_activity(plan: dict[str, Any]) -> Any:
+    """The activity of the trace the plan was made from (plan.json ``input``, or ``source``), or None
+    when it cannot be read here."""
+    path = plan.get("input") or plan.get("source")
+    if not isinstance(path, str) or not Path(path).is_dir():
+        return None
+    try:
+        return TraceInputs(Path(path)).activity
+    except (DfcompassError, OSError, ValueError):
+        return None
 
-    from tc_analyses.analyses.placement.verify import verify
+
+def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, overwrite: bool,
+                rounds: int | None = None, max_rounds: int | None = None,
+                progress: Callable[[str], None] | None = None) -> tuple[Any, str]:
+    """Run `command` in interleaved rounds, A under the baseline placement (the recorded one), B under
+    the plan (a plan.json, or the folder recommend-placement wrote), each recorded into
+    OUTPUT/rounds/{a0,b0,a1,...}; `rounds` pairs at least, more up to `max_rounds` while the speedup's
+    interval is wide (tc_analyses.analyses.placement.verify). Writes OUTPUT/{baseline-plan.json,
+    verify.txt, verify.json, verify.png, verify.svg}; `progress` gets one line per round (default: stderr)."""
+    import json
+    import os
+    import resource
+    import shutil
+    import time
+    from dataclasses import replace
+
+    from tc_analyses.analyses.placement import verify as check
     from tc_analyses.export import verify_report
     from tracer.graph_program import PLAN_ENV, Plan, PlanError, plan_file_in, read_plan_file
 
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     plan_file = plan_file_in(plan_path) if plan_path.is_dir() else plan_path
     try:
         plan = read_plan_file(plan_file)
@@ -135,19 +159,61 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
     except ValueError as exc:
         raise ConfigurationError(f"{plan_file}: not JSON ({exc})") from None
     try:  # what the program will read, checked before it runs
-        Plan.load(plan_file)
+        planned = Plan.load(plan_file)
     except PlanError as exc:
         raise ConfigurationError(str(exc)) from None
     if not isinstance(plan.get("predicted_makespan_ns"), int):
         raise ConfigurationError(f"{plan_file}: not a placement plan (no predicted_makespan_ns)")
-    trace = output / "trace"
-    # The program's output goes to stderr: stdout carries only the comparison (--format json).
-    code = run_recorded(trace, command, overwrite, torch=False, extra_env={PLAN_ENV: str(plan_file.resolve())},
-                        stdout=_stderr_file()).code
-    if code != 0:
-        raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the plan; its trace is in {trace}")
-    inputs = TraceInputs(trace)
-    result = verify(plan, str(plan_file), inputs.activity, inputs.graph, refit)
+    folder = output / "rounds"
+    if folder.exists() and any(folder.iterdir()):
+        if not overwrite:
+            raise ConfigurationError(f"{folder}: already holds rounds of a verify (use --overwrite to replace them)")
+        shutil.rmtree(folder)
+    try:
+        baseline, source = check.baseline_plan(plan, _recorded_activity(plan))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{plan_file}: not a placement plan dfcompass can verify ({exc})") from None
+    output.mkdir(parents=True, exist_ok=True)
+    baseline_file = output / "baseline-plan.json"
+    baseline_file.write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
+    sides = {"a": (baseline_file, Plan.load(baseline_file).assignment, "baseline"),
+             "b": (plan_file, planned.assignment, "plan")}
+    say(f"verify: rounds A (the recorded placement, from {source}) and B (the plan), interleaved")
+
+    def run(side: str, pair: int) -> check.Round:
+        path, assignment, label = sides[side]
+        trace = folder / f"{side}{pair}"
+        load = os.getloadavg()[0]
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        # The program's output goes to stderr: stdout carries only the comparison (--format json).
+        code = run_recorded(trace, command, True, torch=False, extra_env={PLAN_ENV: str(path.resolve())},
+                            stdout=_stderr_file()).code
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if code != 0:
+            raise DfcompassError(f"{' '.join(command)}: exited with code {code} under the {label}; its trace is in {trace}")
+        cpu = (after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime) / wall if wall > 0 else None
+        found = replace(check.measure_round(TraceInputs(trace).activity, assignment, side, pair, wall,
+                                            (load, os.getloadavg()[0]), cpu), trace=str(trace))
+        say(f"verify: round {found.name} ({label}): median step {found.step_ns / 1e6:.3f} ms over {found.steps} steps, "
+            f"load {found.load_before:.2f}->{found.load_after:.2f}" + (f", {cpu:.2f} cores busy" if cpu is not None else ""))
+        return found
+
+    def after_pair(done: list[check.Round]) -> None:
+        ratios = check.pair_ratios(done)
+        if len(ratios) >= 2:
+            low, high = check.bootstrap_ci(ratios)
+            say(f"verify: {len(ratios)} pairs: speedup {statistics.median(ratios):.2f}x "
+                f"({check.CONFIDENCE:.0%} interval {low:.2f}-{high:.2f}x)")
+
+    min_pairs = rounds if rounds is not None else check.MIN_PAIRS
+    done, stop = check.run_rounds(run, min_pairs, max_rounds if max_rounds is not None else check.MAX_PAIRS,
+                                  after_pair=after_pair)
+    summary = check.summarise(done, stop, plan, source, sorted(set(sides["a"][1].values())))
+    detail = check.median_round(done)
+    inputs = TraceInputs(Path(detail.trace))
+    result = check.verify(plan, str(plan_file), inputs.activity, inputs.graph, refit, summary)
     text = verify_report.text(result)
     (output / "verify.txt").write_text(text, encoding="utf-8")
     (output / "verify.json").write_text(verify_report.to_json(result), encoding="utf-8")

@@ -36,6 +36,7 @@ from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.intervals import union_ns
 from tc_analyses.perf.devices import default_link, spec, spec_of
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementProblem, Task
+from tc_analyses.perf.syncs import price_syncs
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
 
@@ -501,6 +502,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
             fitted = fit_link(*copies[key]) if key in copies else None
             problem_links[key] = fitted or default_link(a, b)
 
+    blocking = price_syncs(graph, devices, costs, problem_links, lambda node: task_memory(graph, node))
     carried = carried_edges(graph)
     overhead: dict[str, int] = {}
     host: dict[str, int] = {}
@@ -510,7 +512,9 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
         overhead = {n: int(round(gaps.get(n, mean_gap))) for n in names}
         host = host_shares(graph, devices, overhead)
     return PlacementProblem(tasks, list(devices), costs, edges, problem_links, overhead, host_ns=host,
-                            tied=base_tensor_ties(graph), carried=carried, external=external_inputs(graph, carried))
+                            tied=base_tensor_ties(graph), carried=carried, external=external_inputs(graph, carried),
+                            blocking=blocking)
+
 
 
 def external_inputs(graph: nx.DiGraph, carried: dict[tuple[int, int], int]) -> dict[int, int]:

@@ -82,6 +82,9 @@ class PlacementProblem:
     # task -> bytes it reads that no task of the step made (the input batch, a parameter), held on the
     # device where it ran: placed elsewhere, the task waits for that copy from the step's start.
     external: dict[int, int] = field(default_factory=dict)
+    # (task, device) pairs whose whole time holds the host thread: a sync-bearing op on a GPU (the
+    # host waits for the device-to-host copy and the queue before it goes on).
+    blocking: frozenset[tuple[int, str]] = frozenset()
 
     def carried_into(self) -> dict[int, list[tuple[int, int]]]:
         """consumer -> [(producer, bytes)] of the tensors it reads from the previous step."""
@@ -108,6 +111,8 @@ class PlacementProblem:
 
     def host(self, task: int, device: str) -> int:
         """The part of `task`'s time on `device` that holds the host thread (at most the whole task)."""
+        if (task, device) in self.blocking:
+            return self.cost(task, device)
         held = self.host_ns.get(device, 0)
         return min(held, self.cost(task, device)) if held > 0 else 0
 

@@ -158,7 +158,7 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
             if a != b and link is not None:
                 lat[a][b], bw[a][b] = link.latency_ns, link.bytes_per_ns
     host = ([[problem.host(tid, d) if ok else 0 for d, ok in zip(devices, row)] for tid, row in zip(ids, allowed)]
-            if any(v > 0 for v in problem.host_ns.values()) else None)
+            if any(v > 0 for v in problem.host_ns.values()) or problem.blocking else None)
     tie = [index[problem.tie_root(tid)] if tid in problem.tied and problem.tie_root(tid) in index else -1
            for tid in ids]
     carried: list[list[tuple[int, int]]] = [[] for _ in ids]

@@ -147,7 +147,9 @@ def _memory_model_checked(problem: PlacementProblem, notices: list[str]) -> Plac
 
 def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) -> str:
     to_cost = problem.costs[(task.id, dst)]
-    text = f"{dst}: {to_cost.ns / 1e3:.1f} us ({to_cost.source.value})"
+    text = f"{dst}: {to_cost.ns / 1e3:.1f} us ({to_cost.source.value}"
+    text += ("; a sync: device-to-host copy and a wait for the queue, the host held)" if (task.id, dst) in problem.blocking
+             else ")")
     if src is not None and (task.id, src) in problem.costs:
         from_cost = problem.costs[(task.id, src)]
         text = f"{src}: {from_cost.ns / 1e3:.1f} us ({from_cost.source.value}) -> " + text
