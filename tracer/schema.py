@@ -279,6 +279,13 @@ STRING_DEF: Final = BY_SHORT["string_def"]
 # each one's children; ``process_role`` says what a child is for, where the recorder can tell.
 ENV_PPID: Final = "ppid"
 ENV_PROCESS_ROLE: Final = "process_role"
+# The machine while the process recorded (tracer/session.py): cores it may use, the 1-minute load
+# average at start and stop (strings, two decimals), the process's CPU seconds and wall seconds.
+ENV_CORES: Final = "cores"
+ENV_LOAD_START: Final = "load_start"
+ENV_LOAD_END: Final = "load_end"
+ENV_CPU_S: Final = "process_cpu_s"
+ENV_WALL_S: Final = "wall_s"
 DATA_LOADER_WORKER: Final = "dataloader_worker"
 
 

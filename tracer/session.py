@@ -66,6 +66,16 @@ class _ThreadState:
         self.streams: list[StreamFile | None] = [None] * _NCLASSES
 
 
+def _machine_at_start() -> dict[str, str | int]:
+    """The cores this process may use and the 1-minute load average when recording starts."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return {schema.ENV_CORES: cores}
+    return {schema.ENV_CORES: cores, schema.ENV_LOAD_START: load}
+
+
 class Session:
     """Records events into a CTF trace directory.
 
@@ -122,6 +132,7 @@ class Session:
         self._drain_lock = threading.RLock()
         self._flusher: threading.Thread | None = None
         self._previous_sigterm: Any = None
+        self._started_at: tuple[float, float] | None = None  # process CPU time and monotonic time at start
         self._stop_hooks: list[Callable[[], None]] = []
         self._sigterm_deferrals = 0
         self._deferred_sigterm: int | None = None
@@ -143,11 +154,12 @@ class Session:
             self.path,
             clock_offset_ns=self.clock.offset_to_wall_ns(),
             hostname=socket.gethostname(),
-            env={"pid": os.getpid(), **launcher_env(), **self._env},
+            env={"pid": os.getpid(), **launcher_env(), **_machine_at_start(), **self._env},
             packet_size=self._packet_size,
             overwrite=self._overwrite,
         )
         self.trace.origin_ts = self._now()
+        self._started_at = (time.process_time(), time.monotonic())
         self.active = True
         _active = self
         _all_sessions.add(self)
@@ -215,12 +227,26 @@ class Session:
                 self._collect_partials(due=0.0)
                 self._drain(float("inf"))
             assert self.trace is not None
+            self._note_machine()
             for stream in list(self.trace.streams.values()):
                 if stream.events_discarded and stream.events_discarded != stream.reported_discarded:
                     stream.write_packet(b"", 0, stream.last_end, stream.last_end)
             self.trace.close()
             atexit.unregister(self.stop)
             self._restore_sigterm()
+
+    def _note_machine(self) -> None:
+        """The load at stop and this process's CPU use while it recorded: a busy machine inflates
+        every measured cost, and the reports say so (tc_analyses/analyses/machine_load.py)."""
+        if self.trace is None or self._started_at is None:
+            return
+        cpu0, wall0 = self._started_at
+        try:
+            self.trace.update_env(**{schema.ENV_LOAD_END: f"{os.getloadavg()[0]:.2f}",
+                                     schema.ENV_CPU_S: f"{time.process_time() - cpu0:.3f}",
+                                     schema.ENV_WALL_S: f"{time.monotonic() - wall0:.3f}"})
+        except OSError as exc:  # the trace still closes; only the note is missing
+            self.trace.report_error(f"metadata: {exc}")
 
     def _install_sigterm(self) -> None:
         try:

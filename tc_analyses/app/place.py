@@ -69,6 +69,11 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         problem = problem_from_graph_file(input_path, parsed)
     else:
         raise ConfigurationError(f"{input_path}: no such trace directory or graph file")
+    if trace is not None:
+        from tc_analyses.analyses.machine_load import busy_notice
+
+        if (busy := busy_notice(trace.metadata.env)) is not None:
+            notices.append(busy)
     if activity is not None:
         from tc_analyses.analyses.data_loading import of_job
 

@@ -109,8 +109,9 @@ def write_parallelism_plot(plan: StreamPlan, out_dir: Path) -> list[Path]:
 
 
 def text(result: Result) -> str:
-    """The stream plan as text, with the data loading beside it when the trace's job has workers."""
-    extra = [f"{f.text}\n" for f in result.findings if f.kind == "data_loading"]
+    """The stream plan as text, with the data loading beside it when the trace's job has workers, and
+    a word when the recording was taken on a busy machine."""
+    extra = [f"{f.text}\n" for f in result.findings if f.kind in ("data_loading", "busy_machine")]
     return plan_text(result.data) + "".join(extra)
 
 

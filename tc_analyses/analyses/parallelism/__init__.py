@@ -29,7 +29,7 @@ from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
                                                      LaneSummary, PlannedOp, StreamPlan, SyncEdge)
-from tc_analyses.analyses import data_loading
+from tc_analyses.analyses import data_loading, machine_load
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 
 
@@ -43,6 +43,8 @@ def run(inputs: Inputs, options: Options) -> Result:
     plan = plan_trace(inputs.trace, device=options["device"], max_streams=options["max_streams"],
                       sync_ns=options["sync_ns"], graph=inputs.graph, activity=inputs.activity)
     findings = plan.findings
+    if (busy := machine_load.busy_notice(inputs.trace.metadata.env)) is not None:
+        findings = findings + (Finding("busy_machine", 0, busy),)
     loading = data_loading.of_job(inputs.path, inputs.activity)
     if loading is not None:  # a plan that ignores a loader-bound step is a wrong plan: say it beside
         findings = findings + (Finding("data_loading", loading.wait_ns, loading.text()),)
