@@ -36,6 +36,7 @@ from tc_analyses.analyses.units import fmt_bytes, fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, GpuTable, NodeRun, NodeTable, read_activity
 from tc_analyses.reader import read_trace
+from tc_analyses.analyses.frameworks import advice, framework_of
 from tc_analyses.reader.fast import DfcTrace
 from tracer import copy_kinds
 from tracer.copy_kinds import direction_of
@@ -182,7 +183,7 @@ def analyze_memory(trace: str | Path | DfcTrace, activity: Activity | None = Non
         tensor_wasted_ns_per_step=None if tensor_ns is None else tensor_ns / per,
         repeated_uploads=uploads, upload_wasted_bytes_per_step=sum(u.bytes_per_step for u in uploads),
         upload_wasted_ns_per_step=sum(u.ns_per_step for u in uploads), copy_kinds=kinds, findings=())
-    return replace(result, findings=_findings(result, is_host))
+    return replace(result, findings=_findings(result, is_host, framework_of(dfc)))
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -415,7 +416,7 @@ def _repeated_uploads(activity: Activity, copies: GpuTable, steps: _StepIndex) -
 
 # --- findings --------------------------------------------------------------------------------
 
-def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding, ...]:
+def _findings(r: MemoryResult, is_host: Callable[[str], bool], framework: str) -> tuple[Finding, ...]:
     found: list[Finding] = []
     per = "per step" if r.steps else "in the trace"
     steps = max(r.steps, 1)
@@ -427,7 +428,7 @@ def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding,
             f"{len(r.repeated_tensors)} tensor(s) moved to the same device more than once: "
             f"{fmt_bytes(r.tensor_wasted_bytes_per_step)} moved again {per}{at} (worst: tensor {t.tensor_id}, "
             f"{fmt_bytes(t.bytes)} {t.src_device} -> {t.dst_device} {t.moves} times). Move it once and keep "
-            f"the device copy: x_dev = x.to(device) before the loop, and pass x_dev to every consumer.")))
+            f"the device copy: {advice('move_once', framework)}.")))
     if r.repeated_uploads:
         u = r.repeated_uploads[0]
         where = u.op if u.node in (u.op, UNKNOWN) else f"{u.op} in {u.node}"
@@ -436,8 +437,8 @@ def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding,
             f"{fmt_bytes(r.upload_wasted_bytes_per_step)} and {fmt_ns(r.upload_wasted_ns_per_step)} of copies "
             f"per step (worst: {where}, {u.copies_per_step:g} x {fmt_bytes(u.bytes)} to {u.device} per step). "
             f"If the data does not change between steps (weights, masks, constants, lookup tables; not the "
-            f"input batch), create it on the device once, outside the step loop (torch.tensor(..., "
-            f"device=dev) or a module's register_buffer).")))
+            f"input batch), create it on the device once, outside the step loop "
+            f"{advice('create_on_device', framework)}".rstrip() + ".")))
     pageable = [k for k in r.copy_kinds if k.host_memory == "pageable"]
     if pageable:
         pinned = [k for k in r.copy_kinds if k.host_memory == "pinned"]
@@ -448,12 +449,10 @@ def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding,
         dirs = ", ".join(f"{k.copies} {k.direction}" for k in pageable)
         found.append(Finding("pageable", ns, (
             f"{n} copies ({dirs}) use pageable host memory: {fmt_bytes(b)} in {fmt_ns(ns)}{rate}{versus}. "
-            f"Pageable copies are staged through a driver buffer and block the host. Pin the host buffer: "
-            f"DataLoader(pin_memory=True) or tensor.pin_memory(), then copy with .to(device, "
-            f"non_blocking=True) so the copy overlaps compute.")))
+            f"Pageable copies are staged through a driver buffer and block the host. {advice('pin', framework)}")))
     for c in r.churn:
         if c.turnover >= CHURN_TURNOVER:
-            found.append(Finding("churn", 0, _churn_advice(c, r.steps, is_host(c.device))))
+            found.append(Finding("churn", 0, _churn_advice(c, r.steps, is_host(c.device), framework)))
     for p in r.peaks:
         if p.peak_bytes and p.largest:
             blocks = ", ".join(f"{fmt_bytes(b.bytes)} from {b.node}" for b in p.largest[:3])
@@ -462,13 +461,13 @@ def _findings(r: MemoryResult, is_host: Callable[[str], bool]) -> tuple[Finding,
             found.append(Finding("peak", 0, (
                 f"{p.device} peaks at {fmt_bytes(p.peak_bytes)} at {fmt_ns(p.time_ns - r.start_ns)}{step} "
                 f"{during}; largest live allocations: {blocks}. To lower the peak, release what holds "
-                f"them before this point (del, or no reference kept across steps), recompute activations "
-                f"(torch.utils.checkpoint), or use a smaller batch or lower precision.")))
+                f"them before this point (del, or no reference kept across steps), "
+                f"{advice('recompute', framework)}, or use a smaller batch or lower precision.")))
     order = {"redundant_tensor": 0, "repeated_upload": 1, "pageable": 2, "churn": 3, "peak": 4}
     return tuple(sorted(found, key=lambda f: (-f.impact_ns, order[f.kind])))
 
 
-def _churn_advice(c: DeviceChurn, steps: int, on_host: bool) -> str:
+def _churn_advice(c: DeviceChurn, steps: int, on_host: bool, framework: str) -> str:
     if c.allocations_per_step is not None and c.bytes_per_step is not None:
         rate = f"{c.allocations_per_step:g} allocations and {fmt_bytes(c.bytes_per_step)} per step"
     else:
@@ -478,10 +477,8 @@ def _churn_advice(c: DeviceChurn, steps: int, on_host: bool) -> str:
     if on_host:
         return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); every CPU "
                 "allocation goes to malloc, so a caching allocator (LD_PRELOAD jemalloc or tcmalloc) helps.")
-    return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); keep the "
-            "caching allocator on (no PYTORCH_NO_CUDA_MEMORY_CACHING), set "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation, or capture the step in "
-            "a CUDA graph (torch.cuda.graphs) so its memory is allocated once.")
+    return (head + ". Reuse buffers across steps (preallocate, out= arguments, in-place ops); "
+            + advice("device_allocator", framework))
 
 
 def as_dict(result: MemoryResult) -> dict[str, Any]:

@@ -55,9 +55,9 @@ from tracer.importers.kineto_source import copy_kind
 SPAN_MS = (1_001_350 - 1_000) / 1e6
 
 
-def _trace(tmp_path: Path) -> Path:
+def _trace(tmp_path: Path, env: dict[str, str | int] | None = None) -> Path:
     out = tmp_path / "mem"
-    with TraceBuilder(out, clock_offset_ns=0) as b:
+    with TraceBuilder(out, clock_offset_ns=0, env=env) as b:
         cpu, gpu = b.device("cpu", ts=1002), b.device("cuda:0", ts=1002)
         for step, (lo, hi) in enumerate(((1000, 2000), (2000, 3000))):
             b.add("step_begin", "1", lo, step, 1)
@@ -269,3 +269,17 @@ def test_plot_series_keep_the_peaks() -> None:
     points[3001] = (3001, 99)
     kept = memory._envelope(points)
     assert len(kept) == 1667 and (3001, 99) in kept and kept[0] == (0, 10)
+
+
+def test_advice_is_in_the_words_of_the_traces_framework(tmp_path: Path) -> None:
+    """No torch.utils.checkpoint on a TensorFlow trace (its metadata notes TF's thread settings); a
+    trace of neither framework gets the generic words."""
+    for env, present, absent in (
+            ({"tf_intra_op_threads": 2}, ("tf.recompute_grad", "prefetch_to_device", "tf.device"),
+             ("torch", "pin_memory", "PYTORCH_")),
+            ({"torch_num_threads": 2}, ("torch.utils.checkpoint", "pin_memory=True", "x.to(device)"), ("tf.",))):
+        folder = tmp_path / next(iter(env))
+        folder.mkdir()
+        text = " ".join(f.text for f in analyze_memory(_trace(folder, env)).findings)
+        assert all(word in text for word in present), (env, text)
+        assert not any(word in text for word in absent), (env, text)

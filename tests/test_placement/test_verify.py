@@ -1,13 +1,17 @@
-"""dfcompass verify: a plan re-run on the program and compared, per step and per node.
+"""dfcompass verify: the program run under its recorded placement and under the plan, in interleaved
+rounds, and compared: the speedup, per step and per node.
 
 The programs really run (two CPU lanes, the same code path a GPU plan takes), so the timings are
 this machine's: the tests check what the comparison is made of, not how close it comes (the bench
-reports that, bench/verify_bench.py).
+reports that, bench/verify_bench.py). Not even the one-lane plan's 1.00x is asserted: on a shared
+2-core machine three pairs of rounds can measure 1.3x and more (tests/test_placement/test_verify_rounds.py
+checks the rounds' statistics on synthetic numbers).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -23,6 +27,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.slow]
 pytest.importorskip("torch")
 
 PROGRAM = ["python", "-m", "tracer.workloads.graph_programs", "branchy-mlp", "--steps", "6"]
+PAIRS = ["--rounds", "3", "--max-rounds", "3"]  # fewer than verify's default 5: the tests check the figures' making
 
 
 def _run(exe: list[str], *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -37,23 +42,68 @@ def verified(tmp_path_factory: pytest.TempPathFactory, dfcompass_exe: list[str])
     plan = _run(dfcompass_exe, "recommend-placement", work / "base", "--devices", "cpu:0,cpu:1", "-o", work / "plan")
     assert plan.returncode == 0, plan.stderr
     out = _run(dfcompass_exe, "verify", work / "plan", "-o", work / "rerun", "--refit", "--format", "json",
-               "--", *PROGRAM)
+               *PAIRS, "--", *PROGRAM)
     assert out.returncode == 0, out.stderr
     return {"work": work, "plan": json.loads((work / "plan" / "plan.json").read_text()),
             "result": json.loads(out.stdout)}
 
 
-def test_the_re_run_applies_the_plan(verified: dict[str, Any]) -> None:
+def _kept_median(trace: Path | str) -> float:
+    runs: dict[int, list[int]] = {}
+    for r in TraceInputs(Path(trace)).activity.nodes:
+        runs.setdefault(r.step, []).extend((r.start, r.end))
+    steps = sorted(runs)
+    return statistics.median(max(runs[s]) - min(runs[s]) for s in steps if s not in warmup_steps(steps))
+
+
+def test_rounds_alternate_the_recorded_placement_and_the_plan(verified: dict[str, Any]) -> None:
     plan = {row["node"]: row["device"] for row in verified["plan"]["schedule"]}
-    rerun = TraceInputs(verified["work"] / "rerun" / "trace").activity
-    assert {r.device for r in rerun.nodes} == {"cpu:0", "cpu:1"} == set(plan.values())
-    assert all(plan[r.name] == r.device for r in rerun.nodes)
+    rounds = verified["result"]["rounds"]
+    assert [r["name"] for r in rounds["rounds"]] == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    assert rounds["baseline_devices"] == ["cpu:0"] and "recorded trace" in rounds["baseline"]
+    for r in rounds["rounds"]:
+        ran = TraceInputs(Path(r["trace"])).activity.nodes
+        if r["side"] == "a":  # the baseline: every node where the sequential recording ran it
+            assert {n.device for n in ran} == {"cpu:0"}
+        else:
+            assert all(plan[n.name] == n.device for n in ran) and {n.device for n in ran} == {"cpu:0", "cpu:1"}
+        assert r["step_ns"] == _kept_median(r["trace"])
+        assert r["load_before"] >= 0 and r["load_after"] >= 0 and r["cpu_share"] > 0
     assert verified["result"]["devices"] == ["cpu:0", "cpu:1"]
 
 
-def test_steps_are_measured_from_the_re_run_against_the_plan_s_makespan(verified: dict[str, Any]) -> None:
+def test_the_speedup_is_measured_from_both_sides_with_its_interval(verified: dict[str, Any]) -> None:
+    result, plan = verified["result"], verified["plan"]
+    rounds = result["rounds"]
+    steps = {r["name"]: r["step_ns"] for r in rounds["rounds"]}
+    ratios = [steps[f"a{i}"] / steps[f"b{i}"] for i in range(3)]
+    assert rounds["ratios"] == pytest.approx(ratios)
+    assert result["measured_speedup"] == rounds["speedup"] == pytest.approx(statistics.median(ratios))
+    low, high = rounds["ci"]
+    assert low <= rounds["speedup"] <= high and rounds["confidence"] == 0.9
+    # the recorded trace is never the baseline: the baseline is what the A rounds measured
+    assert rounds["baseline_ns"] == statistics.median(steps[f"a{i}"] for i in range(3))
+    assert result["recorded_step_ns"] == plan["measured_step_ns"]
+    assert result["predicted_speedup"] == rounds["predicted_speedup"] == plan["speedup"]
+    assert rounds["predicted_range"] == plan["speedup_range"]
+    assert rounds["in_range"] == (plan["speedup_range"][0] <= rounds["speedup"] <= plan["speedup_range"][1])
+
+
+def test_the_step_predicted_is_the_one_the_plan_s_report_printed(verified: dict[str, Any]) -> None:
+    result, plan = verified["result"], verified["plan"]
+    printed = re.search(r"estimated with the plan ([0-9.]+) ms", (verified["work"] / "plan" / "report.txt").read_text())
+    assert printed is not None
+    assert result["predicted_ns"] / 1e6 == pytest.approx(float(printed.group(1)), abs=0.0005)
+    assert result["predicted_ns"] == round(plan["measured_step_ns"] / plan["speedup"])
+    assert result["makespan_ns"] == plan["predicted_makespan_ns"]
+
+
+def test_steps_are_those_of_the_median_plan_round(verified: dict[str, Any]) -> None:
     result = verified["result"]
-    rerun = TraceInputs(verified["work"] / "rerun" / "trace").activity
+    plan_rounds = sorted((r for r in result["rounds"]["rounds"] if r["side"] == "b"), key=lambda r: r["step_ns"])
+    median = plan_rounds[1]
+    assert Path(result["rerun"]).parent == Path(median["trace"])
+    rerun = TraceInputs(Path(median["trace"])).activity
     spans: dict[int, list[int]] = {}
     for r in rerun.nodes:
         spans.setdefault(r.step, []).append(r.start)
@@ -61,17 +111,11 @@ def test_steps_are_measured_from_the_re_run_against_the_plan_s_makespan(verified
     assert [s["step"] for s in result["steps"]] == sorted(spans)
     for row in result["steps"]:
         assert row["measured_ns"] == max(spans[row["step"]]) - min(spans[row["step"]])
-        assert row["predicted_ns"] == verified["plan"]["predicted_makespan_ns"]
+        assert row["predicted_ns"] == result["predicted_ns"]
         assert row["warmup"] == (row["step"] in warmup_steps(list(spans)))
     kept = [row["measured_ns"] for row in result["steps"] if not row["warmup"]]
-    assert result["measured_ns"] == statistics.median(kept)
+    assert result["measured_ns"] == statistics.median(kept) == median["step_ns"]
     assert result["error"] == pytest.approx((result["predicted_ns"] - result["measured_ns"]) / result["measured_ns"])
-
-
-def test_speedups_compare_the_plan_s_baseline_with_the_re_run(verified: dict[str, Any]) -> None:
-    result, plan = verified["result"], verified["plan"]
-    assert result["predicted_speedup"] == plan["speedup"]
-    assert result["measured_speedup"] == pytest.approx(plan["measured_step_ns"] / result["measured_ns"])
 
 
 def test_every_node_is_compared(verified: dict[str, Any]) -> None:
@@ -92,7 +136,13 @@ def test_the_plot_and_text_are_written(verified: dict[str, Any]) -> None:
     out = verified["work"] / "rerun"
     assert (out / "verify.png").stat().st_size > 0 and (out / "verify.svg").stat().st_size > 0
     text = (out / "verify.txt").read_text()
-    assert "predicted" in text and "warm-up" in text
+    assert "predicted" in text and "warm-up" in text and "per round" in text and "90% interval" in text
+    assert (out / "baseline-plan.json").is_file()
+
+
+def test_rounds_already_there_are_kept_without_overwrite(verified: dict[str, Any], dfcompass_exe: list[str]) -> None:
+    out = _run(dfcompass_exe, "verify", verified["work"] / "plan", "-o", verified["work"] / "rerun", "--", *PROGRAM)
+    assert out.returncode != 0 and "--overwrite" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_program_that_ignores_the_plan_is_a_one_line_error(verified: dict[str, Any], dfcompass_exe: list[str],
@@ -104,12 +154,23 @@ def test_a_program_that_ignores_the_plan_is_a_one_line_error(verified: dict[str,
     assert len(errors) == 1 and "did not apply the plan" in errors[0] and "Traceback" not in out.stderr, out.stderr
 
 
-def test_one_device_plans_predict_no_speedup(verified: dict[str, Any], dfcompass_exe: list[str]) -> None:
-    """The sequential sanity case: one lane, nothing to overlap."""
-    out = _run(dfcompass_exe, "recommend-placement", verified["work"] / "base", "--devices", "cpu:0",
-               "-o", verified["work"] / "plan1", "--format", "json")
+def test_one_device_plans_predict_no_speedup_and_are_measured_against_the_recorded_placement(
+        verified: dict[str, Any], dfcompass_exe: list[str]) -> None:
+    """The sequential sanity case: one lane, nothing to overlap. What it measures is this machine's
+    (1.01x, 90% interval 0.95-1.24x over 15 pairs at a load of 4 on 2 cores): not asserted."""
+    work = verified["work"]
+    out = _run(dfcompass_exe, "recommend-placement", work / "base", "--devices", "cpu:0", "-o", work / "plan1",
+               "--format", "json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["speedup"] == 1.0
+    checked = _run(dfcompass_exe, "verify", work / "plan1", "-o", work / "seq", "--format", "json", *PAIRS,
+                   "--", *PROGRAM)
+    assert checked.returncode == 0, checked.stderr
+    rounds = json.loads(checked.stdout)["rounds"]
+    assert [r["side"] for r in rounds["rounds"]] == ["a", "b"] * 3
+    assert rounds["predicted_speedup"] == 1.0 and rounds["ci"][0] <= rounds["speedup"] <= rounds["ci"][1]
+    assert isinstance(rounds["in_range"], bool) and isinstance(rounds["overlaps"], bool)
+    assert checked.stderr.count("verify: round ") == 6  # one line per round on stderr
 
 
 def test_a_parallelism_plan_runs_and_is_verified(verified: dict[str, Any], dfcompass_exe: list[str]) -> None:
@@ -119,11 +180,13 @@ def test_a_parallelism_plan_runs_and_is_verified(verified: dict[str, Any], dfcom
     assert out.returncode == 0, out.stderr
     plan = json.loads((work / "par" / "plan.json").read_text())
     assert {row["device"] for row in plan["schedule"]} <= {f"cpu:{i}" for i in range(plan["max_streams"])}
-    checked = _run(dfcompass_exe, "verify", work / "par", "-o", work / "parv", "--format", "json", "--", *PROGRAM)
+    checked = _run(dfcompass_exe, "verify", work / "par", "-o", work / "parv", "--format", "json",
+                   "--rounds", "1", "--max-rounds", "1", "--", *PROGRAM)
     assert checked.returncode == 0, checked.stderr
     result = json.loads(checked.stdout)
-    assert result["predicted_ns"] == plan["plan_ns"]
-    assert result["measured_speedup"] is None  # the parallelism plan has no measured baseline step
+    assert result["predicted_ns"] == plan["plan_ns"]  # no recorded step: the plan's makespan
+    assert result["rounds"]["baseline_devices"] == [plan["device"]]
+    assert result["measured_speedup"] == result["rounds"]["ratios"][0]  # measured by verify, not taken from a trace
 
 
 def test_the_measured_step_comes_with_its_spread(verified: dict[str, Any]) -> None:
