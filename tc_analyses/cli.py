@@ -467,7 +467,7 @@ def record(output: Path, overwrite: bool, torch: bool, command: tuple[str, ...])
 @main.command()
 @click.argument("plan", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="Folder for the re-run's trace and the comparison.")
+              help="Folder for the rounds' traces (OUTPUT/rounds) and the comparison.")
 @click.option("--refit", is_flag=True, help="Also refit the costs on half of the median plan round's steps and check them on the other half.")
 @click.option("--rounds", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Pairs of rounds (A: the recorded placement, B: the plan, interleaved) run at least.")

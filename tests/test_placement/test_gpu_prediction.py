@@ -85,3 +85,14 @@ def test_a_replay_error_past_100_percent_keeps_the_range_positive(tmp_path: Path
     assert result.heldout_replay_error is not None and result.heldout_replay_error > 1.0
     assert result.speedup_range is not None and 0 < result.speedup_range[0] <= result.speedup <= result.speedup_range[1]
     assert "range -" not in text
+
+
+def test_a_range_is_never_narrower_than_the_recorded_steps_spread() -> None:
+    from tc_analyses.analyses.placement.recommend import at_least_the_step_spread, step_spread
+    from tc_analyses.model.activity import Activity, StepRun
+
+    steps = [StepRun(i, 1, 1_000 * i * 10, 1_000 * i * 10 + span) for i, span in enumerate([800, 1000, 1000, 1200, 1000])]
+    activity = Activity("synthetic", [], steps, [], [], {})
+    assert step_spread(activity) == pytest.approx(0.2)  # (1200 - 800) / 2 / 1000
+    assert at_least_the_step_spread((1.9, 2.1), 2.0, activity) == pytest.approx((2.0 / 1.2, 2.4))
+    assert at_least_the_step_spread((1.0, 3.0), 2.0, activity) == (1.0, 3.0)  # wider already: kept

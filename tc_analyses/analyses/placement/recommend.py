@@ -198,6 +198,9 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
     speedup_range = None
     if actual and graph is not None and predicted.makespan_ns:
         speedup_range = _speedup_range(problem, graph, predicted, actual_placement, heldout_error or 0.0)
+        if trace is not None:
+            speedup_range = at_least_the_step_spread(speedup_range, actual / predicted.makespan_ns,
+                                                     activity_of(trace))
     moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
                        _reason(problem, t, t.actual_device, predicted.assignment[t.id]))
              for t in problem.tasks if t.actual_device and t.actual_device != predicted.assignment[t.id]]
@@ -260,6 +263,24 @@ def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Plac
               for key in (K.P10_NS, K.P90_NS) for factor in factors]
     point = predicted_speedup(problem, predicted.assignment, order, actual)
     return min(ratios + [point]) / (1 + error), max(ratios + [point]) * (1 + error)
+
+
+def step_spread(activity: Activity) -> float:
+    """How much the recorded steps vary: (p90 - p10) / 2 over the median of their durations (0 with
+    fewer than three steps)."""
+    spans = sorted(s.end - s.start for s in activity.steps if s.end > s.start)
+    if len(spans) < 3:
+        return 0.0
+    pick = lambda q: spans[min(len(spans) - 1, round(q * (len(spans) - 1)))]  # noqa: E731
+    median = pick(0.5)
+    return (pick(0.9) - pick(0.1)) / 2 / median if median else 0.0
+
+
+def at_least_the_step_spread(bounds: tuple[float, float], point: float, activity: Activity) -> tuple[float, float]:
+    """A speedup range never narrower than the recorded steps' own spread: a step that varied by 30%
+    from one step to the next cannot promise a speedup to better than 30%."""
+    spread = step_spread(activity)
+    return min(bounds[0], point / (1 + spread)), max(bounds[1], point * (1 + spread))
 
 
 def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str]) -> float:
