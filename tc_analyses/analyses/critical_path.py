@@ -30,6 +30,7 @@ from typing import Union
 
 from tc_analyses.analyses.breakdown import kernel_type
 from tc_analyses.analyses.kernels import display_name
+from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -246,7 +247,7 @@ def run(inputs: Inputs, options: Options) -> Result:
         by_name[(s.bound, s.name)] += s.duration
     start, end = segments[0].start, segments[-1].end
     top = tuple((b, n, t) for (b, n), t in sorted(by_name.items(), key=lambda kv: -kv[1])[:int(options["top"])])
-    findings = tuple(_findings(bound, end - start, top))
+    findings = reworded(tuple(_findings(bound, end - start, top)), framework_of(inputs.trace))
     data = CriticalPath(str(inputs.path), inputs.scope.text(), start, end, tuple(segments), bound, top, findings)
     return Result("critical-path", data.trace, data, findings)
 

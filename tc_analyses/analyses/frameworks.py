@@ -8,6 +8,7 @@ either (an import, the dataflow API) is told by its op names (``aten::`` is PyTo
 
 from __future__ import annotations
 
+from tc_analyses.analyses.result import Finding
 from tc_analyses.reader.fast import DfcTrace
 
 PYTORCH, TENSORFLOW, OTHER = "pytorch", "tensorflow", "other"
@@ -63,3 +64,32 @@ def advice(key: str, framework: str) -> str:
     """The words for `key` (a kind of advice) in `framework`'s terms."""
     words = _ADVICE[key]
     return words.get(framework, words[OTHER])
+
+
+# PyTorch's names in other analyses' advice, and what a TensorFlow or other trace's user reads instead.
+_WORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    TENSORFLOW: (("torch.compile the module", "compile the step with XLA (tf.function(jit_compile=True))"),
+                 ("torch.compile", "XLA (tf.function(jit_compile=True))"),
+                 ("foreach/fused optimizers", "fused optimizer kernels"),
+                 ("torch.set_num_threads", "tf.config.threading.set_intra_op_parallelism_threads")),
+    OTHER: (("torch.compile the module", "compile the module with a fusing compiler"),
+            ("torch.compile", "a fusing compiler"),
+            ("foreach/fused optimizers", "fused optimizer kernels"),
+            ("torch.set_num_threads", "the framework's intra-op thread setting")),
+}
+
+
+def reworded(findings: tuple[Finding, ...], framework: str) -> tuple[Finding, ...]:
+    """`findings` with PyTorch's names replaced by `framework`'s (kept as they are on PyTorch)."""
+    from dataclasses import replace
+
+    words = _WORDS.get(framework, ())
+    if not words:
+        return findings
+    out = []
+    for finding in findings:
+        text = finding.text
+        for torch_words, own in words:
+            text = text.replace(torch_words, own)
+        out.append(replace(finding, text=text))
+    return tuple(out)

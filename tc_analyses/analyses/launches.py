@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tc_analyses.analyses.kernels import display_name
+from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -121,6 +122,6 @@ def run(inputs: Inputs, options: Options) -> Result:
                         _percentiles([x.cpu_ns for x in found]), sum(short.values()),
                         sum(1 for x in found if x.cpu_ns > runtime_cut), sum(1 for x in found if x.delay_ns > delay_cut),
                         runtime_cut, delay_cut, tuple(short.most_common(10)), ())
-    findings = tuple(_findings(stats))
+    findings = reworded(tuple(_findings(stats)), framework_of(inputs.trace))
     stats = LaunchStats(**{**stats.__dict__, "findings": findings})
     return Result("launches", stats.trace, stats, findings)

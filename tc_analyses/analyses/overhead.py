@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tc_analyses.analyses.labels import label_number, order_runs
+from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
@@ -402,6 +403,7 @@ def _step_text(r: OverheadResult) -> str:
 def run(inputs: Inputs, options: Options) -> Result:
     """The runtime overhead of the trace's ops with GPU work (no options)."""
     data = analyze_overhead(inputs.activity, str(inputs.path))
+    data = replace(data, findings=reworded(data.findings, framework_of(inputs.trace)))
     return Result("overhead", data.trace, data, data.findings)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tc_analyses.analyses.breakdown import gpu_events
 from tc_analyses.analyses.kernels import display_name
+from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -139,7 +140,7 @@ def run(inputs: Inputs, options: Options) -> Result:
         what = f"ops named like {operator!r}" if operator else "ops"
         raise AnalysisUnavailable(f"{inputs.path}: no {what} launched {min_length} or more GPU operations in "
                                   f"{inputs.scope.window} (try --operator, --min-length)")
-    findings = tuple(_findings(patterns))
+    findings = reworded(tuple(_findings(patterns)), framework_of(inputs.trace))
     data = Sequences(str(inputs.path), inputs.scope.text(), operator, min_length, roots,
                      tuple(patterns[:int(options["top"])]), findings)
     return Result("sequences", data.trace, data, findings)
