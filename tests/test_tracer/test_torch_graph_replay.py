@@ -29,6 +29,27 @@ def _meta(ptr: int) -> SimpleNamespace:
                            sizes=[4, 4], layout="torch.strided")
 
 
+def _write(path: Path, collectors: list[_Collector]) -> Path:
+    """The collectors' windows written in turn by one window writer (as the recorder does)."""
+    writer = _WindowWriter(torch)
+    session = Session(str(path)).start()
+    try:
+        for window, collector in enumerate(collectors):
+            batch = Batch(session, 0, 0)
+            writer.write_nodes(batch, collector, window)
+            batch.flush()
+    finally:
+        session.stop()
+    return session.path
+
+
+def _op_edges(path: Path) -> set[tuple[str, str]]:
+    trace = read_trace(path)
+    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
+    edges = trace.table("tensor_edge")
+    return {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())}
+
+
 def _edges(tmp_path: Path, replays: bool) -> set[tuple[str, str]]:
     collector = _Collector(torch)
     graph = _Node(1_000, 2_000, 1, "inductor::compiled_graph", "", "Sequential [graph k]", 0, [_meta(PARAMETER)],
@@ -45,17 +66,7 @@ def _edges(tmp_path: Path, replays: bool) -> set[tuple[str, str]]:
     # The previous generation's output freed inside the replay; an eager buffer freed before it and allocated again.
     collector.memory = [(500, 1, "cuda:0", EAGER, -64, 0), (1_500, 1, "cuda:0", OUTPUT, -64, 0),
                         (2_500, 1, "cuda:0", EAGER, 64, 64)]
-    session = Session(str(tmp_path / ("replay" if replays else "plain"))).start()
-    try:
-        batch = Batch(session, 0, 0)
-        _WindowWriter(torch).write_nodes(batch, collector, 0)
-        batch.flush()
-    finally:
-        session.stop()
-    trace = read_trace(session.path)
-    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
-    edges = trace.table("tensor_edge")
-    return {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())}
+    return _op_edges(_write(tmp_path / ("replay" if replays else "plain"), [collector]))
 
 
 def test_a_replays_output_has_its_edge(tmp_path: Path) -> None:
@@ -69,50 +80,31 @@ def test_without_a_replay_freed_memory_is_no_ones_output(tmp_path: Path) -> None
 def test_an_address_freed_in_an_earlier_window_is_the_replays(tmp_path: Path) -> None:
     """Streaming windows end each step: the previous generation's outputs are freed in one window
     and the next replay's readers run in the next (the 6-step H200 run)."""
-    writer = _WindowWriter(torch)
-    session = Session(str(tmp_path / "two")).start()
-    try:
-        first = _Collector(torch)
-        first.nodes = [_Node(100, 200, 1, "aten::mul", "Tensor", "mul", 0, [_meta(PARAMETER), _meta(PARAMETER)])]
-        first.memory = [(150, 1, "cuda:0", OUTPUT, -64, 0)]
-        second = _Collector(torch)
-        graph = _Node(1_000, 2_000, 1, "inductor::compiled_graph", "", "Sequential [graph k]", 1, [_meta(PARAMETER)],
-                      replays=True)
-        second.nodes = [graph, _Node(3_000, 3_100, 1, "aten::detach", "", "detach", 1, [_meta(OUTPUT)])]
-        for window, collector in enumerate((first, second)):
-            batch = Batch(session, 0, 0)
-            writer.write_nodes(batch, collector, window)
-            batch.flush()
-    finally:
-        session.stop()
-    trace = read_trace(session.path)
-    names = dict(zip(trace.table("node_begin")["node_id"].tolist(), trace.table("node_begin").text("op").tolist()))
-    edges = trace.table("tensor_edge")
-    assert {(names[p], names[c]) for p, c in zip(edges["producer"].tolist(), edges["consumer"].tolist())} == {
-        ("inductor::compiled_graph", "aten::detach")}
+    first = _Collector(torch)
+    first.nodes = [_Node(100, 200, 1, "aten::mul", "Tensor", "mul", 0, [_meta(PARAMETER), _meta(PARAMETER)])]
+    first.memory = [(150, 1, "cuda:0", OUTPUT, -64, 0)]
+    second = _Collector(torch)
+    graph = _Node(1_000, 2_000, 1, "inductor::compiled_graph", "", "Sequential [graph k]", 1, [_meta(PARAMETER)],
+                  replays=True)
+    second.nodes = [graph, _Node(3_000, 3_100, 1, "aten::detach", "", "detach", 1, [_meta(OUTPUT)])]
+    assert _op_edges(_write(tmp_path / "two", [first, second])) == {("inductor::compiled_graph", "aten::detach")}
 
 
 def test_each_replay_of_a_graph_writes_its_static_outputs_again(tmp_path: Path) -> None:
     """A graph replays into the same addresses every step, with no memory event at all after the
     first: the reader after the second replay reads the second replay's output (the 6-step H200
     run gave it to the first)."""
-    writer = _WindowWriter(torch)
-    session = Session(str(tmp_path / "again")).start()
-    try:
-        for window in range(2):
-            collector = _Collector(torch)
-            base = 10_000 * window
-            collector.nodes = [_Node(base + 1_000, base + 2_000, 1, "inductor::compiled_graph", "", "G [graph k]",
-                                     window, [_meta(PARAMETER)], replays=True),
-                               _Node(base + 3_000, base + 3_100, 1, "aten::pow", "Tensor_Scalar", "pow", window,
-                                     [_meta(OUTPUT), 2])]
-            collector.memory = [(1_500, 1, "cuda:0", OUTPUT, -64, 0)] if window == 0 else []
-            batch = Batch(session, 0, 0)
-            writer.write_nodes(batch, collector, window)
-            batch.flush()
-    finally:
-        session.stop()
-    trace = read_trace(session.path)
+    windows = []
+    for window in range(2):
+        collector = _Collector(torch)
+        base = 10_000 * window
+        collector.nodes = [_Node(base + 1_000, base + 2_000, 1, "inductor::compiled_graph", "", "G [graph k]",
+                                 window, [_meta(PARAMETER)], replays=True),
+                           _Node(base + 3_000, base + 3_100, 1, "aten::pow", "Tensor_Scalar", "pow", window,
+                                 [_meta(OUTPUT), 2])]
+        collector.memory = [(1_500, 1, "cuda:0", OUTPUT, -64, 0)] if window == 0 else []
+        windows.append(collector)
+    trace = read_trace(_write(tmp_path / "again", windows))
     begins = trace.table("node_begin")
     start = dict(zip(begins["node_id"].tolist(), begins["timestamp"].tolist()))
     edges = trace.table("tensor_edge")
