@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from tc_analyses.app.place import place, verify_plan
 from tc_analyses.app.record import record_tf_workload, record_torch_workload, run_recorded
@@ -127,11 +127,38 @@ def demo_verified_plan(output: Path, echo: Echo, progress: Progress = no_progres
         advance(1)
         place(output / "baseline", DEMO_LANES, output / "plan")
         advance(1)
-        _, text = verify_plan(output / "plan", output / "rerun", command, True, True)
+        result, text = verify_plan(output / "plan", output / "rerun", command, True, True,
+                                   rounds=DEMO_PAIRS[0], max_rounds=DEMO_PAIRS[1], progress=lambda _line: None)
         advance(1)
     echo(f"\na plan verified on this machine: {DEMO_PROGRAM} on {DEMO_LANES} (dfcompass verify):\n\n")
     echo("\n".join(text.splitlines()[:7]) + f"\n  ... per step and per node in {output / 'rerun' / 'verify.txt'}\n")
-    return text
+    verdict = verify_verdict(result.rounds)
+    echo(verdict + "\n")
+    return text + "\n" + verdict
+
+
+DEMO_PAIRS = (4, 8)  # baseline/plan pairs at least, and at most while the interval is wide
+NOISY = 0.15  # an interval wider than the median +-15% cannot tell a range's edge from noise
+
+
+def verify_verdict(rounds: Any) -> str:
+    """One line: whether the measured speedup lies inside the printed range, or why the machine was
+    too noisy to tell."""
+    if rounds is None or rounds.predicted_range is None:
+        return "verdict:    no printed range to check the measured speedup against"
+    low, high = rounds.predicted_range
+    ci_low, ci_high = rounds.ci
+    loads = [r.load_after for r in rounds.rounds]
+    if low <= rounds.speedup <= high:
+        return (f"verdict:    the measured speedup {rounds.speedup:.2f}x lies inside the printed range "
+                f"{low:.2f}-{high:.2f}x")
+    if ci_high - ci_low > 2 * NOISY * rounds.speedup:
+        return (f"verdict:    the machine was too noisy to verify: the measured speedup's interval "
+                f"{ci_low:.2f}-{ci_high:.2f}x is wider than its median +-{NOISY:.0%} (1-minute load "
+                f"{min(loads):.1f}-{max(loads):.1f} during the rounds)")
+    return (f"verdict:    the measured speedup {rounds.speedup:.2f}x (interval {ci_low:.2f}-{ci_high:.2f}x) lies "
+            f"outside the printed range {low:.2f}-{high:.2f}x: the plan's model misses something on this machine "
+            "(verify.txt: per step and per node)")
 
 
 def record_batch_trajectory(folder: Path, progress: Progress = no_progress) -> list[Path]:

@@ -152,3 +152,19 @@ def test_a_round_is_its_median_step_after_warm_up_and_must_apply_its_placement()
     assert found.step_ns == 27  # spans 26, 27, 28 after warm-up step 0 (25)
     with pytest.raises(AnalysisUnavailable, match="did not apply"):
         measure_round(activity, {"relu": "cpu:1", "mm": "cpu:0", "add": "cpu:1"}, "a", 0, 1.0, (0, 0), None)
+
+
+def test_the_demo_says_whether_the_range_held_or_the_machine_was_too_noisy() -> None:
+    from types import SimpleNamespace
+
+    from tc_analyses.app.demo import verify_verdict
+
+    def rounds(speedup: float, ci: tuple[float, float]) -> SimpleNamespace:
+        return SimpleNamespace(speedup=speedup, ci=ci, predicted_range=(1.5, 2.0),
+                               rounds=[SimpleNamespace(load_after=2.5), SimpleNamespace(load_after=3.5)])
+
+    assert "lies inside the printed range 1.50-2.00x" in verify_verdict(rounds(1.8, (1.7, 1.9)))
+    noisy = verify_verdict(rounds(1.0, (0.7, 1.4)))
+    assert noisy.startswith("verdict:    the machine was too noisy to verify") and "load 2.5-3.5" in noisy
+    assert "lies outside the printed range" in verify_verdict(rounds(1.0, (0.95, 1.05)))
+    assert "no printed range" in verify_verdict(None)
