@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tc_analyses.analyses.edge_check import EdgeCheck
+from tc_analyses.analyses import machine_load
 from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.units import fmt_ms
@@ -82,6 +83,10 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
         f"time span:  {_utc(info.first_ns)} .. {_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
         f"discarded:  {info.discarded} events" + ("  ** events were lost while recording **" if info.discarded else ""),
     ]
+    load = machine_load.of_env(info.env)
+    if load is not None:  # how busy the machine was: a busy one inflates every measured cost
+        lines.append(f"machine:    {load.cores} core(s), 1-minute load up to {load.load:.2f}, the program used "
+                     f"{load.own:.1f} core(s)" + ("  ** busy: other work on half the cores or more **" if load.busy else ""))
     if info.processes:  # a job folder: which process is which (the one-trace commands read the main one)
         lines += [f"processes:  {len(info.processes)}"] + [f"  {p}" for p in info.processes]
     if info.steps:

@@ -61,3 +61,5 @@ def test_recommend_and_parallelism_say_when_the_recording_was_busy(tmp_path: Pat
     assert "notice:     recorded on a busy machine: a load of 1.7 besides this program on 2 core(s)" in placed.stdout
     planned = cli("parallelism", trace)  # type: ignore[operator]
     assert planned.exit_code == 0 and "recorded on a busy machine" in planned.stdout
+    info = cli("info", trace)  # type: ignore[operator]
+    assert "machine:    2 core(s), 1-minute load up to 2.60, the program used 0.9 core(s)  ** busy" in info.stdout
