@@ -353,6 +353,13 @@ def verify_rows(r: dict[str, Any]) -> list[Row]:
             (f"{name}: one-lane plan (sanity)", f"{p['sequential_predicted_speedup']:.2f}x",
              f"predicted; its step error {p['sequential_error'] * 100:+.1f}%"),
         ]
+        for condition in ("alone", "burner"):
+            c = p.get(condition)
+            if c:  # the verifies of this condition: the printed range against verify's own A/B rounds
+                rows.append((f"{name}: measured inside the printed range ({condition})",
+                             f"{c['inside_range']} of {c['verifies']}",
+                             f"overlapping {c['overlapping_range']}; one-lane plan {c['sequential_speedup']:.2f}x "
+                             f"({c['sequential_interval'][0]:.2f}-{c['sequential_interval'][1]:.2f}x)"))
     h = r["handover"]
     rows.append(("thread hand-over (Event wake-up)", f"{h['median_us']:.0f} us", f"p90 {h['p90_us']:.0f} us; "
                  "the CPU-lane link spec assumes it plus one GIL switch interval: 90 us"))
