@@ -137,7 +137,7 @@ def demo_verified_plan(output: Path, echo: Echo, progress: Progress = no_progres
     return text + "\n" + verdict
 
 
-DEMO_PAIRS = (4, 8)  # baseline/plan pairs at least, and at most while the interval is wide
+DEMO_PAIRS = (3, 6)  # baseline/plan pairs at least, and at most while the interval is wide
 NOISY = 0.15  # an interval wider than the median +-15% cannot tell a range's edge from noise
 
 
