@@ -360,9 +360,11 @@ def verify_rows(r: dict[str, Any]) -> list[Row]:
                              f"{c['inside_range']} of {c['verifies']}",
                              f"overlapping {c['overlapping_range']}; one-lane plan {c['sequential_speedup']:.2f}x "
                              f"({c['sequential_interval'][0]:.2f}-{c['sequential_interval'][1]:.2f}x)"))
-    h = r["handover"]
-    rows.append(("thread hand-over (Event wake-up)", f"{h['median_us']:.0f} us", f"p90 {h['p90_us']:.0f} us; "
-                 "the CPU-lane link spec assumes it plus one GIL switch interval: 90 us"))
+        if (cal := p.get("calibration")) is not None:  # what `record` measured, which the range used
+            rows.append((f"{name}: hand-over / contention at record", f"{cal['handover_p50_ns'] / 1e3:.0f} us / "
+                         f"{cal['contention']:.2f}x", f"beside a busy core: p90 {cal['busy_handover_p90_ns'] / 1e3:.0f} us, "
+                         f"{cal['busy_contention']:.2f}x; printed range {p['speedup_range'][0]:.2f}-"
+                         f"{p['speedup_range'][1]:.2f}x" if p.get("speedup_range") else ""))
     rows.append(("cores", str(r["cores"]), r.get("notice", "two lanes can overlap")))
     return rows
 

@@ -288,6 +288,18 @@ ENV_CPU_S: Final = "process_cpu_s"
 ENV_WALL_S: Final = "wall_s"
 DATA_LOADER_WORKER: Final = "dataloader_worker"
 
+# The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over
+# between two threads (p50 and p90, and p90 beside one busy core) and the slowdown of two lanes
+# computing at once over one alone (quiet, and beside one busy core).
+CALIBRATION_FILE: Final = "calibration.json"
+CAL_CORES: Final = "cores"
+CAL_LANES: Final = "lanes"
+CAL_HANDOVER_P50_NS: Final = "handover_p50_ns"
+CAL_HANDOVER_P90_NS: Final = "handover_p90_ns"
+CAL_BUSY_HANDOVER_P90_NS: Final = "busy_handover_p90_ns"
+CAL_CONTENTION: Final = "contention"
+CAL_BUSY_CONTENTION: Final = "busy_contention"
+
 
 def _check_catalogue() -> None:
     ids = [c.id for c in CATALOGUE]

@@ -37,7 +37,7 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
 
     parsed = parse_devices(devices)
-    graph = trace = activity = None
+    graph = trace = activity = calibration = None
     notices: list[str] = []
     kind_text: str | None = None
     if input_path.is_dir():
@@ -62,7 +62,10 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         if links_from is not None:
             links, notice = job_links(links_from, parsed)
             notices.append(notice)
-        problem = problem_from_trace(activity, graph, parsed, links)
+        calibration, lane_links, lane_notice = lane_calibration(input_path, parsed)
+        if lane_notice:
+            notices.append(lane_notice)
+        problem = problem_from_trace(activity, graph, parsed, {**lane_links, **(links or {})})
     elif input_path.is_file():
         if links_from is not None:
             raise ConfigurationError("--links-from: a graph file sets its own links (graph.links); give a trace")
@@ -80,7 +83,7 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
         loading = of_job(input_path, activity)
         if loading is not None:  # the plan moves the main process's ops; it cannot shorten this wait
             notices.append(loading.text())
-    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text)
+    result, predicted = recommend(problem, str(input_path), graph, activity, algorithm, notices, kind_text, calibration)
     output.mkdir(parents=True, exist_ok=True)
     write_plan(output, reports.to_json(result), len(problem.tasks))
     text = reports.placement_text(result)
@@ -92,6 +95,24 @@ def place(input_path: Path, devices: str, output: Path, inputs: TraceInputs | No
     if graph is not None:
         write_plan_graph(output, graph, predicted)
     return result, text
+
+
+def lane_calibration(trace: Path, devices: Sequence[Any]) -> tuple[Any, dict[tuple[str, str], Any], str | None]:
+    """The calibration stored with `trace`, the links between its CPU lanes at the measured
+    hand-over, and the notice that says where they came from (None with fewer than two CPU lanes)."""
+    from tc_analyses.perf.calibration import handover_links, read_calibration
+
+    calibration = read_calibration(trace)
+    links = handover_links(calibration, list(devices)) if calibration is not None else {}
+    if calibration is None:
+        from tc_analyses.perf.calibration import cpu_pairs
+
+        if not cpu_pairs(list(devices)):
+            return None, {}, None
+        return None, {}, ("no calibration stored with the trace (dfcompass record measures one): the hand-over "
+                          "between CPU lanes is the link spec's 90 us, and the range leaves out lanes slowing each "
+                          "other and a busy machine")
+    return calibration, links, (calibration.describe() if links else None)
 
 
 def job_links(job: Path, devices: Sequence[Any]) -> tuple[dict[tuple[str, str], Any], str]:
@@ -193,7 +214,7 @@ def verify_plan(plan_path: Path, output: Path, command: list[str], refit: bool, 
         start = time.perf_counter()
         # The program's output goes to stderr: stdout carries only the comparison (--format json).
         code = run_recorded(trace, command, True, torch=False, extra_env={PLAN_ENV: str(path.resolve())},
-                            stdout=_stderr_file()).code
+                            stdout=_stderr_file(), calibrate=False).code
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if code != 0:

@@ -39,15 +39,17 @@ class Recorded:
 
 
 def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
-                 extra_env: Mapping[str, str] | None = None, stdout: Any = None) -> Recorded:
+                 extra_env: Mapping[str, str] | None = None, stdout: Any = None, calibrate: bool = True) -> Recorded:
     """Run `command` with dfcompass recording the job into the folder `output`.
 
     Every Python process of the job writes ``output/<host>-<pid>/`` (tracer/job.py). `torch=False`
     leaves PyTorch's profiler off (programs that record their own nodes, such as graph programs,
     would otherwise get every aten op twice); `extra_env` is added to the environment; `stdout`
-    redirects the program's standard output (None: inherited)."""
+    redirects the program's standard output (None: inherited). `calibrate` measures this machine's
+    hand-over and lane contention after the run and stores them with the job (tracer/calibrate.py):
+    what a placement plan's range needs; the re-runs of `verify` leave it off."""
     from tc_analyses.reader.job import job_traces
-    from tracer import job
+    from tracer import job, schema
     from tracer.clock import OFFSET_ENV, measure_wall_offset_ns
 
     old = job_traces(output) if output.is_dir() else []
@@ -55,6 +57,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
     for trace in old:  # only trace folders go: anything else the user keeps there stays
         shutil.rmtree(trace.path)
+    if old:  # the old run's calibration is not this run's
+        (output / schema.CALIBRATION_FILE).unlink(missing_ok=True)
     if command[0].endswith(".py"):
         command = [sys.executable, *command]
     elif command[0] in ("python", "python3"):  # the Python dfcompass runs on (its venv), not PATH's
@@ -77,6 +81,12 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     if not traces:
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")
+    if calibrate:
+        from tracer.calibrate import calibrate_into
+
+        if (problem := calibrate_into(output)) is not None:
+            print(f"dfcompass record: {output}: {problem} (plans from this trace assume a 90 us hand-over)",
+                  file=sys.stderr)
     return Recorded(code, output, traces)
 
 

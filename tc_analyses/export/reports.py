@@ -194,8 +194,7 @@ def placement_text(r: Recommendation) -> str:
              f"predicted:  {_ms(r.predicted_makespan_ns)} (the optimiser's schedule, every node of the graph once)",
              f"actual:     {_ms(r.actual_makespan_ns)} (the trace's placement, scheduled by the same model)",
              (f"speedup:    {r.speedup:.2f}x" + (f" (range {r.speedup_range[0]:.2f}-{r.speedup_range[1]:.2f}x: "
-                                                   "p10-p90 measured costs and kernel-model error, widened by the "
-                                                   "held-out replay error)" if r.speedup_range else "")
+                                                   f"{r.range_covers})" if r.speedup_range else "")
               + _modelled_part(r))
              if r.speedup else "speedup:    - (no actual placement to compare with)"]
     if r.measured_step_ns is not None:

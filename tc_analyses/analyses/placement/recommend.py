@@ -25,6 +25,7 @@ from tc_analyses.analyses.placement.search import local_search
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
+from tc_analyses.perf.calibration import Calibration, busy_plan
 from tc_analyses.perf.cost import activity_of, build_problem, measure_steps, unmodelled_ops
 from tc_analyses.perf.devices import GPU_MODEL_ERROR, spec_of
 from tc_analyses.perf.problem import (
@@ -69,6 +70,7 @@ class Recommendation:
     # widened by the held-out replay error.
     speedup_range: tuple[float, float] | None = None
     modelled_on: dict[str, int] = field(default_factory=dict)  # device -> plan nodes there whose cost is modelled
+    range_covers: str = ""  # what the speedup range includes, as the report prints it
 
 
 ALGORITHMS = ("auto", "heft", "search", "milp")
@@ -158,9 +160,11 @@ def _reason(problem: PlacementProblem, task: Task, src: str | None, dst: str) ->
 
 def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None = None,
               trace: Any | None = None, algorithm: str = "auto",
-              notices: Sequence[str] = (), step_kind: str | None = None) -> tuple[Recommendation, Placement]:
+              notices: Sequence[str] = (), step_kind: str | None = None,
+              calibration: Calibration | None = None) -> tuple[Recommendation, Placement]:
     """Optimise `problem` and compare it with the trace's own placement; `notices` are printed first,
-    `step_kind` says which steps the graph covers."""
+    `step_kind` says which steps the graph covers, `calibration` (the machine's measured lane costs)
+    widens the speedup range to a busy machine."""
     problem.validate()
     notices = list(notices)
     problem = _memory_model_checked(problem, notices)
@@ -197,7 +201,8 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
     speedup_range = None
     if actual and graph is not None and predicted.makespan_ns:
-        speedup_range = _speedup_range(problem, graph, predicted, actual_placement, heldout_error or 0.0)
+        speedup_range = _speedup_range(problem, graph, predicted, actual_placement, heldout_error or 0.0,
+                                       calibration)
         if trace is not None:
             speedup_range = at_least_the_step_spread(speedup_range, actual / predicted.makespan_ns,
                                                      activity_of(trace))
@@ -215,8 +220,19 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         {t.name: predicted.assignment[t.id] for t in problem.tasks}, moved, notices, sources,
         {f"{a}->{b}": link.source for (a, b), link in sorted(problem.links.items())},
         schedule_rows(problem, predicted, graph), step_kind, speedup_range, modelled_on(problem, predicted.assignment),
+        range_covers(problem, predicted.assignment, calibration) if speedup_range else "",
     )
     return recommendation, predicted
+
+
+def range_covers(problem: PlacementProblem, plan: dict[int, str], calibration: Calibration | None) -> str:
+    """What :func:`_speedup_range` put in the range, in the words the report prints."""
+    parts = ["p10-p90 measured costs"]
+    if any(spec_of(d).kind == "gpu" for d in problem.devices):
+        parts.append("the kernel model's error")
+    if calibration is not None and busy_plan(problem, plan, calibration) is not problem:
+        parts.append(f"lanes {calibration.busy_factor:.2f}x slower beside a busy core (measured at record)")
+    return ", ".join(parts) + "; widened by the held-out replay error, never narrower than the recorded steps' spread"
 
 
 def modelled_on(problem: PlacementProblem, plan: dict[int, str]) -> dict[str, int]:
@@ -253,14 +269,22 @@ def with_quantile(problem: PlacementProblem, graph: nx.DiGraph, key: str, model_
 
 
 def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Placement, actual: dict[int, str],
-                   error: float) -> tuple[float, float]:
+                   error: float, calibration: Calibration | None = None) -> tuple[float, float]:
     """Every pairing of measured costs at p10 or p90 with modelled GPU costs at their fast or slow
-    bound (which pairing gives the extremes depends on where each plan runs what). Never negative:
-    the replay error divides the low bound, where subtracting it went below zero past 100%."""
+    bound (which pairing gives the extremes depends on where each plan runs what); with a
+    calibration, also the plan's lanes at the busy contention and hand-over (calibration.busy_plan).
+    Never negative: the replay error divides the low bound, where subtracting it went below zero
+    past 100%."""
     order = [slot.task for slot in sorted(predicted.schedule, key=lambda s: (s.start_ns, s.end_ns, s.task))]
     factors = model_factors() if any(spec_of(d).kind == "gpu" for d in problem.devices) else (1.0,)
-    ratios = [predicted_speedup(with_quantile(problem, graph, key, factor), predicted.assignment, order, actual)
-              for key in (K.P10_NS, K.P90_NS) for factor in factors]
+    ratios = []
+    for key in (K.P10_NS, K.P90_NS):
+        for factor in factors:
+            bound = with_quantile(problem, graph, key, factor)
+            ratios.append(predicted_speedup(bound, predicted.assignment, order, actual))
+            if calibration is not None:
+                busy = busy_plan(bound, predicted.assignment, calibration)
+                ratios.append(predicted_speedup(bound, predicted.assignment, order, actual, plan_problem=busy))
     point = predicted_speedup(problem, predicted.assignment, order, actual)
     return min(ratios + [point]) / (1 + error), max(ratios + [point]) * (1 + error)
 
@@ -283,10 +307,15 @@ def at_least_the_step_spread(bounds: tuple[float, float], point: float, activity
     return min(bounds[0], point / (1 + spread)), max(bounds[1], point * (1 + spread))
 
 
-def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str]) -> float:
-    """The actual placement's makespan over the plan's (in its own order), both list-scheduled."""
+def predicted_speedup(problem: PlacementProblem, plan: dict[int, str], order: list[int], actual: dict[int, str],
+                      plan_problem: PlacementProblem | None = None) -> float:
+    """The actual placement's makespan over the plan's (in its own order), both list-scheduled; the
+    plan under `plan_problem` when given (the machine it would meet), else under `problem`."""
     compiled = compile_problem(problem)  # once for both schedules
-    planned = list_schedule(problem, plan, order, compiled=compiled).makespan_ns
+    if plan_problem is None:
+        planned = list_schedule(problem, plan, order, compiled=compiled).makespan_ns
+    else:
+        planned = list_schedule(plan_problem, plan, order).makespan_ns
     return list_schedule(problem, actual, compiled=compiled).makespan_ns / planned if planned else 1.0
 
 

@@ -1,0 +1,172 @@
+"""Measure, once per recorded job, what a placement plan's lanes will cost on this machine.
+
+A plan that runs a program on several CPU lanes pays two things the sequential recording never
+shows: the *hand-over* (a lane waiting for another lane's output wakes up some time after it is
+ready) and *contention* (two lanes computing at once each run slower than one alone: shared caches,
+memory bandwidth, clocks). Both depend on the machine, and on how busy it is, so ``dfcompass record``
+measures them on the machine that ran the program, right after it, and stores them beside the trace
+(:data:`tracer.schema.CALIBRATION_FILE`). The busy variants run the same measurement beside a
+process spinning on one core: the machine one background job away.
+
+Run as ``python -m tracer.calibrate`` it prints the JSON; it runs in a child process with one BLAS
+thread, so the numbers do not depend on what the launcher imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tracer import job, schema
+
+SAMPLES = 120  # hand-overs per condition: p90 of 120 is stable to ~10% here
+WORK_REPEATS = 30  # kernel runs per lane and round (~60 ms)
+ROUNDS = 3  # rounds per condition: the median
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _quantile(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def handover_ns(samples: int = SAMPLES) -> list[int]:
+    """How long a thread blocked on an Event takes to run again once another thread sets it: what a
+    lane waits, beyond the producer's end, for an input another lane made."""
+    waits: list[int] = []
+    event = threading.Event()
+    done = threading.Event()
+    set_at = [0]
+
+    def consumer() -> None:
+        for _ in range(samples):
+            event.wait()
+            waits.append(time.perf_counter_ns() - set_at[0])
+            event.clear()
+            done.set()
+
+    thread = threading.Thread(target=consumer, daemon=True)
+    thread.start()
+    for _ in range(samples):
+        time.sleep(0.0002)  # the consumer is asleep in wait(), as a lane waiting for an input is
+        set_at[0] = time.perf_counter_ns()
+        event.set()
+        done.wait()
+        done.clear()
+    thread.join()
+    return waits
+
+
+def _kernel() -> Callable[[], None]:
+    """A mix like a dataflow node's: a matrix product and an elementwise pass over 1 MB (numpy
+    releases the GIL in both), about 2 ms."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.random((192, 192), dtype=np.float32), rng.random((192, 192), dtype=np.float32)
+    big = rng.random(1 << 18, dtype=np.float32)
+    out = np.empty_like(big)
+
+    def run() -> None:
+        a @ b
+        np.tanh(big, out=out)
+    return run
+
+
+def _lane_seconds(kernel: Callable[[], None], lanes: int) -> float:
+    """The mean wall time of `lanes` threads each running the kernel :data:`WORK_REPEATS` times at
+    once: long enough (~60 ms) that the scheduler's favour to a freshly woken thread is spent. The
+    mean, not the longest: over a step the lanes take turns being the one held back."""
+    spans: list[int] = []
+
+    def lane() -> None:
+        start = time.perf_counter_ns()
+        for _ in range(WORK_REPEATS):
+            kernel()
+        spans.append(time.perf_counter_ns() - start)
+
+    threads = [threading.Thread(target=lane) for _ in range(lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(spans) / len(spans) / 1e9
+
+
+def contention(lanes: int, busy: Callable[[], Any] | None = None) -> float:
+    """How much slower each of `lanes` threads computing at once runs than one thread alone on the
+    quiet machine; `busy` starts a background load (and returns its handle) for the second half."""
+    kernel = _kernel()
+    for _ in range(5):
+        kernel()  # warm caches and BLAS
+    alone = statistics.median(_lane_seconds(kernel, 1) for _ in range(ROUNDS))
+    load = busy() if busy is not None else None
+    try:
+        if load is not None:
+            time.sleep(0.02)
+        return statistics.median(_lane_seconds(kernel, lanes) for _ in range(ROUNDS)) / alone
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+
+
+def _burner(seconds: float) -> subprocess.Popen[bytes]:
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", spin])
+
+
+def measure() -> dict[str, Any]:
+    """The calibration of this machine (the keys of :data:`tracer.schema.CALIBRATION_KEYS`)."""
+    lanes = min(2, _cores())
+    quiet = handover_ns()
+    quiet_contention = contention(lanes)
+    busy_contention = contention(lanes, busy=lambda: _burner(5.0))  # bounded even if this process dies
+    burner = _burner(5.0)
+    try:
+        time.sleep(0.02)
+        busy = handover_ns()
+    finally:
+        burner.kill()
+        burner.wait()
+    return {
+        schema.CAL_CORES: _cores(), schema.CAL_LANES: lanes,
+        schema.CAL_HANDOVER_P50_NS: _quantile(quiet, 0.5), schema.CAL_HANDOVER_P90_NS: _quantile(quiet, 0.9),
+        schema.CAL_BUSY_HANDOVER_P90_NS: _quantile(busy, 0.9),
+        schema.CAL_CONTENTION: round(max(1.0, quiet_contention), 3),
+        schema.CAL_BUSY_CONTENTION: round(max(1.0, busy_contention), 3),
+    }
+
+
+def calibrate_into(folder: str | os.PathLike[str], timeout_s: float = 30.0) -> str | None:
+    """Measure in a child process (one BLAS thread) and write FOLDER/calibration.json (the job's folder); an error line
+    when it could not, None when it did. A failed calibration never fails the recording."""
+    env = dict(os.environ, **_ONE_THREAD)
+    env.pop(job.JOB_ENV, None)  # the calibration is not a process of the job
+    try:
+        done = subprocess.run([sys.executable, "-m", "tracer.calibrate"], env=env, capture_output=True,
+                              text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            return f"calibration failed: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}"
+        values = json.loads(done.stdout)
+        path = os.path.join(os.fspath(folder), schema.CALIBRATION_FILE)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"source": "measured by dfcompass record after the program", **values}, f, indent=1)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return f"calibration failed: {exc}"
+    return None
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure()))
