@@ -206,3 +206,15 @@ def test_a_broken_plan_is_a_one_line_error(verified: dict[str, Any], dfcompass_e
     assert out.returncode in (1, 2) and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("dfcompass:")]
     assert len(errors) == 1 and str(path) in errors[0], out.stderr
+
+
+def test_record_stores_the_calibration_the_plan_uses_and_the_rounds_do_not_measure_it(verified: dict[str, Any]) -> None:
+    work, plan = verified["work"], verified["plan"]
+    calibration = json.loads((work / "base" / "calibration.json").read_text())
+    assert calibration["handover_p50_ns"] > 0 and calibration["busy_contention"] >= 1.0
+    links = plan["links"]
+    assert "measured at record" in links["cpu:0->cpu:1"] and "measured at record" in links["cpu:1->cpu:0"]
+    assert any("measured on this machine at record" in n for n in plan["notices"])
+    assert "busy core" in plan["range_covers"] and plan["speedup_range"][0] <= plan["speedup"]
+    rounds = [Path(r["trace"]) for r in verified["result"]["rounds"]["rounds"]]
+    assert rounds and not any((r / "calibration.json").exists() for r in rounds)
