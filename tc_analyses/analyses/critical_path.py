@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Union
 
 from tc_analyses.analyses.breakdown import kernel_type
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.kernels import display_name
-from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -247,28 +247,29 @@ def run(inputs: Inputs, options: Options) -> Result:
         by_name[(s.bound, s.name)] += s.duration
     start, end = segments[0].start, segments[-1].end
     top = tuple((b, n, t) for (b, n), t in sorted(by_name.items(), key=lambda kv: -kv[1])[:int(options["top"])])
-    findings = reworded(tuple(_findings(bound, end - start, top)), framework_of(inputs.trace))
+    findings = tuple(_findings(bound, end - start, top, framework_of(inputs.trace)))
     data = CriticalPath(str(inputs.path), inputs.scope.text(), start, end, tuple(segments), bound, top, findings)
     return Result("critical-path", data.trace, data, findings)
 
 
-def _findings(bound: dict[str, int], length: int, top: tuple[tuple[str, str, int], ...]) -> list[Finding]:
+def _findings(bound: dict[str, int], length: int, top: tuple[tuple[str, str, int], ...],
+              framework: str = PYTORCH) -> list[Finding]:
     if not length:
         return []
     worst = max(bound, key=lambda b: bound[b])
     share = 100.0 * bound[worst] / length
-    advice = {
-        "cpu_bound": "the host sets the pace: cut Python and framework overhead (torch.compile, CUDA graphs, larger "
-                     "batches) or move the CPU work off the step",
+    what = {
+        "cpu_bound": f"the host sets the pace: cut Python and framework overhead ({advice('fuse_and_capture', framework)}, "
+                     "larger batches) or move the CPU work off the step",
         "cpu_idle": "the thread sits idle on the path: it waits for something not traced (I/O, another process, a lock)",
         "gpu_compute_bound": "GPU kernels set the pace: faster kernels or less work (see `dfcompass roofline`, "
                              "`dfcompass kernels`)",
         "gpu_communication_bound": "collectives set the pace: overlap them with compute or shrink them",
         "gpu_memory_bound": "copies set the pace: pin host memory, copy asynchronously, keep data on the GPU",
-        "gpu_kernel_launch_overhead": "launch delays set the pace: fuse kernels or use CUDA graphs",
+        "gpu_kernel_launch_overhead": f"launch delays set the pace: fuse kernels or use {advice('graph_captures', framework)}",
         "gpu_kernel_kernel_overhead": "gaps between kernels set the pace: fuse small kernels",
         "gpu_wait": "queues wait on each other: rebalance the work between streams",
     }[worst]
     named = ", ".join(n[:60] for b, n, _ in top[:3] if b == worst and n not in ("gap", "idle"))
     return [Finding("critical_path", bound[worst], f"{share:.0f}% of the critical path ({fmt_ns(length)}) is "
-                    f"{worst.replace('_', ' ')}{f' (mostly {named})' if named else ''}: {advice}")]
+                    f"{worst.replace('_', ' ')}{f' (mostly {named})' if named else ''}: {what}")]

@@ -3,12 +3,12 @@ TensorFlow trace (issue 33).
 
 The framework comes from what the recorder wrote: PyTorch's and TensorFlow's sources note their
 thread settings in the metadata (``torch_num_threads``, ``tf_intra_op_threads``); a trace without
-either (an import, the dataflow API) is told by its op names (``aten::`` is PyTorch's).
+either (an import, the dataflow API) is told by its op names (``aten::`` is PyTorch's). Each analysis
+builds its advice from :data:`_ADVICE` through :func:`advice`, in the framework's words from the start.
 """
 
 from __future__ import annotations
 
-from tc_analyses.analyses.result import Finding
 from tc_analyses.reader.fast import DfcTrace
 
 PYTORCH, TENSORFLOW, OTHER = "pytorch", "tensorflow", "other"
@@ -46,6 +46,69 @@ _ADVICE: dict[str, dict[str, str]] = {
         OTHER: "keep a caching allocator on the device, or capture the step as a graph so its memory is "
                "allocated once.",
     },
+    # Fusion and graph capture (launches, overhead, critical path, sequences, parallelism). TensorFlow
+    # has no user-facing CUDA graphs: a tf.function compiled by XLA is what cuts its dispatches.
+    "fuse": {
+        PYTORCH: "torch.compile",
+        TENSORFLOW: "XLA (tf.function(jit_compile=True))",
+        OTHER: "a fusing compiler",
+    },
+    "fuse_module": {
+        PYTORCH: "torch.compile the module",
+        TENSORFLOW: "compile the step with XLA (tf.function(jit_compile=True))",
+        OTHER: "compile the module with a fusing compiler",
+    },
+    "fused_optimizers": {
+        PYTORCH: "foreach/fused optimizers",
+        TENSORFLOW: "fused optimizer kernels",
+        OTHER: "fused optimizer kernels",
+    },
+    "graph_capture": {
+        PYTORCH: "a CUDA graph",
+        TENSORFLOW: "a tf.function graph compiled with XLA",
+        OTHER: "a device graph",
+    },
+    "graph_captures": {
+        PYTORCH: "CUDA graphs",
+        TENSORFLOW: "tf.function graphs compiled with XLA",
+        OTHER: "device graphs",
+    },
+    # Both at once, so that TensorFlow's words (where both are XLA) are not said twice.
+    "capture_or_fuse": {
+        PYTORCH: "CUDA graphs or torch.compile",
+        TENSORFLOW: "XLA (tf.function(jit_compile=True))",
+        OTHER: "captured device graphs or a fusing compiler",
+    },
+    "fuse_and_capture": {
+        PYTORCH: "torch.compile, CUDA graphs",
+        TENSORFLOW: "XLA (tf.function(jit_compile=True))",
+        OTHER: "a fusing compiler, captured device graphs",
+    },
+    # Intra-op threads (roofline, parallelism); "set_intra_op_threads" takes the count as {n}.
+    "intra_op_threads": {
+        PYTORCH: "torch.set_num_threads",
+        TENSORFLOW: "tf.config.threading.set_intra_op_parallelism_threads",
+        OTHER: "the framework's intra-op thread setting",
+    },
+    "thread_counts": {
+        PYTORCH: "several torch.set_num_threads values",
+        TENSORFLOW: "several tf.config.threading.set_intra_op_parallelism_threads values",
+        OTHER: "several intra-op thread counts (the framework's intra-op thread setting)",
+    },
+    "set_intra_op_threads": {
+        PYTORCH: "torch.set_num_threads({n})",
+        TENSORFLOW: "tf.config.threading.set_intra_op_parallelism_threads({n})",
+        OTHER: "{n} threads with the framework's intra-op thread setting",
+    },
+    # How to run a thread plan's chains side by side (parallelism, CPU lanes).
+    "thread_chains": {
+        PYTORCH: "run each chain as a torch.jit.fork task inside a torch.jit.script function (in eager Python "
+                 "torch.jit.fork runs inline, in order), or on threads of a pool",
+        TENSORFLOW: "put the chains in one tf.function, whose independent ops TensorFlow runs side by side on its "
+                    "inter-op pool (tf.config.threading.set_inter_op_parallelism_threads), or run them on threads "
+                    "of a pool",
+        OTHER: "run each chain as a task of the framework's inter-op thread pool, or on threads of a pool",
+    },
 }
 
 
@@ -64,32 +127,3 @@ def advice(key: str, framework: str) -> str:
     """The words for `key` (a kind of advice) in `framework`'s terms."""
     words = _ADVICE[key]
     return words.get(framework, words[OTHER])
-
-
-# PyTorch's names in other analyses' advice, and what a TensorFlow or other trace's user reads instead.
-_WORDS: dict[str, tuple[tuple[str, str], ...]] = {
-    TENSORFLOW: (("torch.compile the module", "compile the step with XLA (tf.function(jit_compile=True))"),
-                 ("torch.compile", "XLA (tf.function(jit_compile=True))"),
-                 ("foreach/fused optimizers", "fused optimizer kernels"),
-                 ("torch.set_num_threads", "tf.config.threading.set_intra_op_parallelism_threads")),
-    OTHER: (("torch.compile the module", "compile the module with a fusing compiler"),
-            ("torch.compile", "a fusing compiler"),
-            ("foreach/fused optimizers", "fused optimizer kernels"),
-            ("torch.set_num_threads", "the framework's intra-op thread setting")),
-}
-
-
-def reworded(findings: tuple[Finding, ...], framework: str) -> tuple[Finding, ...]:
-    """`findings` with PyTorch's names replaced by `framework`'s (kept as they are on PyTorch)."""
-    from dataclasses import replace
-
-    words = _WORDS.get(framework, ())
-    if not words:
-        return findings
-    out = []
-    for finding in findings:
-        text = finding.text
-        for torch_words, own in words:
-            text = text.replace(torch_words, own)
-        out.append(replace(finding, text=text))
-    return tuple(out)

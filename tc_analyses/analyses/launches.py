@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.kernels import display_name
-from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -86,7 +86,7 @@ def _percentiles(values: list[int]) -> dict[str, float]:
             "max": float(array.max())}
 
 
-def _findings(stats: LaunchStats) -> list[Finding]:
+def _findings(stats: LaunchStats, framework: str = PYTORCH) -> list[Finding]:
     n = len(stats.launches)
     out = []
     if stats.short:
@@ -94,7 +94,8 @@ def _findings(stats: LaunchStats) -> list[Finding]:
         names = ", ".join(name[:60] for name, _ in stats.top_short[:3])
         out.append(Finding("short_kernels", wasted, f"{stats.short} of {n} launches ({100 * stats.short / n:.0f}%) "
                            f"run shorter on the GPU than their launch takes on the CPU (mostly {names}): fuse them "
-                           "(torch.compile, foreach/fused optimizers) or capture the loop in a CUDA graph"))
+                           f"({advice('fuse', framework)}, {advice('fused_optimizers', framework)}) or capture "
+                           f"the loop in {advice('graph_capture', framework)}"))
     if stats.delay_outliers:
         delayed = sum(x.delay_ns for x in stats.launches if x.delay_ns > stats.delay_cutoff_ns)
         out.append(Finding("delayed_launches", delayed, f"{stats.delay_outliers} launches waited more than "
@@ -122,6 +123,6 @@ def run(inputs: Inputs, options: Options) -> Result:
                         _percentiles([x.cpu_ns for x in found]), sum(short.values()),
                         sum(1 for x in found if x.cpu_ns > runtime_cut), sum(1 for x in found if x.delay_ns > delay_cut),
                         runtime_cut, delay_cut, tuple(short.most_common(10)), ())
-    findings = reworded(tuple(_findings(stats)), framework_of(inputs.trace))
+    findings = tuple(_findings(stats, framework_of(inputs.trace)))
     stats = LaunchStats(**{**stats.__dict__, "findings": findings})
     return Result("launches", stats.trace, stats, findings)

@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.labels import label_number, order_runs
-from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError
@@ -148,8 +148,9 @@ class Trajectory:
 
 
 # ---------------------------------------------------------------------------------------- analysis
-def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
-    """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`)."""
+def analyze_overhead(activity: Activity, trace: str, framework: str = PYTORCH) -> OverheadResult:
+    """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`); the
+    advice in `framework`'s words (:mod:`~tc_analyses.analyses.frameworks`)."""
     launched = _Launched(activity)
     if not len(activity.gpu) or not (launched.call >= 0).any():
         raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
@@ -195,7 +196,7 @@ def analyze_overhead(activity: Activity, trace: str) -> OverheadResult:
         gpu_ops=len(gpu), gpu_ops_unowned=int(launched.unowned.sum()), gpu_ops_unlaunched=int((launched.call < 0).sum()),
         ops_outside_steps=outside, notes=tuple(notes), findings=())
     unattributed = ~launched.owned
-    return _with_findings(result, int(unattributed.sum()), int(durations[unattributed].sum()))
+    return _with_findings(result, int(unattributed.sum()), int(durations[unattributed].sum()), framework)
 
 
 def _mean(values: np.ndarray[Any, Any]) -> float:
@@ -324,23 +325,23 @@ def _x(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.3g}"
 
 
-def _with_findings(r: OverheadResult, unattributed: int, unattributed_ns: int) -> OverheadResult:
+def _with_findings(r: OverheadResult, unattributed: int, unattributed_ns: int, framework: str) -> OverheadResult:
     """`r` with what it says; `unattributed` GPU ops (`unattributed_ns` of GPU time) have no owner."""
-    findings = [_step_finding(r)]
+    findings = [_step_finding(r, framework)]
     exposed = [t for t in r.op_types if t.exposed_overhead_ns > 0][:3]
     if exposed:
         top = exposed[0]
         listed = "; ".join(f"{t.op} {fmt_ns(t.exposed_overhead_ns)} over {t.count} runs (H {fmt_ns(t.mean_host_ns)} "
                            f"+ L {fmt_ns(t.mean_launch_ns)} vs K {fmt_ns(t.mean_device_ns)} per run)" for t in exposed)
         if top.mean_host_ns > 10 * top.mean_launch_ns and top.mean_host_ns > 100_000:
-            advice = (f"{top.op} spends {fmt_ns(top.mean_host_ns)} on the CPU before its first launch: look at what "
+            action = (f"{top.op} spends {fmt_ns(top.mean_host_ns)} on the CPU before its first launch: look at what "
                       "it does there (allocation, synchronisation, first-call initialisation, Python work) "
                       "before fusing")
         else:
-            advice = (f"Fuse {top.op} with its neighbours (torch.compile) or capture the sequence in a CUDA graph "
-                      "so it is dispatched once")
+            action = (f"Fuse {top.op} with its neighbours ({advice('fuse', framework)}) or capture the sequence in "
+                      f"{advice('graph_capture', framework)} so it is dispatched once")
         findings.append(Finding("exposed_overhead", sum(t.exposed_overhead_ns for t in exposed),
-                                f"Most exposed host overhead (sum of H+L-K where positive): {listed}. {advice}"))
+                                f"Most exposed host overhead (sum of H+L-K where positive): {listed}. {action}"))
     if r.short_op_fraction > 0:
         worst = max(r.op_types, key=lambda t: (t.short_share * t.count, t.op))
         kernels = (f"; {r.short_kernel_share:.0%} of kernels are shorter than the median H+L of their op type"
@@ -364,13 +365,13 @@ def _with_findings(r: OverheadResult, unattributed: int, unattributed_ns: int) -
     return replace(r, findings=tuple(findings[:MAX_FINDINGS]))
 
 
-def _step_finding(r: OverheadResult) -> Finding:
+def _step_finding(r: OverheadResult, framework: str) -> Finding:
     bound = [s for s in r.steps if s.host_bound]
     kind = "host_bound" if bound else "gpu_bound" if any(s.hiding_ratio is not None for s in r.steps) else "no_gpu_steps"
-    return Finding(kind, sum(s.exposed_host_ns for s in bound), _step_text(r))
+    return Finding(kind, sum(s.exposed_host_ns for s in bound), _step_text(r, framework))
 
 
-def _step_text(r: OverheadResult) -> str:
+def _step_text(r: OverheadResult, framework: str) -> str:
     measured = [s for s in r.steps if s.hiding_ratio is not None]
     bound = [s for s in measured if s.host_bound]
     if bound:
@@ -384,8 +385,8 @@ def _step_text(r: OverheadResult) -> str:
         return (f"Host-bound{where}{_x(worst.hiding_ratio)}{sep}K {fmt_ns(worst.device_ns)} vs H+L "
                 f"{fmt_ns(worst.host_ns + worst.launch_ns)}); the GPU is idle {worst.exposed_host_share:.0%} of "
                 f"{'it' if r.whole_trace else 'that step'} ({fmt_ns(worst.exposed_host_ns)}). The kernels are too "
-                "short to hide the per-op CPU cost: batch larger, or cut dispatches with CUDA graphs or "
-                "torch.compile")
+                "short to hide the per-op CPU cost: batch larger, or cut dispatches with "
+                f"{advice('capture_or_fuse', framework)}")
     if not measured:
         return "No step holds an op with GPU work: the step figures cannot judge the host overhead"
     ratios = [s.hiding_ratio or 0.0 for s in measured]
@@ -402,8 +403,7 @@ def _step_text(r: OverheadResult) -> str:
 # ------------------------------------------------------------------------------ registry entry
 def run(inputs: Inputs, options: Options) -> Result:
     """The runtime overhead of the trace's ops with GPU work (no options)."""
-    data = analyze_overhead(inputs.activity, str(inputs.path))
-    data = replace(data, findings=reworded(data.findings, framework_of(inputs.trace)))
+    data = analyze_overhead(inputs.activity, str(inputs.path), framework_of(inputs.trace))
     return Result("overhead", data.trace, data, data.findings)
 
 
@@ -454,6 +454,7 @@ def _crossing(points: tuple[TrajectoryPoint, ...]) -> tuple[str | None, list[str
                       f"at {measured[0].label} to {_x(measured[-1].hiding_ratio)} at {measured[-1].label})"]
     if not any(above):
         best = max(measured, key=lambda p: p.hiding_ratio or 0.0)
+        # PyTorch's words: a trajectory gets only the runs' results, which do not say their framework.
         return None, [f"host-bound at every label: the hiding ratio never reaches 1 (best {_x(best.hiding_ratio)} "
                       f"at {best.label}); larger labels alone do not hide the host, so cut dispatches "
                       "(CUDA graphs, torch.compile, fused ops)"]

@@ -34,6 +34,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
@@ -146,11 +147,13 @@ def _roof_time(flops: float, nbytes: float, peak: float, bandwidth: float) -> fl
     return max(flops / peak, nbytes / bandwidth)
 
 
-def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = "", threads: int | None = None) -> RooflineResult:
+def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = "", threads: int | None = None,
+             framework: str = PYTORCH) -> RooflineResult:
     """The roofline of every node of `graph` with input shapes, against `device_spec`'s peaks.
 
     `threads` is the intra-op thread count the run used (``torch_num_threads`` in the trace's
-    metadata), when known: it makes the thread-setting finding concrete.
+    metadata), when known: it makes the thread-setting finding concrete; `framework` names the
+    thread setting in that framework's words (:mod:`~tc_analyses.analyses.frameworks`).
     """
     peaks = device_spec if isinstance(device_spec, Peaks) else peaks_from_spec(device_spec)
     points: list[RooflinePoint] = []
@@ -193,7 +196,7 @@ def roofline(graph: nx.DiGraph, device_spec: DeviceSpec | Peaks, trace: str = ""
     out = tuple(sorted((LeftOut(op, n, ns, reason) for (op, reason), (n, ns) in left_out.items()),
                        key=lambda o: (-o.total_ns, o.op)))
     findings = _findings(ops, memory, peaks, skipped) + _left_out_findings(out, total) + (
-        [_thread_finding(memory, peaks, threads)] if points else [])  # no bound mix to advise on
+        [_thread_finding(memory, peaks, threads, framework)] if points else [])  # no bound mix to advise on
     return RooflineResult(trace, peaks, peaks.ridge(), tuple(points), ops, skipped, memory,
                           1.0 - memory if total else 0.0, tuple(findings), out)
 
@@ -235,7 +238,7 @@ def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGra
 
     trace = path if isinstance(path, DfcTrace) else read_trace(path)
     graph = graph if graph is not None else build_graph(trace)
-    return roofline(graph, peaks, str(trace.path), recorded_threads(trace))
+    return roofline(graph, peaks, str(trace.path), recorded_threads(trace), framework_of(trace))
 
 
 # ------------------------------------------------------------------------------ registry entry
@@ -243,7 +246,7 @@ def run(inputs: Inputs, options: Options) -> Result:
     """The roofline of the trace's ops, on the peaks of ``options["device"]`` (or this machine's,
     measured, with ``options["measure_peaks"]``)."""
     peaks = measure_peaks() if options["measure_peaks"] else device_peaks(options["device"])
-    data = roofline(inputs.graph, peaks, str(inputs.path), recorded_threads(inputs.trace))
+    data = roofline(inputs.graph, peaks, str(inputs.path), recorded_threads(inputs.trace), framework_of(inputs.trace))
     return Result("roofline", data.trace, data, data.findings)
 
 
@@ -306,14 +309,15 @@ def _cores(peaks: Peaks) -> int | None:
     return int(model[4:]) if model.startswith("CPU-") and model[4:].isdigit() else None
 
 
-def _thread_finding(memory_share: float, peaks: Peaks, threads: int | None) -> Finding:
-    return Finding("threads", 0, _thread_advice(memory_share, peaks, threads))
+def _thread_finding(memory_share: float, peaks: Peaks, threads: int | None, framework: str) -> Finding:
+    return Finding("threads", 0, _thread_advice(memory_share, peaks, threads, framework))
 
 
-def _thread_advice(memory_share: float, peaks: Peaks, threads: int | None) -> str:
+def _thread_advice(memory_share: float, peaks: Peaks, threads: int | None, framework: str) -> str:
     """Which intra-op thread setting is worth trying, from the bound mix (check it with a thread trajectory)."""
     cores = _cores(peaks)
-    check = "; check it with a thread trajectory: record with several torch.set_num_threads values and run dfcompass roofline --axis threads"
+    check = (f"; check it with a thread trajectory: record with {advice('thread_counts', framework)} and run "
+             "dfcompass roofline --axis threads")
     if threads is None:
         return "the trace does not say how many intra-op threads ran" + check
     if memory_share > 0.5:
@@ -321,7 +325,7 @@ def _thread_advice(memory_share: float, peaks: Peaks, threads: int | None) -> st
                 f"bandwidth is saturated more threads only contend, so try fewer threads (e.g. {max(1, threads // 2)})" + check)
     if cores is not None and threads < cores:
         return (f"the run used {threads} of {cores} cores and compute-bound ops dominate ({1 - memory_share:.0%}): "
-                f"try torch.set_num_threads({cores})" + check)
+                f"try {advice('set_intra_op_threads', framework).format(n=cores)}" + check)
     return f"the run used {threads} intra-op thread(s); compute-bound ops dominate ({1 - memory_share:.0%})" + check
 
 

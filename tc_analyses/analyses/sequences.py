@@ -20,8 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tc_analyses.analyses.breakdown import gpu_events
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.kernels import display_name
-from tc_analyses.analyses.frameworks import framework_of, reworded
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
@@ -119,7 +119,7 @@ def frequent_sequences(activity: Activity, operator: str = "", min_length: int =
     return roots, sorted(patterns, key=lambda p: (-p.count, p.text))
 
 
-def _findings(patterns: list[Pattern]) -> list[Finding]:
+def _findings(patterns: list[Pattern], framework: str = PYTORCH) -> list[Finding]:
     repeated = [p for p in patterns if p.count >= 2]
     if not repeated:
         return []
@@ -127,7 +127,7 @@ def _findings(patterns: list[Pattern]) -> list[Finding]:
     launches = best.count * len(best.kernels)
     return [Finding("fusion_candidate", best.gpu_ns, f"{best.root} launches the same {len(best.kernels)} GPU operations "
                     f"{best.count} times ({launches} launches, {fmt_ns(best.gpu_ns)} of GPU time): a fusion candidate "
-                    "(torch.compile the module, or a fused kernel), which saves the launches and the memory round "
+                    f"({advice('fuse_module', framework)}, or a fused kernel), which saves the launches and the memory round "
                     "trips between the kernels")]
 
 
@@ -140,7 +140,7 @@ def run(inputs: Inputs, options: Options) -> Result:
         what = f"ops named like {operator!r}" if operator else "ops"
         raise AnalysisUnavailable(f"{inputs.path}: no {what} launched {min_length} or more GPU operations in "
                                   f"{inputs.scope.window} (try --operator, --min-length)")
-    findings = reworded(tuple(_findings(patterns)), framework_of(inputs.trace))
+    findings = tuple(_findings(patterns, framework_of(inputs.trace)))
     data = Sequences(str(inputs.path), inputs.scope.text(), operator, min_length, roots,
                      tuple(patterns[:int(options["top"])]), findings)
     return Result("sequences", data.trace, data, findings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tc_analyses.analyses.frameworks import PYTORCH, advice
 from tc_analyses.analyses.parallelism import chains
 from tc_analyses.analyses.parallelism.result import STREAM, PlannedOp
 from tc_analyses.analyses.result import Finding
@@ -12,14 +13,15 @@ from tc_analyses.analyses.units import fmt_ms
 LOW_GAIN = 1.05  # predicted speedups below this are "no useful parallelism"
 
 
-def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> tuple[Finding, ...]:
+def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str = PYTORCH) -> tuple[Finding, ...]:
+    """What the plan `r` means and what to do, the advice in `framework`'s words."""
     gain = max(0, r["baseline_ns"] - r["plan_ns"])  # the time the plan would save per step
     # The first finding is the plan itself; the others advise on it.
     return tuple(Finding("plan", gain, text) if i == 0 else Finding("advice", 0, text)
-                 for i, text in enumerate(_texts(r, ops)))
+                 for i, text in enumerate(_texts(r, ops, framework)))
 
 
-def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> list[str]:
+def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str) -> list[str]:
     lane, out = r["lane"], []
     n_chains = len(r["chains"])
     out.append(f"{r['nodes']} ops form {n_chains} chain(s); the plan runs them on {r['streams']} {lane}(s) with "
@@ -45,9 +47,8 @@ def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...]) -> list[str]:
                    f"{r['critical_path_ns'] / max(1, r['total_work_ns']):.0%} of the work")
     else:
         how = ("run each chain on its own CUDA stream with event record/wait on the sync edges (or capture it in "
-               "a CUDA graph)" if lane == STREAM else
-               "run each chain as a torch.jit.fork task inside a torch.jit.script function (in eager Python "
-               "torch.jit.fork runs inline, in order), or on threads of a pool, each with torch.set_num_threads "
+               f"{advice('graph_capture', framework)})" if lane == STREAM else
+               f"{advice('thread_chains', framework)}, each with {advice('intra_op_threads', framework)} "
                "of its share of the cores, joined on the sync edges")
         out.append(f"to realise it: {how}; the JSON lists each op's {lane}, its order and the events it waits on")
     if n_chains > r["max_streams"]:

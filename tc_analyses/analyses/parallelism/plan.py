@@ -10,6 +10,7 @@ from typing import Hashable
 
 import networkx as nx
 
+from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.parallelism import chains as decompose
 from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
@@ -36,7 +37,7 @@ from tc_analyses.reader.fast import DfcTrace
 
 def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[Node, int] | None = None,
                  max_streams: int | None = None, sync_ns: int | None = None, lane: str | None = None,
-                 unattributed_ns: int = 0) -> StreamPlan:
+                 unattributed_ns: int = 0, framework: str = PYTORCH) -> StreamPlan:
     """Assign the ops of `device` in `graph` to lanes (Nimble) and predict the speedup.
 
     Parameters
@@ -55,6 +56,8 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
         Cost of one synchronisation; default 2 µs (GPU streams), 5 µs (CPU threads).
     lane : {"stream", "thread"}, optional
         Default: "stream" unless the device is a CPU.
+    framework : str, optional
+        Whose words the advice uses (:mod:`~tc_analyses.analyses.frameworks`); default PyTorch's.
     """
     source = str(graph.graph.get(K.SOURCE, ""))
     where = source or "graph"
@@ -90,7 +93,7 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
     sync = DEFAULT_SYNC_NS[lane] if sync_ns is None else int(sync_ns)
     if sync < 0:
         raise ConfigurationError(f"{where}: sync_ns must not be negative, not {sync}")
-    return _plan(graph, keep, source, str(device), lane, work_kind, max_streams, sync, unattributed_ns)
+    return _plan(graph, keep, source, str(device), lane, work_kind, max_streams, sync, unattributed_ns, framework)
 
 
 
@@ -120,22 +123,24 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
     if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
         raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
+    framework = framework_of(trace)
     gpu_devices = {op.device for op in activity.gpu}
     if activity.gpu and (device is None or device in gpu_devices):
         gpu, weights, unattributed = gpu_work(graph, activity, device)
         if weights:
             return plan_streams(graph, device=gpu, weights=weights, max_streams=max_streams, sync_ns=sync_ns,
-                                lane=STREAM, unattributed_ns=unattributed)
+                                lane=STREAM, unattributed_ns=unattributed, framework=framework)
         if device is not None:
             raise AnalysisUnavailable(f"{trace.path}: no op of the graph launched GPU work on {device}")
     limit, why = free_threads(trace, cores)
-    plan = plan_streams(graph, device=device, max_streams=min(max_streams or limit, limit), sync_ns=sync_ns)
+    plan = plan_streams(graph, device=device, max_streams=min(max_streams or limit, limit), sync_ns=sync_ns,
+                        framework=framework)
     if max_streams is not None and max_streams > limit:
         why += f"; --max-streams {max_streams} was lowered to {limit}"
-    advice = (": the plan keeps one thread; to run chains side by side, give each fewer intra-op threads "
-              "(torch.set_num_threads)" if limit == 1 else "")
+    fewer = (": the plan keeps one thread; to run chains side by side, give each fewer intra-op threads "
+             f"({advice('intra_op_threads', framework)})" if limit == 1 else "")
     steps = (Finding("steps", 0, inferred.describe() + ": the plan covers one of them"),) if inferred else ()
-    return replace(plan, findings=plan.findings + steps + (Finding("cores", 0, why + advice),))
+    return replace(plan, findings=plan.findings + steps + (Finding("cores", 0, why + fewer),))
 
 
 def free_threads(trace: DfcTrace, cores: int | None = None) -> tuple[int, str]:
@@ -169,7 +174,7 @@ def plan_placement(plan: StreamPlan) -> tuple[PlacementProblem, Placement]:
 # The algorithm.
 
 def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, lane: str, work_kind: str,
-          max_streams: int, sync: int, unattributed_ns: int) -> StreamPlan:
+          max_streams: int, sync: int, unattributed_ns: int, framework: str) -> StreamPlan:
     position = {n: i for i, n in enumerate(graph.nodes)}
     dag = decompose.contract(graph, keep)
     order = list(nx.lexicographical_topological_sort(dag, key=lambda n: position[n]))
@@ -264,7 +269,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
         plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
-    return StreamPlan(**result, findings=findings(result, ops))  # type: ignore[arg-type]
+    return StreamPlan(**result, findings=findings(result, ops, framework))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
