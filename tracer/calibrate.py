@@ -8,8 +8,8 @@ measures them on the machine that ran the program, right after it, and stores th
 (:data:`tracer.schema.CALIBRATION_FILE`). The busy variants run the same measurement beside a
 process spinning on one core: the machine one background job away.
 
-Run as ``python -m tracer.calibrate`` it prints the JSON; it runs in a child process with one BLAS
-thread, so the numbers do not depend on what the launcher imported.
+Run as ``python -m tracer.calibrate`` it prints the JSON; ``dfcompass record`` runs it in a child
+process, so the numbers do not depend on what the launcher imported.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from typing import Any
 from tracer import job, schema
 
 SAMPLES = 120  # hand-overs per condition: p90 of 120 is stable to ~10% here
-WORK_REPEATS = 30  # kernel runs per lane and round (~60 ms)
+WORK_REPEATS = 20  # kernel runs per lane and round (~60 ms)
 ROUNDS = 3  # rounds per condition: the median
-_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _cores() -> int:
@@ -69,18 +68,19 @@ def handover_ns(samples: int = SAMPLES) -> list[int]:
 
 
 def _kernel() -> Callable[[], None]:
-    """A mix like a dataflow node's: a matrix product and an elementwise pass over 1 MB (numpy
-    releases the GIL in both), about 2 ms."""
-    import numpy as np
+    """Work that releases the GIL, as an aten or BLAS kernel does, with the stdlib alone (the recorder
+    loads in any Python): a hash over 256 kB (compute, streaming memory) and a compression of 64 kB
+    (branchy compute over a working set), about 3 ms together."""
+    import hashlib
+    import random
+    import zlib
 
-    rng = np.random.default_rng(0)
-    a, b = rng.random((192, 192), dtype=np.float32), rng.random((192, 192), dtype=np.float32)
-    big = rng.random(1 << 18, dtype=np.float32)
-    out = np.empty_like(big)
+    stream = random.Random(0).randbytes(1 << 18)
+    text = bytes(random.Random(1).choice(b"abcdefgh  ") for _ in range(1 << 16))
 
     def run() -> None:
-        a @ b
-        np.tanh(big, out=out)
+        hashlib.sha256(stream).digest()
+        zlib.compress(text, 1)
     return run
 
 
@@ -109,7 +109,7 @@ def contention(lanes: int, busy: Callable[[], Any] | None = None) -> float:
     quiet machine; `busy` starts a background load (and returns its handle) for the second half."""
     kernel = _kernel()
     for _ in range(5):
-        kernel()  # warm caches and BLAS
+        kernel()  # warm caches
     alone = statistics.median(_lane_seconds(kernel, 1) for _ in range(ROUNDS))
     load = busy() if busy is not None else None
     try:
@@ -150,9 +150,9 @@ def measure() -> dict[str, Any]:
 
 
 def calibrate_into(folder: str | os.PathLike[str], timeout_s: float = 30.0) -> str | None:
-    """Measure in a child process (one BLAS thread) and write FOLDER/calibration.json (the job's folder); an error line
+    """Measure in a child process and write FOLDER/calibration.json (the job's folder); an error line
     when it could not, None when it did. A failed calibration never fails the recording."""
-    env = dict(os.environ, **_ONE_THREAD)
+    env = dict(os.environ)
     env.pop(job.JOB_ENV, None)  # the calibration is not a process of the job
     try:
         done = subprocess.run([sys.executable, "-m", "tracer.calibrate"], env=env, capture_output=True,
