@@ -41,6 +41,7 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.cost import ATTENTION, estimate_op, is_view, op_key, task_memory
 from tc_analyses.perf.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.reader.fast import DfcTrace
+from tracer.schema import ENV_CORES
 
 
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings
@@ -225,9 +226,20 @@ def _left_out_findings(left_out: tuple[LeftOut, ...], plotted_ns: int) -> list[F
 
 
 def recorded_threads(trace: DfcTrace) -> int | None:
-    """The intra-op thread count the run used (``torch_num_threads`` in the metadata), if recorded."""
-    threads = str(trace.metadata.env.get("torch_num_threads", ""))
-    return int(threads) if threads.isdigit() else None
+    """The intra-op thread count the run used, if recorded: PyTorch's ``torch_num_threads``, or
+    TensorFlow's ``tf_intra_op_threads``, where 0 is TensorFlow's default of one thread per core
+    (the trace's ``cores``)."""
+    env = trace.metadata.env
+    torch_threads = str(env.get("torch_num_threads", ""))
+    if torch_threads.isdigit():
+        return int(torch_threads)
+    tf_threads = str(env.get("tf_intra_op_threads", ""))
+    if not tf_threads.isdigit():
+        return None
+    if int(tf_threads) > 0:
+        return int(tf_threads)
+    cores = str(env.get(ENV_CORES, ""))
+    return int(cores) if cores.isdigit() else None
 
 
 def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGraph | None = None) -> RooflineResult:

@@ -166,3 +166,18 @@ def test_html_report_escapes_every_text() -> None:
     page = render("t <&>", [Section("trace <b>", [Block("op <i>", text="<script>alert(1)</script> & \"'")])])
     assert "<script>" not in page and "<b>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page and "trace &lt;b&gt;" in page
+
+
+@pytest.mark.parametrize(("env", "threads"), [
+    ({"torch_num_threads": "4", "cores": "16"}, 4),
+    ({"tf_intra_op_threads": "3", "cores": "16"}, 3),
+    ({"tf_intra_op_threads": "0", "cores": "16"}, 16),  # TensorFlow's default: one thread per core
+    ({"tf_intra_op_threads": "0"}, None),
+    ({"cores": "8"}, None),
+])
+def test_the_thread_count_the_run_used_is_read_for_either_framework(env: dict[str, str], threads: int | None) -> None:
+    from types import SimpleNamespace
+
+    from tc_analyses.analyses.roofline import recorded_threads
+
+    assert recorded_threads(SimpleNamespace(metadata=SimpleNamespace(env=env))) == threads  # type: ignore[arg-type]
