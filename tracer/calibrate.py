@@ -14,6 +14,7 @@ process, so the numbers do not depend on what the launcher imported.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -41,12 +42,15 @@ def _quantile(values: list[int], q: float) -> int:
 
 
 def handover_ns(samples: int = SAMPLES) -> list[int]:
-    """How long a thread blocked on an Event takes to run again once another thread sets it: what a
-    lane waits, beyond the producer's end, for an input another lane made."""
+    """How long a thread blocked on an Event takes to run again once another thread sets it, while
+    the setter goes on computing (as a producer lane goes on to its next node): what a lane waits,
+    beyond the producer's end, for an input another lane made. On a quiet machine the consumer wakes
+    on an idle core; beside a busy core it waits for the scheduler to preempt someone."""
     waits: list[int] = []
     event = threading.Event()
     done = threading.Event()
     set_at = [0]
+    chunk = bytes(1 << 15)
 
     def consumer() -> None:
         for _ in range(samples):
@@ -61,6 +65,9 @@ def handover_ns(samples: int = SAMPLES) -> list[int]:
         time.sleep(0.0002)  # the consumer is asleep in wait(), as a lane waiting for an input is
         set_at[0] = time.perf_counter_ns()
         event.set()
+        give_up = time.perf_counter_ns() + 200_000_000
+        while not done.is_set() and time.perf_counter_ns() < give_up:
+            hashlib.sha256(chunk).digest()  # keeps this core busy, the GIL released while it hashes
         done.wait()
         done.clear()
     thread.join()
@@ -71,7 +78,6 @@ def _kernel() -> Callable[[], None]:
     """Work that releases the GIL, as an aten or BLAS kernel does, with the stdlib alone (the recorder
     loads in any Python): a hash over 256 kB (compute, streaming memory) and a compression of 64 kB
     (branchy compute over a working set), about 3 ms together."""
-    import hashlib
     import random
     import zlib
 
@@ -85,23 +91,28 @@ def _kernel() -> Callable[[], None]:
 
 
 def _lane_seconds(kernel: Callable[[], None], lanes: int) -> float:
-    """The mean wall time of `lanes` threads each running the kernel :data:`WORK_REPEATS` times at
-    once: long enough (~60 ms) that the scheduler's favour to a freshly woken thread is spent. The
-    mean, not the longest: over a step the lanes take turns being the one held back."""
+    """The longest wall time of `lanes` threads each running the kernel :data:`WORK_REPEATS` times at
+    once, each pinned to its own core as graph-program lanes are (one thread alone is not pinned,
+    as a sequential run is not). The longest: the slowest lane sets a balanced plan's pace, and a
+    background process shares one pinned lane's core. Long enough (~60 ms) that the scheduler's
+    favour to a freshly woken thread is spent."""
     spans: list[int] = []
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
 
-    def lane() -> None:
+    def lane(index: int) -> None:
+        if lanes > 1 and cores:
+            os.sched_setaffinity(0, {cores[index % len(cores)]})  # 0: this thread, on Linux
         start = time.perf_counter_ns()
         for _ in range(WORK_REPEATS):
             kernel()
         spans.append(time.perf_counter_ns() - start)
 
-    threads = [threading.Thread(target=lane) for _ in range(lanes)]
+    threads = [threading.Thread(target=lane, args=(i,)) for i in range(lanes)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(spans) / len(spans) / 1e9
+    return max(spans) / 1e9
 
 
 def contention(lanes: int, busy: Callable[[], Any] | None = None) -> float:
