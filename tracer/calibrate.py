@@ -28,8 +28,8 @@ from typing import Any
 from tracer import job, schema
 
 SAMPLES = 120  # hand-overs per condition: p90 of 120 is stable to ~10% here
-WORK_REPEATS = 20  # kernel runs per lane and round (~60 ms)
-ROUNDS = 3  # rounds per condition: the median
+WORK_REPEATS = 50  # kernel runs per lane and round (~30 ms)
+ROUNDS = 5  # rounds per condition: the median
 
 
 def _cores() -> int:
@@ -74,63 +74,75 @@ def handover_ns(samples: int = SAMPLES) -> list[int]:
     return waits
 
 
+def _dispatch() -> int:
+    """Python work holding the GIL, like a framework's dispatch of one op (~20 us)."""
+    return sum(i * i for i in range(400))
+
+
 def _kernel() -> Callable[[], None]:
-    """Work that releases the GIL, as an aten or BLAS kernel does, with the stdlib alone (the recorder
-    loads in any Python): a hash over 256 kB (compute, streaming memory) and a compression of 64 kB
-    (branchy compute over a working set), about 3 ms together."""
+    """Two dataflow nodes, with the stdlib alone (the recorder loads in any Python): each a dispatch
+    that holds the GIL, then work that releases it as an aten or BLAS kernel does (~0.3 ms): a
+    hash over 128 kB (compute, streaming memory), a compression of 32 kB (branchy compute over a
+    working set). The GIL matters beside a busy core: a lane preempted while it holds the GIL stalls
+    the other lane's next dispatch."""
     import random
     import zlib
 
-    stream = random.Random(0).randbytes(1 << 18)
-    text = bytes(random.Random(1).choice(b"abcdefgh  ") for _ in range(1 << 16))
+    stream = random.Random(0).randbytes(1 << 17)
+    text = bytes(random.Random(1).choices(b"abcdefgh  ", k=1 << 15))
 
     def run() -> None:
+        _dispatch()
         hashlib.sha256(stream).digest()
+        _dispatch()
         zlib.compress(text, 1)
     return run
 
 
-def _lane_seconds(kernel: Callable[[], None], lanes: int) -> float:
-    """The longest wall time of `lanes` threads each running the kernel :data:`WORK_REPEATS` times at
-    once, each pinned to its own core as graph-program lanes are (one thread alone is not pinned,
-    as a sequential run is not). The longest: the slowest lane sets a balanced plan's pace, and a
-    background process shares one pinned lane's core. Long enough (~60 ms) that the scheduler's
-    favour to a freshly woken thread is spent."""
-    spans: list[int] = []
+def _lane_seconds(kernel: Callable[[], None], lanes: int, repeats: int) -> float:
+    """The wall time of `lanes` threads running the kernel `repeats` times each, meeting after every
+    run (a fork-join, as a plan's lanes wait on each other's outputs), each pinned to its own core as
+    graph-program lanes are (one thread alone is not pinned, as a sequential run is not). The
+    meetings matter beside a busy core: the background process moves between the lanes' cores, and
+    each time the lane it shares a core with holds the other back."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    meet = threading.Barrier(lanes)
 
     def lane(index: int) -> None:
         if lanes > 1 and cores:
             os.sched_setaffinity(0, {cores[index % len(cores)]})  # 0: this thread, on Linux
-        start = time.perf_counter_ns()
-        for _ in range(WORK_REPEATS):
+        for _ in range(repeats):
             kernel()
-        spans.append(time.perf_counter_ns() - start)
+            meet.wait()
 
     threads = [threading.Thread(target=lane, args=(i,)) for i in range(lanes)]
+    start = time.perf_counter_ns()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return max(spans) / 1e9
+    return (time.perf_counter_ns() - start) / 1e9
 
 
-def contention(lanes: int, busy: Callable[[], Any] | None = None) -> float:
-    """How much slower each of `lanes` threads computing at once runs than one thread alone on the
-    quiet machine; `busy` starts a background load (and returns its handle) for the second half."""
+def node_seconds(lanes: int, busy: Callable[[], Any] | None = None) -> tuple[float, float]:
+    """The time of one node alone (one thread) and with `lanes` lanes at once, both beside the load
+    `busy` starts when given, medians of :data:`ROUNDS` rounds of ~30 ms. Small nodes, as a
+    fine-grained plan has: they pay the stalls of a busy machine most often."""
     kernel = _kernel()
-    for _ in range(5):
+    repeats = WORK_REPEATS
+    for _ in range(3):
         kernel()  # warm caches
-    alone = statistics.median(_lane_seconds(kernel, 1) for _ in range(ROUNDS))
     load = busy() if busy is not None else None
     try:
         if load is not None:
             time.sleep(0.02)
-        return statistics.median(_lane_seconds(kernel, lanes) for _ in range(ROUNDS)) / alone
+        alone = statistics.median(_lane_seconds(kernel, 1, repeats) for _ in range(ROUNDS))
+        together = statistics.median(_lane_seconds(kernel, lanes, repeats) for _ in range(ROUNDS))
     finally:
         if load is not None:
             load.kill()
             load.wait()
+    return alone / (2 * repeats), together / (2 * repeats)
 
 
 def _burner(seconds: float) -> subprocess.Popen[bytes]:
@@ -139,11 +151,11 @@ def _burner(seconds: float) -> subprocess.Popen[bytes]:
 
 
 def measure() -> dict[str, Any]:
-    """The calibration of this machine (the keys of :data:`tracer.schema.CALIBRATION_KEYS`)."""
+    """The calibration of this machine (the keys ``tracer.schema.CAL_*``)."""
     lanes = min(2, _cores())
     quiet = handover_ns()
-    quiet_contention = contention(lanes)
-    busy_contention = contention(lanes, busy=lambda: _burner(5.0))  # bounded even if this process dies
+    alone, together = node_seconds(lanes)
+    busy_alone, busy_together = node_seconds(lanes, busy=lambda: _burner(5.0))  # bounded even if this process dies
     burner = _burner(5.0)
     try:
         time.sleep(0.02)
@@ -155,8 +167,9 @@ def measure() -> dict[str, Any]:
         schema.CAL_CORES: _cores(), schema.CAL_LANES: lanes,
         schema.CAL_HANDOVER_P50_NS: _quantile(quiet, 0.5), schema.CAL_HANDOVER_P90_NS: _quantile(quiet, 0.9),
         schema.CAL_BUSY_HANDOVER_P90_NS: _quantile(busy, 0.9),
-        schema.CAL_CONTENTION: round(max(1.0, quiet_contention), 3),
-        schema.CAL_BUSY_CONTENTION: round(max(1.0, busy_contention), 3),
+        schema.CAL_CONTENTION: round(max(1.0, together / alone), 3),
+        schema.CAL_BUSY_CONTENTION: round(max(1.0, busy_together / busy_alone), 3),
+        schema.CAL_NODE_NS: int(round(alone * 1e9)),
     }
 
 

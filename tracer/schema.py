@@ -289,8 +289,9 @@ ENV_WALL_S: Final = "wall_s"
 DATA_LOADER_WORKER: Final = "dataloader_worker"
 
 # The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over
-# between two threads (p50 and p90, and p90 beside one busy core) and the slowdown of two lanes
-# computing at once over one alone (quiet, and beside one busy core).
+# between two threads (p50 and p90, and p90 beside one busy core), the slowdown of two lanes
+# computing at once over one alone (quiet, and both beside one busy core), and the calibration's
+# own node time (the slowdown is larger for smaller nodes).
 CALIBRATION_FILE: Final = "calibration.json"
 CAL_CORES: Final = "cores"
 CAL_LANES: Final = "lanes"
@@ -299,6 +300,7 @@ CAL_HANDOVER_P90_NS: Final = "handover_p90_ns"
 CAL_BUSY_HANDOVER_P90_NS: Final = "busy_handover_p90_ns"
 CAL_CONTENTION: Final = "contention"
 CAL_BUSY_CONTENTION: Final = "busy_contention"
+CAL_NODE_NS: Final = "node_ns"
 
 
 def _check_catalogue() -> None:

@@ -33,13 +33,13 @@ class Calibration:
 
     @property
     def busy_factor(self) -> float:
-        """How much slower a multi-lane plan's lanes run beside one busy core: the measured figure,
-        and never less than the quiet contention times 2 when the lanes fill the cores: each lane
-        is pinned to its own core, so a background process shares one lane's core, that lane runs
-        at half speed and sets a balanced plan's pace (one short measurement of a busy machine
-        varies by 2x here)."""
+        """How much slower a multi-lane plan's nodes run beside one busy core, against the recorded
+        placement beside the same load: the calibration's figure (two pinned lanes meeting after
+        every small node, ~0.4 ms), and never less than 2 when the lanes fill the cores: each lane
+        is pinned to its own core, so the background process shares one lane's core, that lane
+        runs at half speed and holds the others back. One short measurement varies by 1.5x here."""
         shared = 2.0 if self.lanes >= self.cores else 1.0
-        return max(self.busy_contention, self.contention * shared)
+        return max(self.busy_contention, shared)
 
     def describe(self) -> str:
         return (f"measured on this machine at record ({self.path.name}): hand-over between CPU lanes "
