@@ -29,14 +29,14 @@ from tracer import job, schema
 
 SAMPLES = 120  # hand-overs per condition: p90 of 120 is stable to ~10% here
 WORK_REPEATS = 50  # kernel runs per lane and round (~30 ms)
-ROUNDS = 5  # rounds per condition: the median
+ROUNDS = 9  # pairs of rounds per condition
 
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _quantile(values: list[int], q: float) -> int:
+def _quantile(values: list[Any], q: float) -> Any:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
@@ -124,25 +124,28 @@ def _lane_seconds(kernel: Callable[[], None], lanes: int, repeats: int) -> float
     return (time.perf_counter_ns() - start) / 1e9
 
 
-def node_seconds(lanes: int, busy: Callable[[], Any] | None = None) -> tuple[float, float]:
-    """The time of one node alone (one thread) and with `lanes` lanes at once, both beside the load
-    `busy` starts when given, medians of :data:`ROUNDS` rounds of ~30 ms. Small nodes, as a
-    fine-grained plan has: they pay the stalls of a busy machine most often."""
+def node_ratios(lanes: int, busy: Callable[[], Any] | None = None) -> tuple[float, list[float]]:
+    """One node's time alone (one thread; its median), and the ratios of `lanes` lanes' time at
+    once over one thread's in :data:`ROUNDS` interleaved pairs of rounds of ~30 ms, both beside the
+    load `busy` starts when given. Small nodes, as a fine-grained plan has: they pay the stalls of
+    a busy machine most often."""
     kernel = _kernel()
-    repeats = WORK_REPEATS
     for _ in range(3):
         kernel()  # warm caches
     load = busy() if busy is not None else None
+    alone: list[float] = []
+    ratios: list[float] = []
     try:
         if load is not None:
             time.sleep(0.02)
-        alone = statistics.median(_lane_seconds(kernel, 1, repeats) for _ in range(ROUNDS))
-        together = statistics.median(_lane_seconds(kernel, lanes, repeats) for _ in range(ROUNDS))
+        for _ in range(ROUNDS):
+            alone.append(_lane_seconds(kernel, 1, WORK_REPEATS))
+            ratios.append(_lane_seconds(kernel, lanes, WORK_REPEATS) / alone[-1])
     finally:
         if load is not None:
             load.kill()
             load.wait()
-    return alone / (2 * repeats), together / (2 * repeats)
+    return statistics.median(alone) / (2 * WORK_REPEATS), ratios
 
 
 def _burner(seconds: float) -> subprocess.Popen[bytes]:
@@ -154,8 +157,8 @@ def measure() -> dict[str, Any]:
     """The calibration of this machine (the keys ``tracer.schema.CAL_*``)."""
     lanes = min(2, _cores())
     quiet = handover_ns()
-    alone, together = node_seconds(lanes)
-    busy_alone, busy_together = node_seconds(lanes, busy=lambda: _burner(5.0))  # bounded even if this process dies
+    node, quiet_ratios = node_ratios(lanes)
+    _, busy_ratios = node_ratios(lanes, busy=lambda: _burner(5.0))  # bounded even if this process dies
     burner = _burner(5.0)
     try:
         time.sleep(0.02)
@@ -167,9 +170,10 @@ def measure() -> dict[str, Any]:
         schema.CAL_CORES: _cores(), schema.CAL_LANES: lanes,
         schema.CAL_HANDOVER_P50_NS: _quantile(quiet, 0.5), schema.CAL_HANDOVER_P90_NS: _quantile(quiet, 0.9),
         schema.CAL_BUSY_HANDOVER_P90_NS: _quantile(busy, 0.9),
-        schema.CAL_CONTENTION: round(max(1.0, together / alone), 3),
-        schema.CAL_BUSY_CONTENTION: round(max(1.0, busy_together / busy_alone), 3),
-        schema.CAL_NODE_NS: int(round(alone * 1e9)),
+        schema.CAL_CONTENTION: round(max(1.0, statistics.median(quiet_ratios)), 3),
+        # the p90, as the range's other slow ends: one round beside a busy core varies by 2x here
+        schema.CAL_BUSY_CONTENTION: round(max(1.0, _quantile(busy_ratios, 0.9)), 3),
+        schema.CAL_NODE_NS: int(round(node * 1e9)),
     }
 
 

@@ -28,9 +28,9 @@ def test_handover_samples_each_wake_up() -> None:
     assert len(waits) == 15 and all(w > 0 for w in waits)
 
 
-def test_node_times_are_per_node_alone_and_together() -> None:
-    alone, together = calibrate.node_seconds(2)
-    assert 0 < alone < 0.05 and 0 < together < 0.05
+def test_node_ratios_pair_each_round_of_lanes_with_one_alone() -> None:
+    node, ratios = calibrate.node_ratios(2)
+    assert 0 < node < 0.05 and len(ratios) == calibrate.ROUNDS and all(r > 0 for r in ratios)
 
 
 def test_calibrate_into_writes_every_key_beside_the_traces(tmp_path: Path) -> None:
