@@ -27,7 +27,7 @@ from typing import Any
 
 from tracer import job, schema
 
-SAMPLES = 120  # hand-overs per condition: p90 of 120 is stable to ~10% here
+SAMPLES = 120  # hand-overs per condition: its p90 varied 41-69 us over runs on this 2-core VM
 WORK_REPEATS = 50  # kernel runs per lane and round (~30 ms)
 ROUNDS = 9  # pairs of rounds per condition
 
