@@ -154,7 +154,9 @@ def check_packets(trace_dir: str | os.PathLike[str]) -> dict[str, tuple[int, int
     from tc_analyses.reader.fast import DTYPES, stream_files
 
     summary = {}
-    for path in stream_files(Path(trace_dir)):
+    streams = stream_files(Path(trace_dir))
+    assert streams, f"{trace_dir}: no stream file (a job folder? pass one process's trace)"
+    for path in streams:
         cls = class_of_stream(path)
         data = path.read_bytes()
         prev_end = None

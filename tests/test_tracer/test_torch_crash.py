@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tc_analyses.reader.job import single_trace
 from tests.fuzz.torch_crash import STEP_OP, kill_once
 from tests.helpers import BABELTRACE2, check_packets, dfcompass_cmd, subprocess_env
 
@@ -28,7 +29,7 @@ def test_sigkill_loses_at_most_one_completed_step(tmp_path: Path, seed: int) -> 
     # last open scope's close), so a step can be in the trace before the program counted it.
     assert -1 <= kill.lost <= 1, f"{kill.completed} steps completed, {kill.surviving} {STEP_OP} in the trace"
     assert kill.babeltrace2_ok is not False, "babeltrace2 cannot read the killed run's trace"
-    check_packets(tmp_path / "trace")  # whole packets only: Trace Compass opens it without repair
+    check_packets(single_trace(tmp_path / "trace"))  # whole packets only: Trace Compass opens it without repair
 
 
 def test_sigterm_converts_the_window_in_progress(tmp_path: Path) -> None:
@@ -41,4 +42,4 @@ def test_sigterm_converts_the_window_in_progress(tmp_path: Path) -> None:
     assert not kill.error, kill.error
     assert kill.lost in (0, -1), f"{kill.completed} steps completed, {kill.surviving} {STEP_OP} in the trace"
     assert kill.babeltrace2_ok is not False
-    check_packets(tmp_path / "trace")
+    check_packets(single_trace(tmp_path / "trace"))
