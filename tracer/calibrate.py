@@ -101,21 +101,17 @@ def _kernel() -> Callable[[], None]:
 
 def _lane_seconds(kernel: Callable[[], None], lanes: int, repeats: int) -> float:
     """The wall time of `lanes` threads running the kernel `repeats` times each, meeting after every
-    run (a fork-join, as a plan's lanes wait on each other's outputs), each pinned to its own core as
-    graph-program lanes are (one thread alone is not pinned, as a sequential run is not). The
-    meetings matter beside a busy core: the background process moves between the lanes' cores, and
-    each time the lane it shares a core with holds the other back."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    run (a fork-join, as a plan's lanes wait on each other's outputs). Not pinned, as graph-program
+    lanes are not: beside a busy core the OS moves them, and the meetings make every lane wait for
+    the one that was last to get a core."""
     meet = threading.Barrier(lanes)
 
-    def lane(index: int) -> None:
-        if lanes > 1 and cores:
-            os.sched_setaffinity(0, {cores[index % len(cores)]})  # 0: this thread, on Linux
+    def lane() -> None:
         for _ in range(repeats):
             kernel()
             meet.wait()
 
-    threads = [threading.Thread(target=lane, args=(i,)) for i in range(lanes)]
+    threads = [threading.Thread(target=lane) for _ in range(lanes)]
     start = time.perf_counter_ns()
     for t in threads:
         t.start()

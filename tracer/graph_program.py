@@ -10,8 +10,12 @@ of the graph, and a placement plan that names trace nodes applies to the program
 A :class:`Plan` maps node names to devices. Each device is a *lane*: one worker thread that runs
 the nodes placed on it in the plan's order, waiting for their inputs:
 
-* ``cpu:N`` is a CPU lane pinned to core ``N mod cores``, with ``threads`` intra-op threads
-  (PyTorch keeps that setting per thread, so every lane sets its own);
+* ``cpu:N`` is a CPU lane, with ``threads`` intra-op threads (PyTorch keeps that setting per
+  thread, so every lane sets its own). Lanes are not pinned to cores: the OS moves them away from a
+  busy core. Pinned, a lane that shares its core with another job runs at half speed and holds the
+  others back: beside a process spinning on one of 2 cores, the image pipeline of
+  ``bench/verify_programs.py`` ran its plan at 0.50-0.93x of the sequential run pinned and at
+  0.94-1.12x unpinned (7 rounds each, interleaved); alone, 1.65x and 1.69x at the median;
 * ``cuda:N`` (or any other torch device) is a lane whose tensors live on that device; inputs made on
   another device are copied when the node starts (``Tensor.to``), inside the node's span.
 
@@ -226,10 +230,10 @@ class _Lane(threading.Thread):
     """One device: a long-lived thread that runs its nodes of each step in order, each when its
     inputs are there. Started once per :class:`Runner`, so no step pays for thread start-up."""
 
-    def __init__(self, program: GraphProgram, device: str, nodes: list[_Node], threads: int, pin: bool) -> None:
+    def __init__(self, program: GraphProgram, device: str, nodes: list[_Node], threads: int) -> None:
         super().__init__(name=f"lane-{device}", daemon=True)
         self.program, self.device, self.nodes = program, device, nodes
-        self.threads, self.pin = threads, pin
+        self.threads = threads
         self.torch_device = _torch_device(device)
         self.jobs: queue.SimpleQueue[_Values | None] = queue.SimpleQueue()
         self.done: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -240,10 +244,6 @@ class _Lane(threading.Thread):
         import torch  # noqa: PLC0415
 
         torch.set_num_threads(self.threads)  # per thread in PyTorch: each lane sets its own
-        if self.pin and hasattr(os, "sched_setaffinity"):
-            cores = sorted(os.sched_getaffinity(0))
-            index = int(self.device.rsplit(":", 1)[1]) if ":" in self.device else 0
-            os.sched_setaffinity(0, {cores[index % len(cores)]})  # 0: this thread, on Linux
         while (values := self.jobs.get()) is not None:
             self.values = values
             try:
@@ -334,8 +334,7 @@ class Runner:
         lanes = program.lanes(plan)
         for device in lanes:
             _check_device(device)
-        pin = sum(1 for d in lanes if d.split(":")[0] == "cpu") > 1
-        self.lanes = [_Lane(program, device, nodes, threads, pin) for device, nodes in lanes.items()]
+        self.lanes = [_Lane(program, device, nodes, threads) for device, nodes in lanes.items()]
         # A lane that comes back from a kernel waits for the GIL until another lane's Python code
         # gives it up: by default after 5 ms, longer than most ops. Lanes hand it over sooner.
         self._interval = sys.getswitchinterval()

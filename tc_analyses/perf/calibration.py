@@ -34,12 +34,12 @@ class Calibration:
     @property
     def busy_factor(self) -> float:
         """How much slower a multi-lane plan's nodes run beside one busy core, against the recorded
-        placement beside the same load: the calibration's figure (two pinned lanes meeting after
-        every small node, ~0.4 ms), and never less than 2 when the lanes fill the cores: each lane
-        is pinned to its own core, so the background process shares one lane's core, that lane
-        runs at half speed and holds the others back. One short measurement varies by 1.5x here."""
-        shared = 2.0 if self.lanes >= self.cores else 1.0
-        return max(self.busy_contention, shared)
+        placement beside the same load: the calibration's figure (two lanes meeting after every
+        small node, ~0.4 ms), and never less than the fair share when the lanes and the background
+        process outnumber the cores: each of them then gets cores / (lanes + 1) of a core, while the
+        one-lane baseline still finds a core of its own."""
+        fair_share = (self.lanes + 1) / self.cores if self.lanes + 1 > self.cores else 1.0
+        return max(self.busy_contention, fair_share)
 
     def describe(self) -> str:
         return (f"measured on this machine at record ({self.path.name}): hand-over between CPU lanes "

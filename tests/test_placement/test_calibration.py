@@ -73,11 +73,12 @@ def _cal(cores: int = 2, contention: float = 1.0, busy: float = 1.1) -> Calibrat
     return Calibration(Path("calibration.json"), cores, 30_000, 40_000, 70_000, contention, busy)
 
 
-def test_a_busy_core_halves_a_pinned_lane_when_the_lanes_fill_the_cores() -> None:
-    assert _cal(cores=2, busy=1.1).busy_factor == pytest.approx(2.0)  # the busy process shares a lane's core
-    assert _cal(cores=2, contention=1.2, busy=1.1).busy_factor == pytest.approx(2.0)
-    assert _cal(cores=16, busy=1.1).busy_factor == pytest.approx(1.1)  # a core to spare: what was measured
-    assert _cal(cores=2, busy=2.6).busy_factor == pytest.approx(2.6)
+def test_a_busy_core_is_shared_fairly_when_lanes_and_the_background_job_outnumber_the_cores() -> None:
+    assert _cal(cores=2, busy=1.1).busy_factor == pytest.approx(1.5)  # 3 threads on 2 cores: 2/3 of a core each
+    assert _cal(cores=2, contention=1.2, busy=1.1).busy_factor == pytest.approx(1.5)
+    assert _cal(cores=3, busy=1.1).busy_factor == pytest.approx(1.1)  # a core each: what was measured
+    assert _cal(cores=16, busy=1.1).busy_factor == pytest.approx(1.1)
+    assert _cal(cores=2, busy=2.1).busy_factor == pytest.approx(2.1)  # the measured figure when it is larger
 
 
 def _fork_join() -> tuple[PlacementProblem, nx.DiGraph]:
@@ -109,7 +110,7 @@ def test_a_busy_machine_slows_a_plan_of_two_lanes_and_not_one_of_one() -> None:
     assert busy_plan(problem, one_lane, _cal()) is problem
     two = {0: "cpu:0", 1: "cpu:0", 2: "cpu:1", 3: "cpu:0"}
     busy = busy_plan(problem, two, _cal())
-    assert busy.costs[(2, "cpu:1")].ns == 20_000_000 and busy.links[("cpu:0", "cpu:1")].latency_ns == 70_000
+    assert busy.costs[(2, "cpu:1")].ns == 15_000_000 and busy.links[("cpu:0", "cpu:1")].latency_ns == 70_000
     assert list_schedule(busy, two).makespan_ns > list_schedule(problem, two).makespan_ns
 
 
@@ -121,7 +122,7 @@ def test_the_range_reaches_down_to_the_busy_machine() -> None:
     busy = _speedup_range(problem, graph, plan, actual, 0.0, _cal())
     point = 40_000_000 / plan.makespan_ns
     assert quiet[0] <= point <= quiet[1] and busy[1] == pytest.approx(quiet[1])
-    # every op of the plan 2x slower: 4 ops of 10 ms sequential against 3 ops at 20 ms, at best
-    assert busy[0] < quiet[0] and busy[0] <= 40 / 60 + 1e-9
+    # every op of the plan 1.5x slower: 4 ops of 10 ms sequential against 3 ops at 15 ms, at best
+    assert busy[0] < quiet[0] and busy[0] <= 40 / 45 + 1e-9
     assert "busy core" in range_covers(problem, plan.assignment, _cal())
     assert "busy core" not in range_covers(problem, plan.assignment, None)
