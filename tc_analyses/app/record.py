@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     if not traces:
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")
-    if calibrate:
+    # A program that failed is rarely planned from, and a test of crashes should not pay ~2 s each;
+    # one stopped with Ctrl-C (a long training run cut short) is.
+    if calibrate and code in (0, 130, -signal.SIGINT):
         from tracer.calibrate import calibrate_into
 
         if (problem := calibrate_into(output)) is not None:

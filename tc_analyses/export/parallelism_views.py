@@ -77,7 +77,7 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
                         placement.makespan_ns, placement.schedule, placement.algorithm)
     graph_files = write_plan_graph(out_dir, graph, by_node)
     data = plan_json(plan)
-    if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a pinned CPU lane
+    if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a CPU lane
         data.update(runnable_plan(plan))
     plan_file = write_plan(out_dir, json.dumps(data, indent=2, sort_keys=True) + "\n", len(plan.ops))
     (out_dir / "report.txt").write_text(plan_text(plan))

@@ -477,7 +477,7 @@ def build_problem(graph: nx.DiGraph, devices: list[Device], links: dict[tuple[st
             if device.name == ran_on and measured:
                 costs[(node, device.name)] = Cost(typical, CostSource.MEASURED)
             elif ran_model is not None and device.model == ran_model:
-                # Same hardware model (two pinned CPU lanes, two GPUs of one kind): the measured
+                # Same hardware model (two CPU lanes, two GPUs of one kind): the measured
                 # time carries over, which a roofline of datasheet peaks would not reproduce.
                 costs[(node, device.name)] = Cost(typical, CostSource.IDENTICAL)
             elif not est.known and measured and ran_on in models:

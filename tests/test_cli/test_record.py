@@ -49,6 +49,7 @@ def test_record_a_python_program(tmp_path: Path, dfcompass_exe: list[str]) -> No
     assert trace.table("process_info").text("name").tolist() == [str(_script(tmp_path))]
     check_packets(single_trace(out))
     check_string_defs(trace)
+    assert (out / "calibration.json").is_file()  # the machine's lane costs, for plans from this run
 
 
 def test_record_a_script_path_directly(tmp_path: Path, cli: Callable[..., Any]) -> None:
@@ -65,6 +66,7 @@ def test_exit_code_is_passed_through_and_trace_kept(tmp_path: Path, dfcompass_ex
     assert "exited with code 3" in done.stderr and "still readable" in done.stderr
     assert "Traceback" not in done.stderr
     assert len(read_trace(out).table("node_begin")) == 7
+    assert not (out / "calibration.json").exists()  # a failed run is not calibrated
 
 
 @pytest.mark.slow

@@ -124,5 +124,9 @@ def test_the_range_reaches_down_to_the_busy_machine() -> None:
     assert quiet[0] <= point <= quiet[1] and busy[1] == pytest.approx(quiet[1])
     # every op of the plan 1.5x slower: 4 ops of 10 ms sequential against 3 ops at 15 ms, at best
     assert busy[0] < quiet[0] and busy[0] <= 40 / 45 + 1e-9
+    # the recorded placement's steps at their fast end against the busy plan; the quiet range keeps its spread
+    spread = _speedup_range(problem, graph, plan, actual, 0.0, _cal(), spread=0.25)
+    assert spread[0] == pytest.approx(busy[0] / 1.25) and spread[1] == pytest.approx(busy[1])
+    assert _speedup_range(problem, graph, plan, actual, 0.0, None, spread=0.25) == pytest.approx(quiet)
     assert "busy core" in range_covers(problem, plan.assignment, _cal())
     assert "busy core" not in range_covers(problem, plan.assignment, None)

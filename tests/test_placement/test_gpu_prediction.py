@@ -94,5 +94,5 @@ def test_a_range_is_never_narrower_than_the_recorded_steps_spread() -> None:
     steps = [StepRun(i, 1, 1_000 * i * 10, 1_000 * i * 10 + span) for i, span in enumerate([800, 1000, 1000, 1200, 1000])]
     activity = Activity("synthetic", [], steps, [], [], {})
     assert step_spread(activity) == pytest.approx(0.2)  # (1200 - 800) / 2 / 1000
-    assert at_least_the_step_spread((1.9, 2.1), 2.0, activity) == pytest.approx((2.0 / 1.2, 2.4))
-    assert at_least_the_step_spread((1.0, 3.0), 2.0, activity) == (1.0, 3.0)  # wider already: kept
+    assert at_least_the_step_spread((1.9, 2.1), 2.0, step_spread(activity)) == pytest.approx((2.0 / 1.2, 2.4))
+    assert at_least_the_step_spread((1.0, 3.0), 2.0, step_spread(activity)) == (1.0, 3.0)  # wider already: kept

@@ -201,11 +201,10 @@ def recommend(problem: PlacementProblem, source: str, graph: nx.DiGraph | None =
         notices.append("some nodes ran on devices not in --devices: no actual placement to compare with")
     speedup_range = None
     if actual and graph is not None and predicted.makespan_ns:
+        spread = step_spread(activity_of(trace)) if trace is not None else 0.0
         speedup_range = _speedup_range(problem, graph, predicted, actual_placement, heldout_error or 0.0,
-                                       calibration)
-        if trace is not None:
-            speedup_range = at_least_the_step_spread(speedup_range, actual / predicted.makespan_ns,
-                                                     activity_of(trace))
+                                       calibration, spread)
+        speedup_range = at_least_the_step_spread(speedup_range, actual / predicted.makespan_ns, spread)
     moved = [MovedNode(t.id, t.name, t.op, t.actual_device or "", predicted.assignment[t.id],
                        _reason(problem, t, t.actual_device, predicted.assignment[t.id]))
              for t in problem.tasks if t.actual_device and t.actual_device != predicted.assignment[t.id]]
@@ -269,10 +268,11 @@ def with_quantile(problem: PlacementProblem, graph: nx.DiGraph, key: str, model_
 
 
 def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Placement, actual: dict[int, str],
-                   error: float, calibration: Calibration | None = None) -> tuple[float, float]:
+                   error: float, calibration: Calibration | None = None, spread: float = 0.0) -> tuple[float, float]:
     """Every pairing of measured costs at p10 or p90 with modelled GPU costs at their fast or slow
     bound (which pairing gives the extremes depends on where each plan runs what); with a
-    calibration, also the plan's lanes at the busy contention and hand-over (calibration.busy_plan).
+    calibration, also the plan's lanes at the busy contention and hand-over (calibration.busy_plan)
+    against the recorded placement's steps at their fast end (`spread`: :func:`step_spread`).
     Never negative: the replay error divides the low bound, where subtracting it went below zero
     past 100%."""
     order = [slot.task for slot in sorted(predicted.schedule, key=lambda s: (s.start_ns, s.end_ns, s.task))]
@@ -283,8 +283,12 @@ def _speedup_range(problem: PlacementProblem, graph: nx.DiGraph, predicted: Plac
             bound = with_quantile(problem, graph, key, factor)
             ratios.append(predicted_speedup(bound, predicted.assignment, order, actual))
             if calibration is not None:
+                # Beside a busy core the recorded placement, one thread, keeps a core of its own and
+                # runs its steps at their fast end (shorter beside a burner than alone, on this VM),
+                # while the plan's lanes share the cores.
                 busy = busy_plan(bound, predicted.assignment, calibration)
-                ratios.append(predicted_speedup(bound, predicted.assignment, order, actual, plan_problem=busy))
+                ratios.append(predicted_speedup(bound, predicted.assignment, order, actual, plan_problem=busy)
+                              / (1 + spread))
     point = predicted_speedup(problem, predicted.assignment, order, actual)
     return min(ratios + [point]) / (1 + error), max(ratios + [point]) * (1 + error)
 
@@ -300,10 +304,9 @@ def step_spread(activity: Activity) -> float:
     return (pick(0.9) - pick(0.1)) / 2 / median if median else 0.0
 
 
-def at_least_the_step_spread(bounds: tuple[float, float], point: float, activity: Activity) -> tuple[float, float]:
-    """A speedup range never narrower than the recorded steps' own spread: a step that varied by 30%
-    from one step to the next cannot promise a speedup to better than 30%."""
-    spread = step_spread(activity)
+def at_least_the_step_spread(bounds: tuple[float, float], point: float, spread: float) -> tuple[float, float]:
+    """A speedup range never narrower than the recorded steps' own spread (:func:`step_spread`): a
+    step that varied by 30% from one step to the next cannot promise a speedup to better than 30%."""
     return min(bounds[0], point / (1 + spread)), max(bounds[1], point * (1 + spread))
 
 
