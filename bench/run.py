@@ -274,6 +274,8 @@ def startup_rows(r: dict[str, Any]) -> list[Row]:
         ("dfcompass --help / python -c pass", _x(r["ratio_python"]), "what dfcompass adds to an interpreter start"),
         ("dfcompass --help / babeltrace2 --help", _x(r["ratio_babeltrace2"]), ""),
         ("dfcompass --help", f"{c['dfcompass --help']['best_s']:.3f} s", f"target < {r['target_s']:.1f} s"),
+        ("dfcompass info /nonexistent / --help", _x(r["ratio_missing_path_to_help"]),
+         f"target <= {r['missing_path_target']:.1f}x: the path is checked before anything heavy loads"),
         ("  verdict", verdict(r["pass"]), ""),
     ]
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import click
 
-from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, OneLineErrors, State, handle_errors as _handle_errors,
+from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, InputPath, OneLineErrors, State, handle_errors as _handle_errors,
                                      progress as _progress, trace_bytes as _trace_bytes)
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.registry import KEYS, TRACE_KEYS, Param
@@ -89,7 +89,7 @@ def main(debug: bool, no_progress: bool) -> None:
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
 @_FORMAT
 @click.option("--reader", type=click.Choice(["auto", "fast", "bt2"]), default="auto", show_default=True,
               help="auto: the numpy reader for dfcompass traces, bt2 (babeltrace2) for any other CTF trace.")
@@ -106,8 +106,8 @@ def info(trace: Path, fmt: str, reader: str) -> None:
 
 
 @main.command("check-edges")
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.argument("execution_trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
+@click.argument("execution_trace", type=InputPath())
 @_FORMAT
 @_process_option
 @_handle_errors
@@ -125,7 +125,7 @@ def check_edges(trace: Path, execution_trace: Path, fmt: str, process: str | Non
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
 @click.option("--dry-run", is_flag=True, help="Only say what would be cut.")
 @_handle_errors
 def repair(trace: Path, dry_run: bool) -> None:
@@ -141,7 +141,7 @@ def repair(trace: Path, dry_run: bool) -> None:
 
 
 @main.command("import-kineto")
-@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=InputPath())
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Trace directory to write; with several FILEs, the job folder (one trace per file).")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
@@ -172,7 +172,7 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
 
 
 @main.command("build-analyses")
-@click.argument("trace", required=False, type=click.Path(path_type=Path))
+@click.argument("trace", required=False, type=InputPath())
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Folder for xml/, plugin/ and README.md.")
 @click.option("--validate", is_flag=True, help="Check every file against Trace Compass's XSD and dfcompass's lint.")
@@ -203,7 +203,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
 @click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Trace Compass XML analysis to run (repeatable); default: the generated analyses.")
 @_FORMAT
@@ -252,7 +252,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
 @click.option("--xml", "xml", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Trace Compass XML analysis to run (repeatable).")
 @click.option("--path", "path_glob", default="*", show_default=True, help="Only attributes whose path matches (glob, '/' separated).")
@@ -269,6 +269,9 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
     trace = _one_process(trace, process)
 
     build.check_user_xml(xml, xsd)
+    if csv_out is not None and at is None:
+        click.echo(f"wrote {build.states_csv(trace, xml, path_glob, csv_out, _progress)} intervals to {csv_out}")
+        return
     found = build.states(trace, xml, path_glob, at, _progress)
     if csv_out is not None:
         click.echo(f"wrote {build.write_states_csv(found, csv_out)} intervals to {csv_out}")
@@ -278,8 +281,8 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 
 
 @main.command()
-@click.argument("control", type=click.Path(path_type=Path))
-@click.argument("test", type=click.Path(path_type=Path))
+@click.argument("control", type=InputPath())
+@click.argument("test", type=InputPath())
 @click.option("--top", type=click.IntRange(1, 10_000), default=20, show_default=True,
               help="Rows per side (GPU, CPU) in the text report.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Folder for the plot (PNG and SVG).")
@@ -299,7 +302,7 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
 
 
 @main.command("export-perfetto")
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=InputPath())
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The JSON file to write (gzip-compressed when it ends in .gz).")
 @_handle_errors
@@ -316,7 +319,7 @@ def export_perfetto(trace: Path, output: Path) -> None:
 
 
 @main.command("recommend-placement")
-@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT", type=InputPath())
 @click.option("--devices", type=DEVICE_LIST, required=True, help="Devices to place on: cpu,cuda:0[=H100],hostB:cuda:0 ...")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Folder for the plan and its views.")
 @click.option("--algorithm", type=click.Choice(["auto", "heft", "search", "milp"]), default="auto", show_default=True,
@@ -388,10 +391,10 @@ def _analysis_command(key: str) -> None:
     if analysis.trajectory:
         command = click.option("--labels", help="With several traces: their values on the trajectory axis, "
                                                 "comma-separated (default: folder names).")(command)
-        command = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))(command)
+        command = click.argument("traces", nargs=-1, required=True, type=InputPath())(command)
     else:
         command = click.argument("traces", metavar="JOB" if analysis.job else "TRACE",
-                                 type=click.Path(path_type=Path))(command)
+                                 type=InputPath())(command)
     if not analysis.job:
         command = _window_options(_process_option(command))
     else:
@@ -409,7 +412,7 @@ for _key in KEYS:
 
 
 @main.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True, type=InputPath())
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The HTML file to write.")
 @click.option("--devices", type=DEVICE_LIST, help="Also recommend a placement on these devices (as recommend-placement).")
 @click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
@@ -469,7 +472,7 @@ def record(output: Path, overwrite: bool, torch: bool, calibrate: bool, command:
 
 
 @main.command()
-@click.argument("plan", type=click.Path(path_type=Path))
+@click.argument("plan", type=InputPath())
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Folder for the rounds' traces (OUTPUT/rounds) and the comparison.")
 @click.option("--refit", is_flag=True, help="Also refit the costs on half of the median plan round's steps and check them on the other half.")

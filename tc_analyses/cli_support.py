@@ -4,6 +4,7 @@ the option types that check a value when it is parsed (a bad one is a usage erro
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from contextlib import contextmanager
@@ -70,6 +71,24 @@ class OneLineErrors(click.Group):
         except click.Abort:
             _fail("aborted", 1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+class MissingInput(click.ClickException):
+    exit_code = 1  # a data problem, as a trace that cannot be read is
+
+
+class InputPath(click.Path):
+    """A file or folder a command reads: a missing one fails while the arguments are parsed, before
+    the command imports anything heavy, so a mistyped path answers as fast as ``--help``."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if not os.path.lexists(path):
+            raise MissingInput(f"{os.fsdecode(path)}: no such file or directory")
+        return path
 
 
 @contextmanager

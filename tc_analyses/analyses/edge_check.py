@@ -30,7 +30,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import ijson
 
@@ -73,6 +73,8 @@ class EtGraph:
 
 @dataclass
 class EdgeCheck:
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("precision", "recall")  # derived, added to --format json
+
     ops_ours: int
     ops_et: int
     ops_matched: int

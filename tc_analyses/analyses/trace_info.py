@@ -10,7 +10,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, ClassVar, Literal
 
 from tracer import schema
 from tc_analyses.errors import DfcompassError
@@ -29,6 +29,8 @@ class StreamSummary:
 
 @dataclass(frozen=True)
 class TraceInfo:
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("duration_ns",)  # derived, added to --format json
+
     path: str
     producer: str  # tracer_name from the metadata env, or "unknown"
     reader: str  # "fast" or "bt2"

@@ -46,15 +46,26 @@ def states(trace: Path, xml: Sequence[Path], path_glob: str, at: int | None,
     return iter_rows(TraceInputs(trace, progress).built(xml), path_glob, at)
 
 
+def states_csv(trace: Path, xml: Sequence[Path], path_glob: str, csv_out: Path,
+               progress: Progress = no_progress) -> int:
+    """Write the intervals :func:`states` gives (without a time) to `csv_out` as
+    analysis,path,start,end,value, from the state systems' columns; the number of rows written. The
+    analysis id tells apart the state systems of several analyses, such as latency.xml's patterns."""
+    from tc_analyses.export.states_csv import write_states_csv
+
+    return write_states_csv(TraceInputs(trace, progress).built(xml), path_glob, csv_out)
+
+
 def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
-    """Write `rows` as analysis,path,start,end,value (the analysis id tells apart the state systems
-    of several analyses, such as latency.xml's patterns); the number of rows written."""
+    """Write `rows` (``states`` at one time: a few) as CSV; the number of rows written."""
     import csv
+
+    from tc_analyses.export.states_csv import HEADER
 
     count = 0
     with open(csv_out, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
-        writer.writerow(["analysis", "path", "start", "end", "value"])
+        writer.writerow(HEADER)
         for row in rows:
             writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
             count += 1

@@ -5,28 +5,33 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tc_analyses.analyses.edge_check import EdgeCheck
 from tc_analyses.analyses import machine_load
-from tc_analyses.analyses.placement.recommend import Recommendation
-from tc_analyses.analyses.summary import Summary
 from tc_analyses.analyses.units import fmt_ms
-from tc_analyses.analyses.trace_info import TraceInfo
 from tc_analyses.export.tables import table
-from tracer.importers import ImportSummary
+
+if TYPE_CHECKING:  # only names for the annotations: a report of `info` must not load the optimiser
+    from tc_analyses.analyses.edge_check import EdgeCheck
+    from tc_analyses.analyses.placement.recommend import Recommendation
+    from tc_analyses.analyses.summary import Summary
+    from tc_analyses.analyses.trace_info import TraceInfo
+    from tracer.importers import ImportSummary
+
+
+def _fields(value: Any) -> Any:
+    """A dataclass's fields as a dict, one level: the encoder comes back for the ones inside.
+    (dataclasses.asdict deep-copies every value first: 1 s of a 10k-node plan's JSON.)"""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return str(value)
 
 
 def to_json(result: Any) -> str:
     """Any result dataclass as stable, indented JSON (derived properties included)."""
-    data = dataclasses.asdict(result)
-    if isinstance(result, TraceInfo):
-        data["duration_ns"] = result.duration_ns
-    if isinstance(result, ImportSummary):
-        data["events"] = result.events
-    if isinstance(result, EdgeCheck):
-        data.update(precision=result.precision, recall=result.recall)
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    data = _fields(result)
+    data.update({name: getattr(result, name) for name in getattr(result, "JSON_PROPERTIES", ())})
+    return json.dumps(data, indent=2, sort_keys=True, default=_fields) + "\n"
 
 
 def to_json_document(parts: dict[str, Any]) -> str:

@@ -66,6 +66,42 @@ def test_a_bad_file_is_one_line_naming_the_place(tmp_path: Path, text: str, mess
     assert "\n" not in str(caught.value)
 
 
+def _breakages() -> list[Any]:
+    """Documents that break the schema in each way it can be broken, and a few that do not."""
+    node: dict[str, Any] = {"id": "a", "costs": {"cpu": 1, "cuda:0": 2}}
+    link: dict[str, Any] = {"src": "cpu", "dst": "cuda:0", "latency_ns": 1, "gb_per_s": 1}
+    good = [{"nodes": [node]}, {"nodes": [node], "edges": []}, {"directed": True, "nodes": [node], "graph": {"links": [link]}}]
+    bad: list[Any] = [[], "x", None, {}, {"nodes": {}}, {"nodes": [1]}, {"nodes": [{"costs": {}}]},
+                      {"directed": False, "nodes": [node]}, {"multigraph": True, "nodes": [node]},
+                      {"nodes": [node], "graph": {"links": [{**link, "gb_per_s": 0}]}},
+                      {"nodes": [node], "graph": {"links": [{**link, "latency_ns": -1}]}},
+                      {"nodes": [node], "graph": {"links": [{**link, "extra": 1}]}},
+                      {"nodes": [node], "graph": {"links": [{"src": "cpu"}]}}]
+    for key, value in [("cpu", -1), ("cpu", "1"), ("cpu", True), ("cpu", [])]:
+        bad.append({"nodes": [{**node, "costs": {**node["costs"], key: value}}]})
+    for key, value in [("id", None), ("id", []), ("memory_bytes", -5), ("memory_bytes", "big"), ("name", 3),
+                       ("op", 3), ("costs", [])]:
+        bad.append({"nodes": [{**node, key: value}]})
+    for edge in [{"source": "a"}, {"source": "a", "target": "a", "bytes": -1}, {"source": "a", "target": "a", "bytes": "x"}]:
+        bad.append({"nodes": [node], "edges": [edge]})
+    return [(doc, True) for doc in good] + [(doc, False) for doc in bad]
+
+
+@pytest.mark.parametrize("doc, valid", _breakages())
+def test_the_compiled_validator_agrees_with_jsonschema(doc: Any, valid: bool) -> None:
+    """The fast check decides alone only when a file is valid: it must never pass what jsonschema fails."""
+    from tc_analyses.analyses.placement.graph_file import _compiled, _validator, schema_error
+
+    reference = next(iter(_validator().iter_errors(doc)), None)
+    if valid:
+        assert reference is None and schema_error(doc) is None
+        _compiled()(doc)
+    else:
+        assert reference is not None and schema_error(doc) is not None
+        with pytest.raises(Exception):
+            _compiled()(doc)
+
+
 def test_the_algorithm_option(cli: Any, tmp_path: Path) -> None:
     for algorithm, expected in (("heft", "heft"), ("milp", "milp")):
         result = cli("recommend-placement", GRAPHS / "forbidden-and-links.json", "--devices", DEVICES,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tracer.importers.kineto_source import as_int
 
@@ -15,6 +15,8 @@ NO_TENSOR_EDGES = ("Kineto traces carry no tensor identity, so the imported trac
 @dataclass(frozen=True)
 class ImportSummary:
     """The result of :func:`tracer.importers.import_kineto`; JSON-ready with dataclasses.asdict."""
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("events",)  # derived, added to --format json
 
     source: str
     output: str

@@ -31,14 +31,16 @@ import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
-from tc_analyses.analyses.placement.heft import compile_problem, evaluate, heft_assign, to_placement
+from tc_analyses.analyses.placement.heft import CompiledProblem, compile_problem, evaluate, heft_assign, to_placement
 from tc_analyses.model.dag import reachability
 from tc_analyses.perf.problem import Placement, PlacementProblem
+
+if TYPE_CHECKING:  # scipy loads when a problem is small enough to solve (0.8 s of a 10k-node plan)
+    from scipy.optimize import Bounds, LinearConstraint
 
 MAX_TASKS = 20
 MAX_DEVICES = 4
@@ -66,6 +68,8 @@ def _solve_quietly(obj: np.ndarray, constraints: LinearConstraint, integrality: 
                    time_limit_s: float) -> Any:
     """scipy's milp with its output silenced; once more without presolve when HiGHS reports a
     solve error, which its presolve gives on some small big-M models that it then solves."""
+    from scipy.optimize import milp
+
     options: dict[str, Any] = {"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "disp": False}
     with _stdout_silenced():
         res = milp(obj, constraints=constraints, integrality=integrality, bounds=bounds, options=options)
@@ -83,9 +87,10 @@ class MilpResult:
 
 
 def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int = MAX_TASKS,
-          max_devices: int = MAX_DEVICES) -> MilpResult:
-    """Optimal placement of a small problem (see the module doc); PlacementError on a cycle."""
-    c = compile_problem(problem)
+          max_devices: int = MAX_DEVICES, compiled: CompiledProblem | None = None) -> MilpResult:
+    """Optimal placement of a small problem (see the module doc); PlacementError on a cycle.
+    `compiled`: ``compile_problem(problem)`` when the caller has it."""
+    c = compiled if compiled is not None else compile_problem(problem)
     n, nd = len(c.ids), len(c.devices)
     if n > max_tasks or nd > max_devices:
         return MilpResult(None, False, f"the exact MILP handles up to {max_tasks} tasks and {max_devices} devices; "
@@ -199,6 +204,8 @@ def solve(problem: PlacementProblem, time_limit_s: float = 30.0, max_tasks: int 
     ub[Y:] = 1
     obj = np.zeros(nv)
     obj[CV] = 1
+    from scipy.optimize import Bounds, LinearConstraint
+
     res = _solve_quietly(obj, LinearConstraint(np.array(rows), lo, hi), integrality, Bounds(lb, ub), time_limit_s)
     if res.x is None:
         return MilpResult(None, False, f"the MILP found no solution ({res.message.strip()}); use the heuristic")

@@ -64,10 +64,11 @@ def _critical_path(c: CompiledProblem, assign: list[int], start: list[int], end:
 
 def local_search(problem: PlacementProblem, seed: int = 0, max_evals: int = 20_000,
                  time_budget_s: float | None = 4.0, full_neighbourhood_max: int = 2_000,
-                 perturb: bool = True) -> Placement:
-    """HEFT improved by critical-path local search; never worse than HEFT (see the module doc)."""
+                 perturb: bool = True, compiled: CompiledProblem | None = None) -> Placement:
+    """HEFT improved by critical-path local search; never worse than HEFT (see the module doc).
+    `compiled`: ``compile_problem(problem)`` when the caller has it (and HEFT's result with it)."""
     t0 = time.perf_counter()
-    c = compile_problem(problem)
+    c = compiled if compiled is not None else compile_problem(problem)
     n, nd = len(c.ids), len(c.devices)
     assign, order, makespan, start, end = heft_assign(c)
     if n == 0 or nd < 2:
