@@ -344,7 +344,7 @@ class ColumnarPattern(Evaluator):
         start_choice, start_key = self._start_facts(fsm, starts)
         end_choice, end_key = self._end_facts(fsm, ends)
         self._check_keys(start_key, end_key)
-        relevant = np.union1d(np.flatnonzero(start_choice != -2), np.flatnonzero(end_choice >= 0))
+        relevant = np.flatnonzero((start_choice != -2) | (end_choice >= 0))  # sorted, as union1d's, without its sort
         decided = self._loop(relevant, start_choice, start_key, end_choice, end_key)
         for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
             self._touch_start_tests(fsm, frame, matching, _np(decided.pending_saw))
@@ -383,13 +383,15 @@ class ColumnarPattern(Evaluator):
                 frame = Frame(at.rows, at.rows.positions * K + _START, at.fields)
                 rows = np.arange(len(frame.rows), dtype=np.int64)
                 pick = np.full(len(rows), -1, dtype=np.int64)
+                still_open = np.ones(len(rows), dtype=bool)  # a mask, not setdiff1d: no sort per transition
                 open_rows = rows
                 for t in matching:
                     passed = open_rows
                     for test in fsm.starts[t].tests:
                         passed = passed[self._condition(test, frame, passed)]
                     pick[passed] = t
-                    open_rows = np.setdiff1d(open_rows, passed)
+                    still_open[passed] = False
+                    open_rows = np.flatnonzero(still_open)
                 choice[frame.rows.positions] = pick
                 for t in matching:
                     mine = rows[pick == t]
@@ -465,12 +467,14 @@ class ColumnarPattern(Evaluator):
         return run
 
     def _touch_start_tests(self, fsm: _Fsm, frame: Frame, matching: list[int], saw: IntArray) -> None:
-        rows = np.flatnonzero(np.isin(frame.rows.positions, saw))
+        still_open = np.isin(frame.rows.positions, saw)  # a mask, not setdiff1d: no sort per transition
+        rows = np.flatnonzero(still_open)
         for t in matching:
             passed = rows
             for test in fsm.starts[t].tests:
                 passed = passed[self._condition(test, frame, passed)]
-            rows = np.setdiff1d(rows, passed)
+            still_open[passed] = False
+            rows = np.flatnonzero(still_open)
 
     def _started_at(self, run: _Run) -> IntArray:
         """Per end (in run.end_at order), where its scenario started: the slot's last start before it
