@@ -257,6 +257,8 @@ def roofline_of_trace(path: str | Path | DfcTrace, peaks: Peaks, graph: nx.DiGra
 def run(inputs: Inputs, options: Options) -> Result:
     """The roofline of the trace's ops, on the peaks of ``options["device"]`` (or this machine's,
     measured, with ``options["measure_peaks"]``)."""
+    if not len(inputs.trace.table("node_args")):  # told by the trace's counts, before the graph is built
+        raise AnalysisUnavailable(f"{inputs.path}: {NO_SHAPES}")
     peaks = measure_peaks() if options["measure_peaks"] else device_peaks(options["device"])
     data = roofline(inputs.graph, peaks, str(inputs.path), recorded_threads(inputs.trace), framework_of(inputs.trace))
     return Result("roofline", data.trace, data, data.findings)

@@ -94,6 +94,14 @@ def test_no_node_args_is_an_error(tmp_path: Path, cli: Callable[..., Any]) -> No
     r = cli("roofline", bare)
     assert r.exit_code == 1
     assert r.stderr.strip().count("\n") == 0 and NO_SHAPES in r.stderr
+    # the registry entry says so from the trace's counts: the graph (seconds on 1M events) is not built
+    from tc_analyses.analyses import roofline as entry
+    from tc_analyses.inputs import TraceInputs
+
+    inputs = TraceInputs(bare)
+    with pytest.raises(AnalysisUnavailable, match="no input shapes"):
+        entry.run(inputs, {"measure_peaks": False, "device": "H100"})
+    assert "graph" not in vars(inputs)  # the cached property was never computed
 
 
 def test_cli_text_and_json(trace: Path, cli: Callable[..., Any]) -> None:
