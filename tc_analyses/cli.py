@@ -337,15 +337,18 @@ def recommend_placement(input_path: Path, devices: str, output: Path, algorithm:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, a job folder's main process,
     or a node-link JSON graph)."""
     from tc_analyses.app import place
-    from tc_analyses.export import reports
 
     if input_path.is_dir():
         input_path = _one_process(input_path, process)
     with _progress("planning", None):  # the search runs for seconds on large graphs
         result, text = place.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
                                    links_from=links_from)
-    click.echo(reports.to_json(result) if fmt == "json" else text + f"\nplan, report and views: {output.resolve()}\n",
-               nl=False)
+    if fmt == "json":  # the JSON place() wrote: a 10k-node plan is not encoded twice
+        from tc_analyses.export.placement_views import written_plan_text
+
+        click.echo(written_plan_text(output), nl=False)
+        return
+    click.echo(text + f"\nplan, report and views: {output.resolve()}\n", nl=False)
 
 
 _KINDS: dict[str, Any] = {"str": str, "int": int, "float": float, "peaks-device": PEAKS_DEVICE}

@@ -79,6 +79,15 @@ def write_plan(out_dir: Path, text: str, ops: int) -> Path:
     return packed
 
 
+def written_plan_text(out_dir: Path) -> str:
+    """The plan's JSON as :func:`write_plan` wrote it into `out_dir` (plain or gzipped)."""
+    plain, packed = out_dir / "plan.json", out_dir / "plan.json.gz"
+    if plain.is_file():
+        return plain.read_text(encoding="utf-8")
+    with gzip.open(packed, "rt", encoding="utf-8") as handle:
+        return handle.read()
+
+
 def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[Path]:
     """The graph with each node's recommended device, as DOT and GraphML (coloured by device);
     above :data:`DRAWN_GRAPH_NODES` nodes, as ``graph.graphml.gz`` alone."""
