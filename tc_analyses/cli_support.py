@@ -3,6 +3,7 @@ the option types that check a value when it is parsed (a bad one is a usage erro
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -87,7 +88,7 @@ class InputPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
         if not os.path.lexists(path):
-            raise MissingInput(f"{os.fsdecode(path)}: no such file or directory")
+            raise MissingInput(f"{os.fsdecode(path)}: {os.strerror(errno.ENOENT)}")  # the OS's words, as elsewhere
         return path
 
 
