@@ -24,16 +24,16 @@ interpreter runs the pattern.
 from __future__ import annotations
 
 import re
-from collections import deque
 from array import array
-from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Values,
                                         timestamps_by_position)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
 from tc_analyses.engine.state_system import Value
 from tc_analyses.engine.xml_pattern import (IN_PROGRESS, MATCHED, PENDING, Pattern, PatternStateSystem,
                                             Segment, SegmentColumns, _event_pattern)
@@ -63,22 +63,6 @@ class _Fsm:
     key_field: str = ""
     key_attribute: str = ""
     precondition: list[re.Pattern[str]] | None = None  # table: the event patterns it takes
-
-
-@dataclass
-class _Run:
-    """What the loop decided for one FSM: each scenario's slot and where it was made, started, ended."""
-
-    made_slot: array[int] = field(default_factory=lambda: array("q"))
-    made_at: array[int] = field(default_factory=lambda: array("q"))
-    start_slot: array[int] = field(default_factory=lambda: array("q"))
-    start_at: array[int] = field(default_factory=lambda: array("q"))
-    start_transition: array[int] = field(default_factory=lambda: array("q"))
-    end_slot: array[int] = field(default_factory=lambda: array("q"))
-    end_at: array[int] = field(default_factory=lambda: array("q"))
-    end_transition: array[int] = field(default_factory=lambda: array("q"))
-    abandoned: list[int] = field(default_factory=list)  # slots in progress at the end
-    pending_saw: array[int] = field(default_factory=lambda: array("q"))  # positions the pending scenario tested
 
 
 class ColumnarPattern(Evaluator):
@@ -344,13 +328,12 @@ class ColumnarPattern(Evaluator):
         start_choice, start_key = self._start_facts(fsm, starts)
         end_choice, end_key = self._end_facts(fsm, ends)
         self._check_keys(start_key, end_key)
-        relevant = np.flatnonzero((start_choice != -2) | (end_choice >= 0))  # sorted, as union1d's, without its sort
-        decided = self._loop(relevant, start_choice, start_key, end_choice, end_key)
+        decided = decide_slots(self._total, start_choice, start_key, end_choice, end_key)
         for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
-            self._touch_start_tests(fsm, frame, matching, _np(decided.pending_saw))
-        made_slot, made_at = _np(decided.made_slot), _np(decided.made_at)
+            self._touch_start_tests(fsm, frame, matching, as_numpy(decided.pending_saw))
+        made_slot, made_at = as_numpy(decided.made_slot), as_numpy(decided.made_at)
         self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
-        start_slot, start_at = _np(decided.start_slot), _np(decided.start_at)
+        start_slot, start_at = as_numpy(decided.start_slot), as_numpy(decided.start_at)
         slot_by_position = np.zeros(self._total, dtype=np.int64)
         slot_by_position[start_at] = start_slot
         for frame, matching in starts:  # the start actions, per transition taken
@@ -362,7 +345,7 @@ class ColumnarPattern(Evaluator):
         self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
                   self.values_of_times(start_at))
         self._control(fsm, start_slot, start_at, _STARTED + 1, fsm.running, IN_PROGRESS)
-        end_slot, end_at = _np(decided.end_slot), _np(decided.end_at)
+        end_slot, end_at = as_numpy(decided.end_slot), as_numpy(decided.end_at)
         started_at = self._started_at(decided)
         self._control(fsm, end_slot, end_at, _END + 1, fsm.final, MATCHED)
         # after every write that makes a scenario attribute: nulling one that is null changes nothing;
@@ -427,45 +410,6 @@ class ColumnarPattern(Evaluator):
         if len(kinds) > 1 or kinds - {Values.KINDS["long"], Values.KINDS["string"]}:
             raise NotColumnar("keys that are null or mix types")
 
-    def _loop(self, relevant: IntArray, start_choice: IntArray, start_key: IntArray, end_choice: IntArray,
-              end_key: IntArray) -> _Run:
-        """Trace Compass's scenario bookkeeping, event by event, on the decided facts only."""
-        run = _Run()
-        free: deque[int] = deque()
-        slots = 0
-        pending: int | None = None
-        make_at = 0  # where the next pending scenario is made (before that event)
-        active: dict[int, deque[int]] = {}
-        for position, choice, key, end, end_value in _facts(relevant, start_choice, start_key, end_choice, end_key):
-            if pending is None and make_at <= position:
-                pending = free.popleft() if free else slots
-                slots += pending == slots
-                run.made_slot.append(pending)
-                run.made_at.append(make_at)
-            if end >= 0:
-                waiting = active.get(end_value)
-                if waiting:
-                    slot = waiting.popleft()
-                    run.end_slot.append(slot)
-                    run.end_at.append(position)
-                    run.end_transition.append(end)
-                    free.append(slot)
-                    continue
-            if choice != -2 and pending is not None:
-                run.pending_saw.append(position)
-                if choice >= 0:
-                    run.start_slot.append(pending)
-                    run.start_at.append(position)
-                    run.start_transition.append(choice)
-                    active.setdefault(key, deque()).append(pending)
-                    pending, make_at = None, position + 1
-        if pending is None and make_at < self._total:  # made before the next event, whatever it is
-            pending = free.popleft() if free else slots
-            run.made_slot.append(pending)
-            run.made_at.append(make_at)
-        run.abandoned = sorted(slot for waiting in active.values() for slot in waiting)
-        return run
-
     def _touch_start_tests(self, fsm: _Fsm, frame: Frame, matching: list[int], saw: IntArray) -> None:
         still_open = np.isin(frame.rows.positions, saw)  # a mask, not setdiff1d: no sort per transition
         rows = np.flatnonzero(still_open)
@@ -476,25 +420,25 @@ class ColumnarPattern(Evaluator):
             still_open[passed] = False
             rows = np.flatnonzero(still_open)
 
-    def _started_at(self, run: _Run) -> IntArray:
+    def _started_at(self, run: SlotRun) -> IntArray:
         """Per end (in run.end_at order), where its scenario started: the slot's last start before it
         (a slot holds one scenario at a time)."""
         total = self._total + 1
-        start_keys = _np(run.start_slot) * total + _np(run.start_at)
+        start_keys = as_numpy(run.start_slot) * total + as_numpy(run.start_at)
         order = np.argsort(start_keys)
-        end_keys = _np(run.end_slot) * total + _np(run.end_at)
+        end_keys = as_numpy(run.end_slot) * total + as_numpy(run.end_at)
         at = np.searchsorted(start_keys[order], end_keys) - 1
-        return _np(run.start_at)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
+        return as_numpy(run.start_at)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
 
-    def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: _Run,
+    def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: SlotRun,
                   started_at: IntArray) -> list["_Batch"]:
         """The segments of the end transitions' actions, each read at its end event."""
         slot_of = np.zeros(self._total, dtype=np.int64)  # by end position
         transition_of = np.full(self._total, -1, dtype=np.int64)
         start_of = np.zeros(self._total, dtype=np.int64)
-        end_at = _np(run.end_at)
-        slot_of[end_at] = _np(run.end_slot)
-        transition_of[end_at] = _np(run.end_transition)
+        end_at = as_numpy(run.end_at)
+        slot_of[end_at] = as_numpy(run.end_slot)
+        transition_of[end_at] = as_numpy(run.end_transition)
         start_of[end_at] = started_at
         out: list[_Batch] = []
         for frame, _ in ends:
@@ -552,17 +496,6 @@ def _array(code: str, column: IntArray) -> array[int]:
     out = array(code)
     out.frombytes(column.astype(np.int64 if code == "q" else np.int32).tobytes())
     return out
-
-
-def _facts(relevant: IntArray, *columns: IntArray) -> Iterator[tuple[int, ...]]:
-    """(position, column values...) per relevant position, made into Python ints a chunk at a time."""
-    for begin in range(0, len(relevant), 65_536):
-        chunk = relevant[begin:begin + 65_536]
-        yield from zip(chunk.tolist(), *(column[chunk].tolist() for column in columns))
-
-
-def _np(numbers: array[int]) -> IntArray:
-    return np.frombuffer(numbers, dtype=np.int64) if len(numbers) else np.zeros(0, dtype=np.int64)
 
 
 def _text(element: Any) -> str:
