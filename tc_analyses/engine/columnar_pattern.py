@@ -310,17 +310,25 @@ class ColumnarPattern(Evaluator):
 
     def _null_slots(self, fsm: _Fsm, slots: IntArray, at: IntArray, step: int, skip: set[str] = set()) -> None:
         """StateSystem.removeAttribute of each scenario: every attribute under it becomes null."""
-        prefix = ("scenarios", fsm.id)
-        below: dict[str, list[int]] = {}
-        for attr, path in enumerate(self.attrs.paths):
-            if len(path) > 3 and path[:2] == prefix and "/".join(path[3:]) not in skip:
-                below.setdefault(path[2], []).append(attr)
-        attrs, orders = [], []
-        for slot, where in zip(slots.tolist(), at.tolist()):
-            found = below.get(str(slot), [])
-            attrs += found
-            orders += [(where * K + step) * STEPS] * len(found)
-        self._add(np.array(attrs, dtype=np.int64), np.array(orders, dtype=np.int64), np.zeros(len(attrs), dtype=np.int64))
+        parent = self.attrs.find(("scenarios", fsm.id))
+        below: dict[int, list[int]] = {}  # slot -> the attributes under it, by id
+        for slot_attr in self.attrs.children.get(parent, []) if parent is not None else []:
+            found = sorted(a for a in self.attrs.subtree(slot_attr)[1:]
+                           if "/".join(self.attrs.paths[a][3:]) not in skip)
+            if found and self.attrs.paths[slot_attr][2].isdigit():
+                below[int(self.attrs.paths[slot_attr][2])] = found
+        if not below or not len(slots):
+            return
+        width = max(below) + 1
+        counts = np.zeros(max(width, int(slots.max()) + 1), dtype=np.int64)
+        counts[list(below)] = [len(v) for v in below.values()]
+        table = np.array([a for slot in sorted(below) for a in below[slot]], dtype=np.int64)
+        first = np.cumsum(counts) - counts  # where each slot's attributes begin in the table
+        per_slot = counts[slots]
+        within = np.arange(int(per_slot.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_slot) - per_slot, per_slot)
+        attrs = table[np.repeat(first[slots], per_slot) + within]
+        orders = np.repeat((at * K + step) * STEPS, per_slot)
+        self._add(attrs, orders, np.zeros(len(attrs), dtype=np.int64))
 
     def _run_pair(self, fsm: _Fsm) -> list["_Batch"]:
         self.scenario_fsm = fsm.id  # what #CurrentScenario names
@@ -474,7 +482,11 @@ class ColumnarPattern(Evaluator):
                 constant = seg_field.get("value")
                 ids = np.full(len(rows), self.values.intern(Value("string", constant)) if constant else 0, np.int64)
             if kind is not None:  # as the field's type says: a value of another type is converted
-                ids = self.values.map(ids, lambda v: v if v is None or v.kind == kind else force_type(v, kind, element))
+                other = (np.frombuffer(self.values.kinds, np.int8)[ids] != Values.KINDS.get(kind, -1)) & (ids != 0)
+                if other.any():
+                    ids = ids.copy()
+                    ids[other] = self.values.map(ids[other], lambda v: v if v is None or v.kind == kind
+                                                 else force_type(v, kind, element))
             earlier = fields.get(name)
             fields[name] = ids if earlier is None else np.where(ids != 0, ids, earlier)  # a null keeps the earlier one
         positions = frame.rows.positions[rows]
