@@ -28,49 +28,18 @@ Examples
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Hashable
 
 import networkx as nx
 
 from tc_analyses.errors import GraphError
-from tc_analyses.model import dag
+from tc_analyses.model import dag, graph_columns
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
-from tc_analyses.model.graph_keys import EdgeKind
 from tc_analyses.reader.fast import DfcTrace
 
 NodeKey = tuple[str, str, str, int]  # (name, op, device, occurrence in its step)
-
-
-@dataclass
-class _NodeAcc:
-    """Executions gathered for one graph node while the trace is scanned."""
-
-    node: int
-    key: NodeKey
-    executions: int = 0
-    durations: list[int] = field(default_factory=list)
-    unmatched: int = 0  # executions without a dfc:node_end
-    shapes: str = ""
-    dtypes: str = ""
-
-
-@dataclass
-class _EdgeAcc:
-    """Tensor edges gathered for one (producer node, consumer node) pair."""
-
-    per_step: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # step -> bytes
-    count: int = 0
-
-
-def _node_args(trace: DfcTrace) -> dict[int, tuple[str, str]]:
-    table = trace.table("node_args")
-    shapes, dtypes = table.text("shapes").tolist(), table.text("dtypes").tolist()
-    return {nid: (s or "", d or "") for nid, s, d in zip(table["node_id"].tolist(), shapes, dtypes)}
 
 
 def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collection[int] | None = None,
@@ -106,108 +75,16 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     """
     if activity is None:
         activity = read_activity(trace)
-    args = _node_args(trace)
-    runs = {run.node_id: run for run in activity.nodes}
-    begins = trace.table("node_begin")
-    accs: dict[NodeKey, _NodeAcc] = {}
-    execution_nodes: dict[int, int] = {}
-    execution_step: dict[int, int] = {}
-    seen: dict[tuple[int, str, str, str], int] = defaultdict(int)  # (step, name, op, device) -> count
-    spare_args: dict[NodeKey, tuple[str, str]] = {}  # shapes of executions outside `steps`
-    # Every execution counts, finished or not (an execution without its end is unmatched); the
-    # table is sorted by timestamp, so occurrence indexes follow start order within a step.
-    for nid, op, name, dev, step in zip(begins["node_id"].tolist(), begins.text("op").tolist(),
-                                        begins.text("name").tolist(), begins["device"].tolist(),
-                                        begins["step"].tolist()):
-        if executions is not None and nid not in executions:
-            continue
-        op, name = op or "", name or ""
-        device = activity.device(dev).name
-        run = runs.get(nid)
-        if run is not None:
-            step = run.step  # the activity's numbering: recorded, or inferred (model.step_inference)
-        k = seen[(step, name, op, device)]
-        seen[(step, name, op, device)] = k + 1
-        key = (name, op, device, k)
-        if steps is not None and step not in steps:
-            if nid in args:  # shapes recorded once (a warm-up step) still describe the node
-                spare_args.setdefault(key, args[nid])
-            continue
-        acc = accs.get(key)
-        if acc is None:
-            acc = accs[key] = _NodeAcc(len(accs), key)
-        acc.executions += 1
-        if run is None:
-            acc.unmatched += 1
-        else:
-            acc.durations.append(run.duration)
-        if nid in args and not acc.shapes:
-            acc.shapes, acc.dtypes = args[nid]
-        execution_nodes[nid] = acc.node
-        execution_step[nid] = step
-
+    rows = graph_columns.executions(trace, activity, executions)
+    nodes = graph_columns.fold(rows, steps)
     g: nx.DiGraph[int] = nx.DiGraph()
-    for acc in accs.values():
-        if not acc.shapes and acc.key in spare_args:
-            acc.shapes, acc.dtypes = spare_args[acc.key]
-        name, op, device, k = acc.key
-        durations = acc.durations
-        g.add_node(acc.node, **{
-            K.OP: op, K.NAME: name, K.DEVICE: device, K.OCCURRENCE: k, K.EXECUTIONS: acc.executions,
-            K.DURATIONS_NS: durations,
-            K.MEAN_NS: round(sum(durations) / len(durations)) if durations else 0,
-            K.MEDIAN_NS: round(statistics.median(durations)) if durations else 0,
-            K.P10_NS: _quantile(durations, 0.1), K.P90_NS: _quantile(durations, 0.9),
-            K.MIN_NS: min(durations, default=0), K.MAX_NS: max(durations, default=0),
-            # Measured on its own device only when every execution has its end event.
-            K.MEASURED: {device: bool(durations) and acc.unmatched == 0},
-            K.INPUT_SHAPES: acc.shapes, K.INPUT_DTYPES: acc.dtypes,
-        })
-
-    intra: dict[tuple[int, int], _EdgeAcc] = defaultdict(_EdgeAcc)
-    cross: dict[tuple[int, int], _EdgeAcc] = defaultdict(_EdgeAcc)
-    edges = trace.table("tensor_edge")
-    for producer, consumer, nbytes in zip(edges["producer"].tolist(), edges["consumer"].tolist(),
-                                          edges["bytes"].tolist()):
-        if producer not in execution_nodes or consumer not in execution_nodes:
-            continue  # an end of the edge was not recorded (lost events, partial trace)
-        u, v = execution_nodes[producer], execution_nodes[consumer]
-        step = execution_step[consumer]
-        same_step = execution_step[producer] == step
-        if same_step and u == v:
-            continue  # an execution feeding itself carries no dependency
-        acc_e = (intra if same_step else cross)[(u, v)]
-        acc_e.per_step[step] += nbytes
-        acc_e.count += 1
-
-    for (u, v), acc_e in intra.items():
-        g.add_edge(u, v, **_edge_attrs(g, u, v, acc_e))
-    g.graph[K.EXECUTION_NODES] = execution_nodes
-    g.graph[K.CROSS_STEP_EDGES] = [{"src": u, "dst": v, **_edge_attrs(g, u, v, acc_e)}
-                                   for (u, v), acc_e in cross.items()]
+    g.add_nodes_from(graph_columns.node_attributes(rows, nodes))
+    intra, cross = graph_columns.edges(trace, rows, nodes)
+    g.add_edges_from(intra)
+    g.graph[K.EXECUTION_NODES] = dict(zip(rows.node_id[nodes.kept].tolist(), nodes.node.tolist()))
+    g.graph[K.CROSS_STEP_EDGES] = [{"src": u, "dst": v, **attrs} for u, v, attrs in cross]
     g.graph[K.SOURCE] = str(trace.path)
     return g
-
-
-def _quantile(values: list[int], q: float) -> int:
-    """The `q` quantile of `values` (nearest rank on the sorted values); 0 for none."""
-    if not values:
-        return 0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _edge_attrs(g: nx.DiGraph, u: int, v: int, acc: _EdgeAcc) -> dict[str, Any]:
-    src, dst = g.nodes[u][K.DEVICE], g.nodes[v][K.DEVICE]
-    return {
-        K.KIND: EdgeKind.DATA if src == dst else EdgeKind.TRANSFER,
-        # Several tensors may flow between the same two nodes in a step: sum them, then take the
-        # largest step, so a placement never underestimates a transfer.
-        K.BYTES: max(acc.per_step.values(), default=0),
-        K.COUNT: acc.count,
-        K.SRC_DEVICE: src,
-        K.DST_DEVICE: dst,
-    }
 
 
 def _check_dag(g: nx.DiGraph) -> None:

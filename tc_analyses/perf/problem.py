@@ -8,6 +8,7 @@ device; a schedule adds start and end times.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -140,10 +141,10 @@ class PlacementProblem:
         """Tasks in dependency order; PlacementError naming a task on a cycle if there is one."""
         preds = {t: len(p) for t, p in self.predecessors().items()}
         succs = self.successors()
-        ready = sorted(t for t, n in preds.items() if n == 0)
+        ready = deque(sorted(t for t, n in preds.items() if n == 0))
         order: list[int] = []
         while ready:
-            task = ready.pop(0)
+            task = ready.popleft()
             order.append(task)
             for nxt in succs[task]:
                 preds[nxt] -= 1

@@ -48,8 +48,8 @@ def upward_ranks(problem: PlacementProblem, assignment: dict[int, str]) -> dict[
 
 
 def _priority(problem: PlacementProblem, assignment: dict[int, str], order: list[int] | None) -> list[int]:
-    topo = problem.topological_order()
     if order is None:
+        topo = problem.topological_order()
         index = {t: i for i, t in enumerate(topo)}
         rank = upward_ranks(problem, assignment)
         return sorted(topo, key=lambda t: (-rank[t], index[t]))
