@@ -151,8 +151,10 @@ class Trajectory:
 def analyze_overhead(activity: Activity, trace: str, framework: str = PYTORCH) -> OverheadResult:
     """The runtime overhead of every op that launched GPU work in `activity` (read from `trace`); the
     advice in `framework`'s words (:mod:`~tc_analyses.analyses.frameworks`)."""
+    if not len(activity.gpu):  # decided from the counts, before any work
+        raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
     launched = _Launched(activity)
-    if not len(activity.gpu) or not (launched.call >= 0).any():
+    if not (launched.call >= 0).any():
         raise AnalysisUnavailable(f"{trace}: {NO_GPU}")
     if not launched.owned.any():
         raise AnalysisUnavailable(f"{trace}: {NO_OWNER}")

@@ -90,6 +90,8 @@ def _launched(activity: Activity) -> dict[int, list[tuple[int, GpuOp]]]:
 def frequent_sequences(activity: Activity, operator: str = "", min_length: int = 3) -> tuple[int, list[Pattern]]:
     """(how many roots matched, their patterns by count then text). Without `operator` the roots are
     the outermost framework ops (user annotations, which may wrap the whole run, are left out)."""
+    if not len(activity.gpu) and min_length > 0:  # nothing launched: no root can have a sequence
+        return 0, []
     annotations = [_Span(a.name, a.track, a.start, a.end) for a in activity.annotations if not a.on_gpu]
     spans = sorted([_Span(n.name or n.op, n.tid, n.start, n.end) for n in activity.nodes]
                    + (annotations if operator else []), key=lambda s: (s.tid, s.start, -s.end))

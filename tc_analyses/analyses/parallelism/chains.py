@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) is skipped
 
@@ -22,6 +23,9 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
     """The DAG on the kept nodes: u -> v when a path joins them through dropped nodes only."""
     dag: nx.DiGraph[Any] = nx.DiGraph()
     dag.add_nodes_from(n for n in graph.nodes if n in keep)
+    if len(dag) == len(graph):  # nothing dropped: the graph's edges, in the order the search below adds them
+        dag.add_edges_from((u, v) for u in graph.nodes for v in reversed(list(graph.successors(u))))
+        return dag
     for u in dag.nodes:
         stack, seen = list(graph.successors(u)), set()
         while stack:
@@ -34,6 +38,24 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
             else:
                 stack.extend(graph.successors(v))
     return dag
+
+
+def lexicographic_order(dag: nx.DiGraph, position: Mapping[Any, int]) -> list[Any]:
+    """The topological order that always takes the ready node of lowest position (networkx's
+    lexicographical_topological_sort with that key, which is unique), on a DAG."""
+    waiting = dict(dag.in_degree())
+    node_at = {position[n]: n for n in dag}
+    ready = [position[n] for n, d in waiting.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = node_at[heapq.heappop(ready)]
+        order.append(node)
+        for successor in dag.successors(node):
+            waiting[successor] -= 1
+            if not waiting[successor]:
+                heapq.heappush(ready, position[successor])
+    return order
 
 
 def match(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], critical: list[int]) -> dict[int, int]:
@@ -58,7 +80,6 @@ def max_matching(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], fi
     Rows are u_out, columns v_in. Each row lists its successors heaviest path first, so the
     greedy first phase follows the longest paths; the result is deterministic.
     """
-    import numpy as np
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
@@ -134,10 +155,10 @@ def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int
     start = [0] * n
     for t in range(n):
         start[t] = max((start[p] + work[p] for p in pred[t]), default=0)
-    points = sorted([(start[t], 1) for t in range(n) if work[t] > 0] +
-                    [(start[t] + work[t], -1) for t in range(n) if work[t] > 0])  # ends sort before starts
-    peak = running = 0
-    for _, delta in points:
-        running += delta
-        peak = max(peak, running)
+    busy = np.flatnonzero(np.asarray(work, dtype=np.int64) > 0)
+    begin = np.asarray(start, dtype=np.int64)[busy]
+    times = np.concatenate([begin, begin + np.asarray(work, dtype=np.int64)[busy]])
+    deltas = np.concatenate([np.ones(len(busy), np.int64), -np.ones(len(busy), np.int64)])
+    running = np.cumsum(deltas[np.lexsort((deltas, times))])  # ends sort before starts at one time
+    peak = int(running.max()) if len(running) else 0
     return max(peak, 1 if n else 0)

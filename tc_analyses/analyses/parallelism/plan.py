@@ -177,7 +177,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
           max_streams: int, sync: int, unattributed_ns: int, framework: str) -> StreamPlan:
     position = {n: i for i, n in enumerate(graph.nodes)}
     dag = decompose.contract(graph, keep)
-    order = list(nx.lexicographical_topological_sort(dag, key=lambda n: position[n]))
+    order = decompose.lexicographic_order(dag, position)
     idx = {n: i for i, n in enumerate(order)}
     work = [keep[n] for n in order]
     full: dict[int, list[int]] = defaultdict(list)
@@ -219,8 +219,9 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
                   if u in idx and v in idx}
     sim_edges = {(u, v): edge_bytes.get((u, v), 0) for u, v in red_edges
                  if stream[u] == stream[v] or (u, v) in kept_set}
-    labels = [_label(graph, n_) for n_ in order]
-    protos = [(_attr(graph, n_, K.OP), lab, w) for n_, lab, w in zip(order, labels, work)]
+    ops = [_attr(graph, n_, K.OP) for n_ in order]
+    names = [_attr(graph, n_, K.NAME) for n_ in order]
+    protos = [(op, _label(op, name, n_), w) for op, name, n_, w in zip(ops, names, order, work)]
     problem = _problem_from(protos, lane, device, streams, sync, sim_edges)
     override = {e: sync for e in kept_set}
     try:
@@ -242,8 +243,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     for u, v in kept:
         waits[v].append(u)
         records.add(u)
-    ops = tuple(PlannedOp(
-        node=order[t], op=protos[t][0], name=_attr(graph, order[t], K.NAME), stream=stream[t], order=pos[t],
+    planned_ops = tuple(PlannedOp(
+        node=order[t], op=ops[t], name=names[t], stream=stream[t], order=pos[t],
         chain=chain_of[t], work_ns=work[t], start_ns=slots[t].start_ns, end_ns=slots[t].end_ns,
         baseline_start_ns=baseline_start[t], waits_for=tuple(order[u] for u in sorted(waits[t])),
         records_event=t in records, on_critical_path=t in critical) for t in range(n))
@@ -262,14 +263,14 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         components=nx.number_weakly_connected_components(dag) if n else 0,
         reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(order[t] for t in c) for c in chains),
         streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept),
-        redundant_syncs=len(cross) - len(kept), ops=ops, sync_edges=sync_edges, lanes=lanes,
+        redundant_syncs=len(cross) - len(kept), ops=planned_ops, sync_edges=sync_edges, lanes=lanes,
         dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
         width=width(n, reach) if reach is not None else None,
         peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
         plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
-    return StreamPlan(**result, findings=findings(result, ops, framework))  # type: ignore[arg-type]
+    return StreamPlan(**result, findings=findings(result, planned_ops, framework))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +285,8 @@ def _problem_from(protos: list[tuple[str, str, int]], lane: str, device: str, st
     names = [_lane_name(lane, s) for s in range(streams)]
     tasks = [Task(i, label, op, names[0]) for i, (op, label, _) in enumerate(protos)]
     devices = [Device(name, f"{device} {lane}") for name in names]
-    costs = {(i, name): Cost(w, CostSource.MEASURED) for i, (_, _, w) in enumerate(protos) for name in names}
+    measured = [Cost(w, CostSource.MEASURED) for _, _, w in protos]  # one per task, shared by its lanes
+    costs = {(i, name): cost for i, cost in enumerate(measured) for name in names}
     # bytes never count: a sync costs the same whatever the tensor (bytes_per_ns infinite)
     link = Link(float(sync), float("inf"), f"sync model: {sync} ns per cross-{lane} dependency")
     links = {(a, b): link for a in names for b in names if a != b}
@@ -310,8 +312,7 @@ def _attr(graph: nx.DiGraph, node: Hashable, key: str) -> str:
     return str(graph.nodes[node].get(key, "") or "")
 
 
-def _label(graph: nx.DiGraph, node: Hashable) -> str:
-    op, name = _attr(graph, node, K.OP), _attr(graph, node, K.NAME)
+def _label(op: str, name: str, node: Hashable) -> str:
     if name and op and name != op:
         return f"{name} ({op})"
     return name or op or str(node)
