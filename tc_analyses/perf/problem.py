@@ -86,6 +86,9 @@ class PlacementProblem:
     # (task, device) pairs whose whole time holds the host thread: a sync-bearing op on a GPU (the
     # host waits for the device-to-host copy and the queue before it goes on).
     blocking: frozenset[tuple[int, str]] = frozenset()
+    # what validate() last passed, so the optimisers that each validate do it once (a changed problem
+    # changes one of these sizes or objects, and is checked again)
+    _validated: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def carried_into(self) -> dict[int, list[tuple[int, int]]]:
         """consumer -> [(producer, bytes)] of the tensors it reads from the previous step."""
@@ -158,6 +161,10 @@ class PlacementProblem:
     def validate(self) -> None:
         """Every task has a cost on every device it may run on, and at least one such device; every
         edge joins known tasks; else a one-line error."""
+        fingerprint = (id(self.tasks), len(self.tasks), id(self.costs), len(self.costs), id(self.edges),
+                       len(self.edges), id(self.devices), len(self.devices), len(self.forbidden))
+        if fingerprint == self._validated:
+            return
         ids = {t.id for t in self.tasks}
         for (u, v) in self.edges:
             if u not in ids or v not in ids:
@@ -174,6 +181,7 @@ class PlacementProblem:
                 if cost.ns < 0:
                     raise PlacementError(f"task {task.id} ({task.name}) has a negative cost on {device.name}")
         self.topological_order()
+        self._validated = fingerprint
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,29 @@ def test_the_algorithm_option(cli: Any, tmp_path: Path) -> None:
     bad = cli("recommend-placement", GRAPHS / "forbidden-and-links.json", "--devices", DEVICES, "--algorithm", "ga",
               "-o", tmp_path / "x")
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_node_link_reading_matches_networkx() -> None:
+    """Graph files are read without building a networkx graph; nodes, edges and their order are
+    what nx.node_link_graph gives (duplicates, nodes only an edge names, parallel edges)."""
+    import random
+
+    import networkx as nx
+
+    from tc_analyses.analyses.placement.graph_file import _node_link
+
+    rng = random.Random(1)
+    for _ in range(300):
+        n = rng.randint(0, 8)
+        ids = [rng.choice([i, str(i)]) for i in range(n)] + [99]
+        nodes = [{"id": rng.choice(ids), "costs": {"cpu": rng.randint(0, 5)}, "name": str(rng.random())}
+                 for _ in range(rng.randint(0, n + 2))]
+        edges = [{"source": rng.choice(ids + [77]), "target": rng.choice(ids + [78]), "bytes": rng.randint(0, 9),
+                  **({"x": 1} if rng.random() < .3 else {})} for _ in range(rng.randint(0, 10))]
+        data: dict[str, object] = {"directed": True, "nodes": nodes, "edges": edges}
+        if rng.random() < .5:
+            data["multigraph"] = False
+        graph = nx.node_link_graph(data, directed=True, edges="edges")
+        read_nodes, read_edges = _node_link(Path("g.json"), data)  # type: ignore[arg-type]
+        assert list(read_nodes.items()) == list(graph.nodes(data=True))
+        assert read_edges == list(graph.edges(data=True))

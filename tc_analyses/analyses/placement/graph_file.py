@@ -15,8 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-import networkx as nx
-
 from tc_analyses.perf.devices import default_link
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementError, PlacementProblem, Task
 
@@ -69,18 +67,11 @@ def read_graph_file(path: Path) -> dict[str, Any]:
 def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:
     """The placement problem a graph file poses on `devices`."""
     data = read_graph_file(path)
-    if "edges" not in data and "links" not in data:
-        data["edges"] = []  # a graph of independent nodes
-    try:
-        graph = nx.node_link_graph(data, directed=True, edges="edges" if "edges" in data else "links")
-    except (KeyError, nx.NetworkXError) as exc:
-        raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
-    if not nx.is_directed_acyclic_graph(graph):
-        raise PlacementError(f"{path}: the graph has a cycle; placement needs a DAG")
+    nodes, edge_list = _node_link(path, data)
     names = [d.name for d in devices]
-    ids = {node: i for i, node in enumerate(graph.nodes)}
+    ids = {node: i for i, node in enumerate(nodes)}
     tasks, costs, forbidden = [], {}, set()
-    for node, attrs in graph.nodes(data=True):
+    for node, attrs in nodes.items():
         node_costs = attrs.get("costs") or {}
         missing = [d for d in names if d not in node_costs]
         if missing:
@@ -94,7 +85,7 @@ def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProbl
                 forbidden.add((ids[node], device))
             else:
                 costs[(ids[node], device)] = Cost(int(node_costs[device]), CostSource.MEASURED)
-    edges = {(ids[u], ids[v]): int(a.get("bytes", 0)) for u, v, a in graph.edges(data=True)}
+    edges = {(ids[u], ids[v]): int(a.get("bytes", 0)) for u, v, a in edge_list}
     links = {(a.name, b.name): default_link(a, b) for a in devices for b in devices if a.name != b.name}
     for spec in data.get("graph", {}).get("links", []):
         if (spec["src"], spec["dst"]) not in links:
@@ -102,4 +93,42 @@ def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProbl
                                  f"--devices ({', '.join(names)})")
         links[(spec["src"], spec["dst"])] = Link(float(spec["latency_ns"]), float(spec["gb_per_s"]),
                                                  "graph file")
-    return PlacementProblem(tasks, devices, costs, edges, links, forbidden=frozenset(forbidden))
+    problem = PlacementProblem(tasks, devices, costs, edges, links, forbidden=frozenset(forbidden))
+    try:
+        problem.topological_order()
+    except PlacementError:
+        raise PlacementError(f"{path}: the graph has a cycle; placement needs a DAG") from None
+    return problem
+
+
+def _node_link(path: Path, data: dict[str, Any]) -> tuple[dict[Any, dict[str, Any]], list[tuple[Any, Any, dict[str, Any]]]]:
+    """(node -> attributes, edges) of a node-link graph, as networkx's node_link_graph reads it: nodes
+    in file order, then those only an edge names (no attributes); edges by source node, then target,
+    in the order first given; a graph without "multigraph": false keeps every parallel edge, one
+    with it merges their attributes."""
+    key = "edges" if "edges" in data else "links"
+    multigraph = data.get("multigraph", True)
+    nodes: dict[Any, dict[str, Any]] = {}
+    adjacency: dict[Any, dict[Any, list[dict[str, Any]]]] = {}
+    try:
+        for entry in data.get("nodes", []):
+            nodes.setdefault(_hashable(entry["id"]), {}).update((k, v) for k, v in entry.items() if k != "id")
+        for entry in data.get(key, []):
+            u, v = _hashable(entry["source"]), _hashable(entry["target"])
+            nodes.setdefault(u, {})
+            nodes.setdefault(v, {})
+            parallel = adjacency.setdefault(u, {}).setdefault(v, [])
+            attrs = {k: a for k, a in entry.items() if k not in ("source", "target")}
+            if multigraph or not parallel:
+                parallel.append(attrs)
+            else:
+                parallel[0].update(attrs)
+    except (KeyError, TypeError) as exc:
+        raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
+    edges = [(u, v, attrs) for u in nodes for v, parallel in adjacency.get(u, {}).items() for attrs in parallel]
+    return nodes, edges
+
+
+def _hashable(value: Any) -> Any:
+    """A node id as networkx keeps it: a JSON list becomes a tuple."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
