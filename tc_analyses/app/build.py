@@ -74,9 +74,11 @@ def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
 
 def check_user_xml(xml: Sequence[Path], xsd: Path | None) -> None:
     """Schema-check the user's XML when Trace Compass's XSD can be found (--xsd or the environment)."""
+    if not xml:
+        return
     from tc_analyses.export.tracecompass.validate import ENV, find_xsd, load_schema, validate_xsd
 
-    if not xml or (xsd is None and not os.environ.get(ENV, "").strip()):
+    if xsd is None and not os.environ.get(ENV, "").strip():
         return  # no schema at hand: the engine still names the element and line of what it refuses
     schema = load_schema(find_xsd(xsd))
     problems = [problem for path in xml for problem in validate_xsd(path, schema)]

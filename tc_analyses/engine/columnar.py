@@ -184,23 +184,19 @@ class ColumnarProvider(Evaluator):
         """The units in an order where each comes after every unit whose writes it reads. Units that
         read each other's writes (a cycle, or a change reading what it writes) become one
         "sequential" unit, with every branch of their stateChanges: it runs event by event."""
-        import networkx as nx
-
         while True:
             reads = [[r for i in u.leaves for r in self.leaves[i].reads] for u in units]
-            graph: nx.DiGraph[int] = nx.DiGraph()
-            graph.add_nodes_from(range(len(units)))
-            graph.add_edges_from((j, i) for i in range(len(units)) for j in range(len(units))
-                                 if any(units[j].may_write(r) for r in reads[i]))
-            cyclic = [c for c in nx.strongly_connected_components(graph) if len(c) > 1 or (
-                units[next(iter(c))].kind != "sequential" and graph.has_edge(next(iter(c)), next(iter(c))))]
+            # successors[j]: the units that read what unit j may write, in unit order
+            successors = [[i for i in range(len(units)) if any(units[j].may_write(r) for r in reads[i])]
+                          for j in range(len(units))]
+            cyclic = [c for c in _cycles(successors) if len(c) > 1 or (
+                units[next(iter(c))].kind != "sequential" and next(iter(c)) in successors[next(iter(c))])]
             # a sequential unit runs whole stateChanges: no branch of them may run in another unit
             changes_of = [{(self.leaves[i].handler, self.leaves[i].change) for i in unit.leaves} for unit in units]
             cyclic += [{u, v} for u, unit in enumerate(units) if unit.kind == "sequential"
                        for v in range(len(units)) if v != u and changes_of[u] & changes_of[v]]
             if not cyclic:  # a sequential unit reading its own writes is what it is for
-                graph.remove_edges_from(list(nx.selfloop_edges(graph)))
-                return [units[i] for i in nx.topological_sort(graph)]
+                return [units[i] for i in _generations([[i for i in out if i != j] for j, out in enumerate(successors)])]
             members = set().union(*cyclic)
             changes = {(self.leaves[i].handler, self.leaves[i].change) for u in members for i in units[u].leaves}
             members |= {u for u, unit in enumerate(units)
@@ -410,6 +406,61 @@ def _running_depth(attrs: IntArray, step: IntArray) -> IntArray:
         depth[n] = current
         current = max(current + s, 0) if s < 0 else current + s
     return depth
+
+
+def _cycles(successors: list[list[int]]) -> list[set[int]]:
+    """The strongly connected components of a small directed graph (Tarjan's algorithm)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    found: list[set[int]] = []
+
+    def visit(node: int) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in successors[node]:
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            found.append(component)
+
+    for node in range(len(successors)):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _generations(successors: list[list[int]]) -> list[int]:
+    """A topological order of an acyclic graph, as networkx's topological_sort gives it: generation
+    by generation (Kahn), each in the order its nodes became ready."""
+    waiting = [0] * len(successors)
+    for out in successors:
+        for node in out:
+            waiting[node] += 1
+    generation = [node for node in range(len(successors)) if not waiting[node]]
+    order: list[int] = []
+    while generation:
+        order += generation
+        ready = []
+        for node in generation:
+            for successor in successors[node]:
+                waiting[successor] -= 1
+                if not waiting[successor]:
+                    ready.append(successor)
+        generation = ready
+    return order
 
 
 def run_columnar(provider: StateProvider, classes: list[EventClassRows], span: tuple[int, int]) -> StateSystem:
