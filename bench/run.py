@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|gpu|hta|kineto|scale|dask|tf|realworld] [--big] [--nodes N] [--rounds K] [--examples DIR]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|torch|job|engine|seed|placement|startup|verify|kernels|gpu|hta|kineto|scale|dask|tf|realworld|pace] [--big] [--nodes N] [--rounds K] [--examples DIR]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
+import analysis_pace  # noqa: E402
 import dask_scale  # noqa: E402
 import engine_scale  # noqa: E402
 import engine_speed  # noqa: E402
@@ -340,6 +341,36 @@ def kineto_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def pace_rows(r: dict[str, Any]) -> list[Row]:
+    """Issue 34's rows: each a ratio of medians measured side by side, with the load average."""
+    c, t, ok = r["cases"], r["targets"], r["pass"]
+    mib = 1024 * 1024
+    rows: list[Row] = [
+        ("load average (1 min) before / after", f"{r['load_before'][0]:.2f} / {r['load_after'][0]:.2f}",
+         f"medians of {r['rounds']} interleaved rounds"),
+        ("analyze --no-sections, 1M events / babeltrace2 dummy",
+         f"{_x(r['no_sections'])} ({c['analyze --no-sections']['wall_s']:.2f} s / {c['babeltrace2 dummy']['wall_s']:.2f} s)",
+         f"target >= {t['no_sections']}x: {verdict(ok['no_sections'])}"),
+        ("analyze (all sections), 1M events / babeltrace2 dummy",
+         f"{_x(r['all_sections'])} ({c['analyze (all sections)']['wall_s']:.1f} s)",
+         f"target >= {t['all_sections']}x: {verdict(ok['all_sections'])}"),
+        ("peak RSS of analyze --no-sections / trace size",
+         f"{r['rss_per_trace']:.1f}x ({c['analyze --no-sections']['rss_kib'] / 1024:.0f} MiB / "
+         f"{r['trace_bytes'] / mib:.0f} MiB); all sections {r['rss_per_trace_all']:.1f}x",
+         f"target <= {t['rss_per_trace']}x: {verdict(ok['rss_per_trace'])}"),
+        ("states --csv / states --at 0 (the engine)", f"+{r['csv_extra'] * 100:.0f}%",
+         f"target <= +{t['csv_extra'] * 100:.0f}%: {verdict(ok['csv_extra'])}"),
+        ("info /nonexistent / --help", _x(r["missing_path"]),
+         f"target <= {t['missing_path']}x: {verdict(ok['missing_path'])}"),
+        ("recommend-placement, 10k-node graph", f"{r['placement_cpu_s']:.1f} s CPU (HEFT alone {r['heft_cpu_s']:.2f} s)",
+         f"target <= {t['placement_cpu_s']:.0f} s CPU: {verdict(ok['placement_cpu_s'])}"),
+    ]
+    if "big_s" in r:
+        rows.append(("analyze --no-sections, 10M events", f"{r['big_s']:.1f} s ({_x(r['big_ratio'])} babeltrace2), "
+                     f"RSS {r['big_rss_per_trace']:.1f}x the trace", f"target <= {t['big_s']:.0f} s: {verdict(ok['big_s'])}"))
+    return rows
+
+
 def verify_rows(r: dict[str, Any]) -> list[Row]:
     tg = r["targets"]
     rows: list[Row] = []
@@ -386,7 +417,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "gpu", "hta", "kineto", "scale", "dask", "tf", "realworld"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "gpu", "hta", "kineto", "scale", "dask", "tf", "realworld", "pace"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--examples", help="realworld: a checkout or git repository of pytorch/examples")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
@@ -428,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("kineto", lambda: kineto_scale.run(args.rounds or 1), results)
     if args.only in (None, "verify"):
         ok &= _run_one("verify", lambda: verify_bench.run(args.rounds or 2), results)
+    if args.only in (None, "pace"):
+        ok &= _run_one("pace", lambda: analysis_pace.run(args.rounds or 3, args.big), results)
     if args.only in (None, "realworld"):
         ok &= _run_one("realworld", lambda: realworld.run(examples_arg=args.examples), results)
     write_json(OUT_DIR / "results.json", results)
@@ -449,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ("hta", "Against HTA (traceinsight 0.6.1) on the shared Kineto traces", hta_rows),
                                 ("kineto", "Kineto import at scale (nccl trace x25)", kineto_rows),
                                 ("verify", "Verified plans: predicted against measured", verify_rows),
+                                ("pace", "Analysis at reading speed (issue 34)", pace_rows),
                                 ("realworld", "Real programs: every command and the edges", realworld_rows)):
         if key in results:
             r = results[key]

@@ -19,14 +19,14 @@ import numpy as np
 REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) is skipped
 
 
-def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
-    """The DAG on the kept nodes: u -> v when a path joins them through dropped nodes only."""
-    dag: nx.DiGraph[Any] = nx.DiGraph()
-    dag.add_nodes_from(n for n in graph.nodes if n in keep)
-    if len(dag) == len(graph):  # nothing dropped: the graph's edges, in the order the search below adds them
-        dag.add_edges_from((u, v) for u in graph.nodes for v in reversed(list(graph.successors(u))))
-        return dag
-    for u in dag.nodes:
+def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> dict[Any, list[Any]]:
+    """The DAG on the kept nodes, as successor lists (nodes in graph order): u -> v when a path joins
+    them through dropped nodes only, each node's successors in the order a depth-first search finds them."""
+    if all(n in keep for n in graph.nodes):  # nothing dropped: the graph's edges, in that order
+        return {u: list(graph.successors(u))[::-1] for u in graph.nodes}
+    dag: dict[Any, list[Any]] = {}
+    for u in (n for n in graph.nodes if n in keep):
+        found = dag[u] = []
         stack, seen = list(graph.successors(u)), set()
         while stack:
             v = stack.pop()
@@ -34,16 +34,19 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> nx.DiGraph:
                 continue
             seen.add(v)
             if v in keep:
-                dag.add_edge(u, v)
+                found.append(v)
             else:
                 stack.extend(graph.successors(v))
     return dag
 
 
-def lexicographic_order(dag: nx.DiGraph, position: Mapping[Any, int]) -> list[Any]:
+def lexicographic_order(dag: Mapping[Any, list[Any]], position: Mapping[Any, int]) -> list[Any]:
     """The topological order that always takes the ready node of lowest position (networkx's
     lexicographical_topological_sort with that key, which is unique), on a DAG."""
-    waiting = dict(dag.in_degree())
+    waiting = dict.fromkeys(dag, 0)
+    for successors in dag.values():
+        for node in successors:
+            waiting[node] += 1
     node_at = {position[n]: n for n in dag}
     ready = [position[n] for n, d in waiting.items() if d == 0]
     heapq.heapify(ready)
@@ -51,11 +54,24 @@ def lexicographic_order(dag: nx.DiGraph, position: Mapping[Any, int]) -> list[An
     while ready:
         node = node_at[heapq.heappop(ready)]
         order.append(node)
-        for successor in dag.successors(node):
+        for successor in dag[node]:
             waiting[successor] -= 1
             if not waiting[successor]:
                 heapq.heappush(ready, position[successor])
     return order
+
+
+def weak_components(n: int, succ: Mapping[int, list[int]]) -> int:
+    """How many weakly connected components tasks 0..n-1 form."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if not n:
+        return 0
+    rows = np.fromiter((u for u, vs in succ.items() for _ in vs), dtype=np.int64)
+    cols = np.fromiter((v for vs in succ.values() for v in vs), dtype=np.int64)
+    matrix = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n, n))
+    return int(connected_components(matrix, directed=True, connection="weak")[0])
 
 
 def match(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], critical: list[int]) -> dict[int, int]:

@@ -181,8 +181,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     idx = {n: i for i, n in enumerate(order)}
     work = [keep[n] for n in order]
     full: dict[int, list[int]] = defaultdict(list)
-    for u, v in dag.edges:
-        full[idx[u]].append(idx[v])
+    for u, successors in dag.items():
+        full[idx[u]] += [idx[v] for v in successors]
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
     reach = reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
@@ -259,8 +259,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     speedup = baseline_ns / plan_ns if plan_ns > 0 else 1.0
     ideal = total / cp_ns if cp_ns > 0 else 1.0
     result = dict(
-        source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=dag.number_of_edges(),
-        components=nx.number_weakly_connected_components(dag) if n else 0,
+        source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=sum(map(len, full.values())),
+        components=decompose.weak_components(n, full),
         reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(order[t] for t in c) for c in chains),
         streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept),
         redundant_syncs=len(cross) - len(kept), ops=planned_ops, sync_edges=sync_edges, lanes=lanes,
