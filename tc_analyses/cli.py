@@ -14,7 +14,7 @@ from typing import Any, Callable
 import click
 
 from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, InputPath, OneLineErrors, State, handle_errors as _handle_errors,
-                                     progress as _progress, trace_bytes as _trace_bytes)
+                                     progress as _progress, trace_bytes as _trace_bytes, without_cycle_collector)
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.registry import KEYS, TRACE_KEYS, Param
 
@@ -94,6 +94,7 @@ def main(debug: bool, no_progress: bool) -> None:
 @click.option("--reader", type=click.Choice(["auto", "fast", "bt2"]), default="auto", show_default=True,
               help="auto: the numpy reader for dfcompass traces, bt2 (babeltrace2) for any other CTF trace.")
 @_handle_errors
+@without_cycle_collector
 def info(trace: Path, fmt: str, reader: str) -> None:
     """Events per class, streams, time span and discarded events of a CTF TRACE directory."""
     from tc_analyses.analyses import trace_info
@@ -111,6 +112,7 @@ def info(trace: Path, fmt: str, reader: str) -> None:
 @_FORMAT
 @_process_option
 @_handle_errors
+@without_cycle_collector
 def check_edges(trace: Path, execution_trace: Path, fmt: str, process: str | None) -> None:
     """Check TRACE's tensor edges against PyTorch's EXECUTION_TRACE of the same run (precision, recall)."""
     from tc_analyses.analyses.edge_check import check_edges as check
@@ -148,6 +150,7 @@ def repair(trace: Path, dry_run: bool) -> None:
 @_FORMAT
 @_job_options(cache=False)
 @_handle_errors
+@without_cycle_collector
 def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: str, scheduler: str | None,
                   workers: int | None, in_process: bool) -> None:
     """Convert PyTorch profiler (Kineto) traces (.json or .json.gz) into dfcompass traces.
@@ -181,6 +184,7 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
                    "(default: $DFCOMPASS_TRACECOMPASS_XSD).")
 @_process_option
 @_handle_errors
+@without_cycle_collector
 def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None, process: str | None) -> None:
     """Generate Trace Compass analyses (XML and a plugin) for TRACE, or for the whole event catalogue.
 
@@ -219,6 +223,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @_window_options
 @_job_options
 @_handle_errors
+@without_cycle_collector
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
             no_sections: bool, details: bool, device: str, plots: Path | None, window: str | None,
             annotation: str | None, include_last_step: bool, scheduler: str | None, workers: int | None,
@@ -261,6 +266,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check the XML files against Trace Compass's XSD first.")
 @_process_option
 @_handle_errors
+@without_cycle_collector
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
            xsd: Path | None, process: str | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
@@ -289,6 +295,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @_FORMAT
 @_window_options
 @_handle_errors
+@without_cycle_collector
 def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, window: str | None,
          annotation: str | None, include_last_step: bool) -> None:
     """Compare two traces op by op and kernel by kernel: counts and time in CONTROL and TEST (HTA's
@@ -306,6 +313,7 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The JSON file to write (gzip-compressed when it ends in .gz).")
 @_handle_errors
+@without_cycle_collector
 def export_perfetto(trace: Path, output: Path) -> None:
     """Export TRACE (a trace or a job folder) as Chrome/Perfetto JSON for ui.perfetto.dev: ops, API calls,
     kernels and copies on their queues, memory and queue-length counters, tensor and launch arrows."""
@@ -332,6 +340,7 @@ def export_perfetto(trace: Path, output: Path) -> None:
 @_FORMAT
 @_process_option
 @_handle_errors
+@without_cycle_collector
 def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, links_from: Path | None,
                         step_kind: int | None, fmt: str, process: str | None) -> None:
     """Recommend a placement of INPUT's nodes on DEVICES (INPUT: a trace, a job folder's main process,
@@ -406,7 +415,7 @@ def _analysis_command(key: str) -> None:
                            help="Folder for the plots (PNG and SVG) and other files.")(command)
     command = _FORMAT(command)
     summary = analysis.summary + (" Several TRACES (e.g. batch sizes) give a trajectory." if analysis.trajectory else "")
-    main.command(key, help=summary, short_help=analysis.title)(_handle_errors(command))
+    main.command(key, help=summary, short_help=analysis.title)(_handle_errors(without_cycle_collector(command)))
 
 
 # The registry is plain data: the analysis commands cost nothing at start-up.
@@ -423,6 +432,7 @@ for _key in KEYS:
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @_job_options
 @_handle_errors
+@without_cycle_collector
 def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str,
            scheduler: str | None, workers: int | None, in_process: bool, cache: Path | None) -> None:
     """One static HTML page (no server needed) with the reports and plots of each TRACE.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import os
 import sys
 import traceback
@@ -48,6 +49,26 @@ def handle_errors(func: F) -> F:
                 traceback.print_exc()
             _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with --debug for details)", 1)
         return None
+
+    return run  # type: ignore[return-value]
+
+
+def without_cycle_collector(func: F) -> F:
+    """Run an analysis command with Python's cyclic garbage collector off.
+
+    Analyses hold millions of long-lived objects (graph nodes, plans, rows) and make few reference
+    cycles; the collector re-scanning the growing heap took a quarter of ``analyze`` on a 1M-event
+    trace (54 s against 40 s without it, at the same peak RSS). Reference counting still frees
+    everything else. Not for commands that run the user's program (record, verify, demo)."""
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
 
     return run  # type: ignore[return-value]
 
