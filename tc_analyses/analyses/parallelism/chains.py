@@ -99,15 +99,22 @@ def max_matching(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], fi
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
-    taken = set(fixed.values())
-    indptr, indices = [0], []
-    for u in range(n):
-        if u not in fixed:
-            indices += [v for v in sorted(set(succ[u]), key=lambda s: (-rank[s], s)) if v not in taken]
-        indptr.append(len(indices))
-    graph = csr_matrix((np.ones(len(indices), dtype=np.int8), np.array(indices, dtype=np.int32),
-                        np.array(indptr, dtype=np.int32)), shape=(n, n))
-    column_of_row = maximum_bipartite_matching(graph, perm_type="column") if indices else np.full(n, -1)
+    rows = np.fromiter((u for u in range(n) for _ in succ[u]), dtype=np.int64)
+    cols = np.fromiter((v for u in range(n) for v in succ[u]), dtype=np.int64, count=len(rows))
+    pairs = np.unique(rows * max(n, 1) + cols)  # each edge once
+    rows, cols = pairs // max(n, 1), pairs % max(n, 1)
+    if fixed:
+        keep = ~np.isin(rows, np.fromiter(fixed, np.int64, len(fixed))) \
+            & ~np.isin(cols, np.fromiter(fixed.values(), np.int64, len(fixed)))
+        rows, cols = rows[keep], cols[keep]
+    ranks = np.array([rank[t] for t in range(n)])  # ints (ns) or floats, as upward_rank gave them
+    order = np.lexsort((cols, -ranks[cols], rows))  # per row: heaviest path first, then by task
+    indices = cols[order]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    graph = csr_matrix((np.ones(len(indices), dtype=np.int8), indices.astype(np.int32), indptr.astype(np.int32)),
+                       shape=(n, n))
+    column_of_row = maximum_bipartite_matching(graph, perm_type="column") if len(indices) else np.full(n, -1)
     found = {u: int(v) for u, v in enumerate(column_of_row) if v >= 0}
     found.update(fixed)
     return found
