@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_right
-from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tc_analyses.model.activity import Activity, NodeRun, StepRun
+from tc_analyses.model.activity import Activity, StepRun
 from tracer.schema import NO_STEP
 
 MIN_STEPS = 3
@@ -53,40 +52,50 @@ class InferredSteps:
                 f"a step on thread {self.tid}, {100 * self.match:.0f}% of it repeating; each starts before {self.anchor})")
 
 
-def _token(run: NodeRun) -> str:
-    return f"{run.op}|{run.name}"
-
-
 def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float = MIN_MATCH) -> InferredSteps | None:
     """The steps of a trace without step marks (module docstring); None when nothing repeats."""
-    outer: dict[int, list[NodeRun]] = defaultdict(list)
-    for run in activity.nodes:
-        if run.outermost:
-            outer[run.tid].append(run)
-    if not outer:
+    nodes = activity.nodes
+    outer = nodes.column("outermost").astype(bool)
+    if not outer.any():
         return None
-    tid = max(outer, key=lambda t: (len(outer[t]), -t))
-    runs = sorted(outer[tid], key=lambda r: r.start)
-    tokens = [_token(r) for r in runs]
-    counts = Counter(tokens)
-    positions: dict[str, list[int]] = defaultdict(list)
-    for i, token in enumerate(tokens):
-        positions[token].append(i)
+    tids = nodes.column("tid")[outer]
+    distinct, counts_of = np.unique(tids, return_counts=True)
+    tid = int(distinct[np.flatnonzero(counts_of == counts_of.max())[0]])  # the most runs, then the lowest tid
+    mine = np.flatnonzero(outer)[tids == tid]
+    mine = mine[np.argsort(nodes.column("start")[mine], kind="stable")]  # by start, recorded order on ties
+    starts, ends = nodes.column("start")[mine], nodes.column("end")[mine]
+    # a token is an (op, name) pair: its code, and its text only for the distinct ones
+    op, name = nodes.column("op")[mine].astype(np.int64), nodes.column("name")[mine].astype(np.int64)
+    width = int(name.max()) + 1
+    pairs, pair_codes = np.unique(op * width + name, return_inverse=True)
+    ops, names = nodes.labels("op"), nodes.labels("name")
+    pair_texts = [f"{ops[pair // width]}|{names[pair % width]}" for pair in pairs.tolist()]
+    distinct_texts, text_of_pair = np.unique(np.array(pair_texts, dtype=object).astype(str), return_inverse=True)
+    texts: list[str] = distinct_texts.tolist()  # two pairs with one text ("a|b", "c" and "a", "b|c") are one token
+    codes = text_of_pair.reshape(-1)[pair_codes.reshape(-1)]
+    counts = np.bincount(codes, minlength=len(texts))
+    order = np.argsort(codes, kind="stable")  # each token's positions, ascending
+    bounds = np.concatenate([[0], np.cumsum(counts)])
 
-    def irregularity(token: str) -> float:
-        gaps = [b - a for a, b in zip(positions[token], positions[token][1:])]
+    def positions(token: int) -> list[int]:
+        return list(order[bounds[token]:bounds[token + 1]].tolist())
+
+    def irregularity(token: int) -> float:
+        at = positions(token)
+        gaps = [b - a for a, b in zip(at, at[1:])]
         return statistics.pstdev(gaps) / max(1.0, statistics.mean(gaps))
 
-    codes = np.unique(np.array(tokens, dtype=object).astype(str), return_inverse=True)[1]
     # Set-up ops that repeat a few times (a parameter's init per layer) come first: try enough
     # candidates to reach the ops that run once an iteration; each try is one array comparison.
-    candidates = sorted((t for t, n in counts.items() if n >= min_steps), key=lambda t: (counts[t], irregularity(t), t))
+    candidates = sorted((t for t in range(len(texts)) if counts[t] >= min_steps),
+                        key=lambda t: (int(counts[t]), irregularity(t), texts[t]))
+    total = len(codes)
     for anchor in candidates[:MAX_ANCHORS]:
-        at = positions[anchor]
+        at = positions(anchor)
         period = int(statistics.median(b - a for a, b in zip(at, at[1:])))
         if period <= 0:
             continue
-        span = len(tokens) - period - at[0]
+        span = total - period - at[0]
         if span <= 0:
             continue
         same = int(np.count_nonzero(codes[at[0]:at[0] + span] == codes[at[0] + period:at[0] + period + span]))
@@ -96,21 +105,28 @@ def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float
         # Shift back to the block's first op: the earliest offset before the anchor that still repeats.
         shift = 0
         while shift < period - 1 and at[0] - shift - 1 >= 0 and \
-                tokens[at[0] - shift - 1] == tokens[min(len(tokens) - 1, at[0] - shift - 1 + period)]:
+                codes[at[0] - shift - 1] == codes[min(total - 1, at[0] - shift - 1 + period)]:
             shift += 1
-        starts = [p - shift for p in at if p - shift >= 0]
-        windows = []
-        for k, first in enumerate(starts):
-            last = starts[k + 1] - 1 if k + 1 < len(starts) else min(len(runs) - 1, first + period - 1)
-            windows.append((runs[first].start, max(r.end for r in runs[first:last + 1])))
+        firsts = np.array([p - shift for p in at if p - shift >= 0], dtype=np.int64)
+        if not len(firsts):
+            continue
+        lasts = np.append(firsts[1:] - 1, min(total - 1, int(firsts[-1]) + period - 1))
+        latest = np.maximum.reduceat(ends, firsts)  # the step's last end
+        # reduceat runs to the next first; the last window stops at its period's end
+        latest[-1] = ends[firsts[-1]:lasts[-1] + 1].max()
+        windows = tuple(zip(starts[firsts].tolist(), latest.tolist()))
         if len(windows) >= min_steps:
-            return InferredSteps(tid, period, match, anchor.split("|", 1)[0], tuple(windows))
+            return InferredSteps(tid, period, match, texts[anchor].split("|", 1)[0], windows)
     return None
 
 
 def with_steps(activity: Activity, inferred: InferredSteps) -> Activity:
     """`activity` with every node run numbered by its inferred step, and the steps as step runs."""
-    starts = activity.nodes.column("start").tolist()
-    nodes = activity.nodes.with_columns(step=np.fromiter(map(inferred.step_of, starts), np.int64, len(starts)))
+    starts = activity.nodes.column("start")
+    first = np.array([w[0] for w in inferred.windows], dtype=np.int64)
+    last = np.array([w[1] for w in inferred.windows], dtype=np.int64)
+    at = np.searchsorted(first, starts, side="right") - 1  # as step_of, for every run at once
+    inside = (at >= 0) & (starts <= last[np.maximum(at, 0)])
+    nodes = activity.nodes.with_columns(step=np.where(inside, at, NO_STEP).astype(np.int64))
     steps = [StepRun(i, inferred.tid, start, end) for i, (start, end) in enumerate(inferred.windows)]
     return replace(activity, nodes=nodes, steps=steps)
