@@ -73,10 +73,12 @@ def _span(runs: list[NodeRun]) -> int:
 def step_kinds(activity: Activity, warmup: int = WARMUP_STEPS) -> list[StepKind]:
     """The trace's step kinds, the steady state first (the most steps, then the most measured time: a
     loop's usual step, not a slow one-off); [] without steps."""
+    in_steps = activity.nodes.column("step") != NO_STEP
+    if not in_steps.any():  # decided from the column: no row objects for a trace without steps
+        return []
     by_step: dict[int, list[NodeRun]] = defaultdict(list)
-    for run in activity.nodes:
-        if run.step != NO_STEP:
-            by_step[run.step].append(run)
+    for run in activity.nodes.take(in_steps):
+        by_step[run.step].append(run)
     groups: dict[tuple[tuple[tuple[str, str, str], int], ...], list[int]] = defaultdict(list)
     for step in sorted(by_step):
         signature = tuple(sorted(Counter((r.name, r.op, r.device) for r in by_step[step]).items()))
