@@ -10,11 +10,12 @@ from __future__ import annotations
 import enum
 import json
 import os
-from typing import Any, Hashable
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Hashable
 
 from tc_analyses.model import graph_keys as K
+
+if TYPE_CHECKING:  # only for annotations: write_graphml loads networkx when it runs
+    import networkx as nx
 
 # Fixed palette (Okabe-Ito, colour-blind safe): a device keeps its colour from one run to the next.
 PALETTE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999")
@@ -40,6 +41,8 @@ def write_graphml(g: nx.DiGraph, path: str | os.PathLike[str]) -> None:
 
     Read it back with ``networkx.read_graphml`` (or Gephi, yEd, Cytoscape).
     """
+    import networkx as nx
+
     out: nx.DiGraph[Any] = nx.DiGraph()
     out.graph.update({k: _scalar(v) for k, v in g.graph.items() if v is not None})
     for n, attrs in g.nodes(data=True):

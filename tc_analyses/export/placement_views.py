@@ -14,15 +14,16 @@
 from __future__ import annotations
 
 import gzip
-
 import uuid
 from pathlib import Path
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from tc_analyses.export.graph_formats import write_dot, write_graphml
 from tc_analyses.perf.problem import Placement, PlacementProblem
 from tracer.builder import TraceBuilder
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 _KEPT_TID, _MOVED_TID = 1_000, 2_000  # pseudo-thread ids: + device index
 

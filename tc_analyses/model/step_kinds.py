@@ -24,12 +24,14 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from tc_analyses.model.activity import Activity, NodeRun
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 WARMUP_STEPS = 1
 MIN_STEPS_FOR_WARMUP = 3

@@ -26,9 +26,8 @@ from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import networkx as nx
 import numpy as np
 
 from tc_analyses.model import graph_keys as K
@@ -39,6 +38,9 @@ from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementPr
 from tc_analyses.perf.syncs import price_syncs
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 ITEMSIZE = {"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
             "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1, "uint8": 1,

@@ -26,15 +26,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.dag import upward_rank
 from tc_analyses.perf.cost import activity_of, measure_steps, trace_of
 from tc_analyses.perf.problem import Cost, Link, Placement, PlacementError, PlacementProblem, Slot
 from tracer.schema import NO_STEP
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 
 def upward_ranks(problem: PlacementProblem, assignment: dict[int, str]) -> dict[int, int]:

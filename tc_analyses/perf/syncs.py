@@ -5,13 +5,14 @@ copy plus a wait for the queue, and the host thread waits with it (issue 33: ``a
 
 from __future__ import annotations
 
-from typing import Callable
-
-import networkx as nx
+from typing import TYPE_CHECKING, Callable
 
 from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.devices import spec_of
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 
 def _op_key(op: str) -> str:

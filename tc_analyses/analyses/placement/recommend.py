@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from tc_analyses.analyses.placement import milp
 from tc_analyses.analyses.placement.contract import CONTRACT_ABOVE, contract_chains
@@ -32,6 +30,9 @@ from tc_analyses.perf.problem import (
     Cost, CostSource, Device, Link, Placement, PlacementProblem, Task,
 )
 from tc_analyses.perf.simulate import heldout_replay, replay_actual
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model import graph_keys as K
@@ -43,6 +41,9 @@ from tc_analyses.perf.cost import build_problem
 from tc_analyses.perf.problem import Device, Link
 from tc_analyses.perf.simulate import simulate
 from tracer.schema import NO_STEP
+
+if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
+    import networkx as nx
 
 MIN_PAIRS = 5  # rounds of each side, at least
 MAX_PAIRS = 15  # ... and at most, while the confidence interval stays wide
