@@ -28,7 +28,8 @@ class Executions:
     op: Array
     device: Array
     texts: list[str]
-    duration: Array  # -1: no dfc:node_end (unmatched)
+    duration: Array  # of the paired run (0 where none)
+    paired: Array  # whether the execution has its dfc:node_end
     shapes: Array  # codes into `texts` of the node_args of the execution, -1: none recorded
     dtypes: Array
 
@@ -67,7 +68,7 @@ def executions(trace: DfcTrace, activity: Activity, only: Collection[int] | None
     run_at = _last_row_of(runs.column("node_id"), node_id)  # a node id paired twice: the last run, as a dict keeps
     paired = run_at >= 0
     step = np.where(paired, runs.column("step")[np.maximum(run_at, 0)] if len(runs) else 0, step)
-    duration = np.full(len(node_id), -1, dtype=np.int64)
+    duration = np.zeros(len(node_id), dtype=np.int64)
     if len(runs):
         ends, starts = runs.column("end"), runs.column("start")
         duration[paired] = ends[run_at[paired]] - starts[run_at[paired]]
@@ -79,7 +80,7 @@ def executions(trace: DfcTrace, activity: Activity, only: Collection[int] | None
     if with_args.any():
         shapes[with_args] = codes(args["shapes"], known)[arg_at[with_args]]
         dtypes[with_args] = codes(args["dtypes"], known)[arg_at[with_args]]
-    return Executions(node_id, step, name, op, device, list(texts), duration, shapes, dtypes)
+    return Executions(node_id, step, name, op, device, list(texts), duration, paired, shapes, dtypes)
 
 
 def _last_row_of(ids: Array, wanted: Array) -> Array:
@@ -170,7 +171,7 @@ def node_attributes(rows: Executions, nodes: Folded) -> Iterator[tuple[int, dict
     """(node, attributes) of every graph node, in node order."""
     kept = nodes.kept
     duration = rows.duration[kept]
-    paired = duration >= 0
+    paired = rows.paired[kept]
     count = np.bincount(nodes.node, minlength=len(nodes.first_row))
     measured = np.bincount(nodes.node[paired], minlength=len(nodes.first_row))
     in_order = np.lexsort((np.arange(len(kept)), nodes.node))  # each node's executions, in recorded order
