@@ -39,6 +39,7 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.reader.fast import DfcTrace
 
+
 def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collection[int] | None = None,
                 executions: Collection[int] | None = None) -> nx.DiGraph:
     """Build the computation graph of `trace`.
