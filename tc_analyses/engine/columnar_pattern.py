@@ -2,7 +2,8 @@
 
 Trace Compass's FSM runtime (:mod:`tc_analyses.engine.xml_pattern`) is sequential: scenarios
 are made, take transitions and are recycled one event at a time. For two kinds of FSM the
-sequence only depends on a few facts per event, so a short loop decides it and numpy does the rest:
+sequence only depends on a few facts per event, so array operations decide it
+(:mod:`tc_analyses.engine.scenario_slots`) and numpy does the rest:
 
 * a **table** FSM (``multiple="false"``, one state that loops on itself, no tests): one scenario
   that takes every event its transitions name and runs their actions (dfcompass's string table);
@@ -10,10 +11,10 @@ sequence only depends on a few facts per event, so a short loop decides it and n
   outside the scenario) lead to a running state, whose transitions all carry one test, "the
   event's field F equals the scenario's attribute K", lead to a final state, and emit segments.
   The start actions write K from the event. Which scenario an end event completes is then the
-  oldest running scenario whose K equals F: a dictionary lookup.
+  oldest running scenario whose K equals F.
 
-The loop records, per scenario, its slot (Trace Compass's attribute pool, reused first in, first
-out), where it was made, started and ended; the scenario attributes (``status``, ``state``,
+The bookkeeping records, per scenario, its slot (Trace Compass's attribute pool, reused first in,
+first out), where it was made, started and ended; the scenario attributes (``status``, ``state``,
 ``state/<id>/startTime``, ``startTime``) and the actions' changes are then written to the log as
 arrays, and the segments read their names and fields from it, as the interpreter would at that
 event. Anything else (stored fields, onentry/onexit, preconditions with tests, timers, tests on

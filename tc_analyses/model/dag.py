@@ -9,7 +9,8 @@ topological order, so the inner loops stay list and dict lookups.
 * :func:`critical_path`: a longest path, following the upward ranks;
 * :func:`reachability`: descendants as integer bitsets;
 * :func:`transitive_reduction`: the edges no other path implies, from those bitsets;
-* :func:`width`: the most pairwise independent nodes (Dilworth), by bipartite matching.
+* :func:`width`: the most pairwise independent nodes (Dilworth), by bipartite matching;
+* :func:`lexicographic_order`: the topological order that always takes the ready node of lowest key.
 
 networkx is not used for the first two because it weighs edges, not nodes, and the callers have
 their own orderings; nor for the transitive reduction, whose networkx version (a depth-first
@@ -34,7 +35,8 @@ A diamond ``0 -> {1, 2} -> 3`` with node work 1, 5, 2, 1:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 N = TypeVar("N", bound=Hashable)
@@ -276,3 +278,26 @@ def _hopcroft_karp(n: int, adj: list[list[int]], deadline: float) -> int | None:
                 else:
                     dist[u] = unreached  # a dead end: no later path goes through it
                     stack.pop()
+
+
+def lexicographic_order(nodes: Sequence[N], succ: Mapping[N, Sequence[N]], key: Callable[[N], Any]) -> list[N]:
+    """The topological order that always takes the ready node of lowest ``key`` (ties: the earlier
+    in `nodes`), as networkx's lexicographical_topological_sort; the nodes on or behind a cycle are
+    left out, so a shorter order means a cycle."""
+    index = {node: i for i, node in enumerate(nodes)}
+    waiting = [0] * len(nodes)
+    for node in nodes:
+        for successor in succ[node]:
+            waiting[index[successor]] += 1
+    ready = [(key(node), i) for i, node in enumerate(nodes) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = nodes[heapq.heappop(ready)[1]]
+        order.append(node)
+        for successor in succ[node]:
+            i = index[successor]
+            waiting[i] -= 1
+            if not waiting[i]:
+                heapq.heappush(ready, (key(successor), i))
+    return order

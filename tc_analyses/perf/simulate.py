@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tc_analyses.model import graph_keys as K
-from tc_analyses.model.dag import upward_rank
+from tc_analyses.model.dag import lexicographic_order, upward_rank
 from tc_analyses.perf.cost import activity_of, measure_steps, trace_of
 from tc_analyses.perf.problem import Cost, Link, Placement, PlacementError, PlacementProblem, Slot
 from tracer.schema import NO_STEP
@@ -165,18 +165,8 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
 
 def _actual_order(problem: PlacementProblem, offsets: dict[int, float]) -> list[int]:
     """A topological order following the trace's mean start offsets."""
-    preds = {t: len(p) for t, p in problem.predecessors().items()}
-    succs = problem.successors()
-    heap = [(offsets.get(t, 0.0), t) for t, n in preds.items() if n == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        _, t = heapq.heappop(heap)
-        order.append(t)
-        for s in succs[t]:
-            preds[s] -= 1
-            if preds[s] == 0:
-                heapq.heappush(heap, (offsets.get(s, 0.0), s))
+    tasks = [t.id for t in problem.tasks]
+    order = lexicographic_order(tasks, problem.successors(), lambda t: (offsets.get(t, 0.0), t))
     if len(order) != len(problem.tasks):
         problem.topological_order()  # raises, naming the cycle
     return order

@@ -90,3 +90,25 @@ def test_width_on_a_dense_closure() -> None:
     n = 1000
     succ = [[v for v in (u + rng.randint(1, 60) for _ in range(2)) if v < n] for u in range(n)]
     assert width(n, reachability(n, succ), budget_s=float("inf")) == 158
+
+
+def test_lexicographic_order_is_networkx_s_and_stops_short_on_a_cycle() -> None:
+    import random
+
+    import networkx as nx
+
+    from tc_analyses.model.dag import lexicographic_order
+
+    rng = random.Random(3)
+    for _ in range(200):
+        n = rng.randint(1, 15)
+        names = [f"t{i}" for i in range(n)]
+        succ = {name: sorted({names[j] for j in rng.sample(range(i + 1, n), min(n - i - 1, rng.randint(0, 3)))})
+                for i, name in enumerate(names)}
+        key = {name: rng.random() for name in names}
+        graph: nx.DiGraph[str] = nx.DiGraph()
+        graph.add_nodes_from(names)
+        graph.add_edges_from((u, v) for u, vs in succ.items() for v in vs)
+        assert lexicographic_order(names, succ, key.__getitem__) == \
+            list(nx.lexicographical_topological_sort(graph, key=key.__getitem__))
+    assert lexicographic_order(["a", "b", "c"], {"a": ["b"], "b": ["a"], "c": []}, str) == ["c"]

@@ -40,27 +40,6 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> dict[Any, list[Any]]:
     return dag
 
 
-def lexicographic_order(dag: Mapping[Any, list[Any]], position: Mapping[Any, int]) -> list[Any]:
-    """The topological order that always takes the ready node of lowest position (networkx's
-    lexicographical_topological_sort with that key, which is unique), on a DAG."""
-    waiting = dict.fromkeys(dag, 0)
-    for successors in dag.values():
-        for node in successors:
-            waiting[node] += 1
-    node_at = {position[n]: n for n in dag}
-    ready = [position[n] for n, d in waiting.items() if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        node = node_at[heapq.heappop(ready)]
-        order.append(node)
-        for successor in dag[node]:
-            waiting[successor] -= 1
-            if not waiting[successor]:
-                heapq.heappush(ready, position[successor])
-    return order
-
-
 def weak_components(n: int, succ: Mapping[int, list[int]]) -> int:
     """How many weakly connected components tasks 0..n-1 form."""
     from scipy.sparse import csr_matrix

@@ -22,7 +22,8 @@ from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphErr
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
-from tc_analyses.model.dag import critical_path, reachability, transitive_reduction, upward_rank, width
+from tc_analyses.model.dag import (critical_path, lexicographic_order, reachability, transitive_reduction,
+                                  upward_rank, width)
 from tc_analyses.model.graph import build_graph
 from tc_analyses.model.step_inference import infer_steps, with_steps
 from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
@@ -177,7 +178,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
           max_streams: int, sync: int, unattributed_ns: int, framework: str) -> StreamPlan:
     position = {n: i for i, n in enumerate(graph.nodes)}
     dag = decompose.contract(graph, keep)
-    order = decompose.lexicographic_order(dag, position)
+    order = lexicographic_order(list(dag), dag, position.__getitem__)
     idx = {n: i for i, n in enumerate(order)}
     work = [keep[n] for n in order]
     full: dict[int, list[int]] = defaultdict(list)
