@@ -33,6 +33,7 @@ from tracer.ctf import TraceDirectory, TraceExistsError
 _STRINGS_KEY = "strings"
 _DEVICES_KEY = "devices"
 _SORT_KEY = struct.Struct("<qq")  # (timestamp, order) before each packed record: how a stream sorts
+_NUMPY_FORMATS = {"B": "<u1", "H": "<u2", "I": "<u4", "Q": "<u8", "b": "<i1", "h": "<i2", "i": "<i4", "q": "<i8"}
 SPILL_BYTES = 16 << 20  # packed records held in memory, all streams together, before they go to scratch files
 
 
@@ -171,6 +172,44 @@ class TraceBuilder:
         stream.buffer += packed
         stream.count += 1
         self._buffered += len(packed)
+        if self._buffered > SPILL_BYTES:
+            self._spill()
+
+    def add_columns(self, short_name: str, key: str, ts: Any, order: Any, columns: list[Any]) -> None:
+        """Add many events of class `short_name` to stream `key` at once, as :meth:`add` would one
+        by one in row order: `ts`, `order` and each field a numpy integer array (sids and device
+        indices already resolved, see :meth:`intern` and :meth:`device`)."""
+        import numpy as np  # only bulk importers come here; a live session never imports numpy for it
+
+        layout = _LAYOUTS[short_name]
+        cls = layout.cls
+        if len(columns) != len(cls.fields):
+            raise TypeError(f"{cls.name} takes {len(cls.fields)} columns, got {len(columns)}")
+        formats = ["<i8", "<i8"] + [_NUMPY_FORMATS[c] for c in cls.struct_format]
+        records = np.zeros(len(ts), dtype=np.dtype({"names": [f"f{i}" for i in range(len(formats))],
+                                                    "formats": formats}))
+        ts, order = np.asarray(ts, dtype=np.int64), np.asarray(order, dtype=np.int64)
+        for name, values in zip(records.dtype.names or (), [ts, order, np.full(len(ts), cls.id), ts, *columns]):
+            target = records.dtype[name]
+            if len(values) and target.kind == "u" and (np.asarray(values).min() < 0 or
+                                                       int(np.asarray(values).max()) > np.iinfo(target).max):
+                raise ValueError(f"{cls.name} in stream {key}: a value does not fit its field")
+            records[name] = values
+        if not len(records):
+            return
+        stream = self._streams.get((short_name, key))
+        if stream is None:
+            stream = self._streams[(short_name, key)] = _Stream(layout, key)
+        if stream.in_order:
+            later = (ts[1:] > ts[:-1]) | ((ts[1:] == ts[:-1]) & (order[1:] >= order[:-1]))
+            if (int(ts[0]), int(order[0])) < stream.last or not later.all():
+                stream.in_order = False
+            else:
+                stream.last = (int(ts[-1]), int(order[-1]))
+        data = records.tobytes()
+        stream.buffer += data
+        stream.count += len(records)
+        self._buffered += len(data)
         if self._buffered > SPILL_BYTES:
             self._spill()
 

@@ -22,6 +22,8 @@ from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.ctf import TraceExistsError
 from tracer.importers.kineto_convert import Converter
+from tracer.importers.kineto_decode import NotFast
+from tracer.importers.kineto_emit import ColumnConverter
 from tracer.importers.kineto_source import KinetoFile, KinetoImportError, as_int
 from tracer.importers.kineto_summary import ImportSummary, wall_clock_origin
 
@@ -77,7 +79,8 @@ def _rebase(first: int, base: int) -> tuple[int, int]:
 
 
 def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                  overwrite: bool = False, advance: Callable[[int], None] | None = None) -> ImportSummary:
+                  overwrite: bool = False, advance: Callable[[int], None] | None = None,
+                  checked: bool = False) -> ImportSummary:
     """Convert the Kineto file `src` (.json or .json.gz) into a dfcompass trace directory `out`.
 
     Raises :class:`KinetoImportError` for a file that is not a usable Kineto trace,
@@ -85,27 +88,29 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     OSError when a file cannot be read or written. Nothing is written unless the file converts.
     `advance(n)` is told the bytes of `src` each read takes: two reads of the whole file, three when
     some call or activity needs the ac2g flows for its correlation id (for a progress bar).
+    `checked`: skip the fast path (columns) and convert event by event; both give the same bytes.
     """
     src, out = Path(src), Path(out)
     if (out / "metadata").exists() and not overwrite:
         raise TraceExistsError(f"{out}: already holds a trace (use --overwrite to replace it)")
-    source = KinetoFile(src, advance)  # read twice (three times when flows must give correlation ids)
-    conv = Converter(source)
-    conv.scan()  # the whole file is read and checked once before anything is converted
+    conv = _scanned(src, advance, checked)  # the whole file is read and checked before anything is converted
     if conv.first is None or conv.last is None:
         raise KinetoImportError(src, f"nothing to import: none of the {conv.source_events} events is a cpu_op, "
                                 "runtime call, GPU activity, user annotation or [memory] event")
-    origin, base = wall_clock_origin(source.doc, conv.first)
+    origin, base = wall_clock_origin(conv.doc, conv.first)
     offset, shift = _rebase(conv.first, base)
-    models = _models(source.doc)
+    models = _models(conv.doc)
     # The same file always gives the same trace UUID; a clock with a wall-time origin is absolute,
     # so the ranks of one job imported one by one still open together in babeltrace2. Nothing is
     # written to `out` before the builder closes: a conversion error leaves no trace behind.
-    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(source.doc, src), overwrite=overwrite,
+    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(conv.doc, src), overwrite=overwrite,
                            trace_uuid=content_uuid(src), absolute_clock=origin != "unknown",
                            device_order=_device_order, scratch_dir=_existing_parent(out))
     try:
-        conv.convert(builder, shift, models)
+        if isinstance(conv, ColumnConverter):
+            conv.convert(builder, shift, models, _device_order)
+        else:
+            conv.convert(builder, shift, models)
         builder.close()
     finally:
         builder.discard()
@@ -127,6 +132,42 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
         clock_origin=origin, clock_offset_ns=offset,
         first_ns=offset + conv.first - shift, last_ns=offset + conv.last - shift,
     )
+
+
+def _scanned(src: Path, advance: Callable[[int], None] | None, checked: bool) -> ColumnConverter | Converter:
+    """The file read once and checked: by columns (the fast path), or, for a file that path
+    declines (odd ids, flows to join, anything it cannot prove, every error), by the checked
+    per-event path, which reads it twice (three times when flows must give correlation ids)."""
+    reported = _Reported(advance)
+    if not checked:
+        fast = ColumnConverter(src, reported if advance is not None else None)
+        try:
+            fast.scan()
+            return fast
+        except NotFast:
+            reported.rewind()  # the bar does not count the declined read twice
+    conv = Converter(KinetoFile(src, reported if advance is not None else None))
+    conv.scan()
+    return conv
+
+
+class _Reported:
+    """Passes progress on; after :meth:`rewind`, holds back as many bytes as were passed."""
+
+    def __init__(self, advance: Callable[[int], None] | None) -> None:
+        self._advance, self._passed, self._held = advance, 0, 0
+
+    def __call__(self, n: int) -> None:
+        if self._held:
+            taken = min(n, self._held)
+            self._held -= taken
+            n -= taken
+        if n and self._advance is not None:
+            self._passed += n
+            self._advance(n)
+
+    def rewind(self) -> None:
+        self._held, self._passed = self._passed, 0
 
 
 def _existing_parent(out: Path) -> Path | None:

@@ -303,3 +303,7 @@ class IdMap:
 
     def __getitem__(self, raw: Any) -> int:
         return self._map[raw]
+
+    def inverse(self) -> dict[int, Any]:
+        """Mapped id -> the raw id it stands for (the map is one to one)."""
+        return {mapped: raw for raw, mapped in self._map.items()}

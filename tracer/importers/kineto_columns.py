@@ -1,0 +1,369 @@
+"""The fast path's one read: Kineto events routed by kind into column tables.
+
+Each chunk that :func:`~tracer.importers.kineto_decode.read_events` yields is split by kind
+(cpu_op, runtime call, kernel...) and each kind's fields become arrays: times in ns, ids,
+correlation ids, interned names. The rules are those of the checked path
+(:mod:`tracer.importers.kineto_convert`); where that path would remap an id, join a flow or
+raise an error, this one raises :class:`~tracer.importers.kineto_decode.NotFast` and the checked
+path takes the file. Rare kinds (metadata, syncs, [memory] events, fwdbwd flows) keep one small
+Python record each: they are a few per thousand events.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tracer import schema
+from tracer.collectives import collective_kind
+from tracer.importers.kineto_convert import MAX_TIME_NS, input_args, kernel_config, kernel_dims
+from tracer.importers.kineto_decode import UNSET, Args, Event, NotFast, read_events, us_to_ns
+from tracer.importers.kineto_source import U64_MAX, as_int
+from tracer.importers.kineto_source import us_to_ns as exact_us_to_ns
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")
+
+# What a (ph, cat) pair makes; user annotations and instants also depend on the name.
+NODE, API, USER, GPU_ANNOTATION, SYNC, KERNEL, MEMCPY, MEMSET, INSTANT, META, AC2G, FWDBWD, OTHER = range(13)
+_X_CATS = {"cpu_op": NODE, "cuda_runtime": API, "cuda_driver": API, "user_annotation": USER,
+           "gpu_user_annotation": GPU_ANNOTATION, "cuda_sync": SYNC, "kernel": KERNEL, "gpu_memcpy": MEMCPY,
+           "gpu_memset": MEMSET}
+_PAIRS: dict[tuple[Any, Any], int] = {("X", cat): code for cat, code in _X_CATS.items()}
+for _cat in ("ac2g", "fwdbwd"):
+    for _ph in ("s", "t", "f"):
+        _PAIRS[(_ph, _cat)] = AC2G if _cat == "ac2g" else (FWDBWD if _ph != "t" else OTHER)
+_TEXT_TYPES = (str, type(None), type(UNSET))
+_GPU_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _pair_code(ph: Any, cat: Any) -> int:
+    code = _PAIRS.get((ph, cat))
+    if code is not None:
+        return code
+    if ph in ("i", "I"):
+        return INSTANT
+    return META if ph == "M" else OTHER
+
+
+class Table:
+    """One kind's columns, appended chunk by chunk, joined once at the end."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, list[Any]] = {}
+
+    def add(self, **columns: Any) -> None:
+        for name, values in columns.items():
+            self._parts.setdefault(name, []).append(np.asarray(values) if not isinstance(values, list) else values)
+
+    def __getitem__(self, name: str) -> np.ndarray[Any, Any]:
+        parts = self._parts.get(name, [])
+        if not parts:
+            return np.zeros(0, np.int64)
+        if isinstance(parts[0], list):
+            raise TypeError(f"{name} is a list column: use Table.list")
+        return np.concatenate(parts)
+
+    def list(self, name: str) -> list[Any]:
+        """A column of Python values (names, shapes, args), in file order."""
+        return [v for part in self._parts.get(name, []) for v in part]
+
+    def __len__(self) -> int:
+        parts = self._parts.get("idx", [])
+        return sum(len(p) for p in parts)
+
+
+class KinetoColumns:
+    """Everything the conversion needs from one Kineto file, as columns (see the module doc)."""
+
+    def __init__(self, path: Path, advance: Callable[[int], None] | None = None) -> None:
+        self.path = path
+        self.doc: dict[str, Any] = {}
+        self.source_events = 0
+        self.tables = {kind: Table() for kind in (NODE, API, KERNEL, MEMCPY, MEMSET)}
+        self.steps = Table()  # ProfilerStep user annotations
+        self.annotations = Table()  # user annotations on threads
+        self.gpu_annotations = Table()
+        self.syncs: list[dict[str, Any]] = []
+        self.memory: list[dict[str, Any]] = []
+        self.comms: list[tuple[int, int, int, int, dict[str, Any]]] = []  # (pid, tid, ts, idx, args)
+        self.process_names: dict[Any, str] = {}
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}
+        self.skipped: dict[str, int] = {}
+        self.ac2g = 0
+        self.names: dict[str, str] = {}  # one str object per distinct name
+        self._advance = advance
+
+    # ------------------------------------------------------------------ the read
+    def read(self) -> None:
+        for chunk in read_events(self.path, self.doc, self._advance):
+            base = self.source_events
+            self.source_events += len(chunk)
+            try:
+                codes = np.array([_pair_code(e.ph, e.cat) for e in chunk], dtype=np.int8)
+            except TypeError:  # a list or object as ph or cat
+                raise NotFast("an unhashable ph or cat") from None
+            for code in np.unique(codes).tolist():
+                where = np.flatnonzero(codes == code)
+                if code == AC2G:  # counted only: every call and activity gives its correlation id
+                    self.ac2g += len(where)
+                    continue
+                events = [chunk[i] for i in where.tolist()]
+                self._route(code, events, where + base)
+
+    def _route(self, code: int, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        if code in self.tables:
+            self._gpu(code, events, idx) if code in _GPU_KINDS else (
+                self._node(events, idx) if code == NODE else self._api(events, idx))
+        elif code == USER:
+            names = self._names(events)
+            is_step = np.array([_STEP.match(n) is not None for n in names], dtype=bool)
+            for flag, table in ((True, self.steps), (False, self.annotations)):
+                keep = np.flatnonzero(is_step == flag).tolist()
+                if keep:
+                    self._cpu_slices(table, [events[i] for i in keep], idx[keep], [names[i] for i in keep])
+        elif code == GPU_ANNOTATION:
+            self._gpu_annotations(events, idx)
+        elif code == SYNC:
+            self._syncs(events, idx)
+        elif code == INSTANT:
+            self._instants(events, idx)
+        elif code == META:
+            for e in events:
+                self._metadata(e)
+        elif code == FWDBWD:
+            self._fwdbwd(events, idx)
+        else:
+            self._skip_all(events)
+
+    # ------------------------------------------------------------------ checked access
+    def _names(self, events: list[Event]) -> list[str]:
+        names = self.names
+        out = []
+        for e in events:
+            name = e.name
+            if name is UNSET:
+                name = ""
+            elif type(name) is not str:
+                raise NotFast("a name that is not a string")
+            out.append(names.setdefault(name, name))
+        return out
+
+    def _times(self, events: list[Event], slices: bool = True) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        begin = _ns([e.ts for e in events])
+        if not np.all((begin >= -MAX_TIME_NS) & (begin <= MAX_TIME_NS)):
+            raise NotFast("a time out of range")
+        if not slices:
+            return begin, begin
+        dur = _ns([e.dur for e in events])
+        if not np.all((dur >= 0) & (dur <= MAX_TIME_NS)):
+            raise NotFast("a duration out of range")
+        return begin, begin + dur
+
+    @staticmethod
+    def _ids(values: list[Any]) -> np.ndarray[Any, Any]:
+        """Raw ids (pids, tids, streams) that are integers; the converter maps them to 32 bits as
+        the checked path's IdMap does. Strings and other types go the checked way."""
+        if not all(type(v) is int and _I64_MIN <= v <= _I64_MAX for v in values):
+            raise NotFast("an id that is not an integer")
+        return np.array(values, dtype=np.int64)
+
+    def _pid_tid(self, events: list[Event]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        return self._ids([e.pid for e in events]), self._ids([e.tid for e in events])
+
+    @staticmethod
+    def _correlations(events: list[Event]) -> np.ndarray[Any, Any]:
+        values = [as_int(e.args.correlation) if e.args.correlation is not UNSET else None for e in events]
+        if not all(v is not None and 0 <= v <= U64_MAX for v in values):
+            raise NotFast("a correlation id the file does not give (the flows would have to join it)")
+        return np.array(values, dtype=np.uint64)
+
+    @staticmethod
+    def _streams(events: list[Event]) -> np.ndarray[Any, Any]:
+        raws = []
+        for e in events:
+            raw = e.args.stream if e.args.stream is not UNSET else e.tid
+            if type(raw) is str:
+                match = _STREAM_NAME.match(raw)
+                raw = int(match.group(1)) if match else raw
+            raws.append(raw)
+        return KinetoColumns._ids(raws)
+
+    @staticmethod
+    def _devices(events: list[Event]) -> np.ndarray[Any, Any]:
+        ordinals = [as_int(e.args.device if e.args.device is not UNSET else (None if e.pid is UNSET else e.pid))
+                    for e in events]
+        if not all(v is not None and 0 <= v <= 0xFFFF for v in ordinals):
+            raise NotFast("no GPU ordinal")
+        return np.array(ordinals, dtype=np.int64)
+
+    def _skip_all(self, events: list[Event]) -> None:
+        for e in events:
+            ph, cat = _text(e.ph), _text(e.cat)
+            if not isinstance(ph, (str, type(None))) or not isinstance(cat, (str, type(None))):
+                raise NotFast("a ph or cat that is not a string")
+            if ph == "M":
+                continue
+            key = str(cat) if cat else ("instant" if ph in ("i", "I") else f"ph={ph}")
+            self.skipped[key] = self.skipped.get(key, 0) + 1
+
+    # ------------------------------------------------------------------ kinds
+    def _node(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        begin, end = self._times(events)
+        pid, tid = self._pid_tid(events)
+        ops = self._names(events)
+        scopes = [s if type(s) is str and s else op for s, op in zip((e.args.scope for e in events), ops)]
+        shapes: list[Any] = []
+        for e in events:
+            a = e.args
+            shapes.append(None if a.dims is UNSET else input_args(_present(a, ("dims", "Input Dims"),
+                                                                             ("types", "Input type"))))
+        steps = [_step(op) for op in ops]
+        if any(s is not None and s >= schema.NO_STEP for s in steps):
+            raise NotFast("a step number past 32 bits")
+        for k, op in enumerate(ops):
+            if op == "record_param_comms":
+                a = events[k].args
+                self.comms.append((int(pid[k]), int(tid[k]), int(begin[k]), int(idx[k]),
+                                   _present(a, ("group", "Process Group Name"), ("group_size", "Group size"),
+                                            ("elements", "In msg nelems"), ("dtype", "dtype"))))
+        self.tables[NODE].add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, op=ops,
+                              name=[self.names.setdefault(s, s) for s in scopes], shapes=shapes,
+                              step=np.array([schema.NO_STEP if s is None else s for s in steps], dtype=np.int64),
+                              collective=[collective_kind(op) for op in ops])
+
+    def _api(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        begin, end = self._times(events)
+        pid, tid = self._pid_tid(events)
+        self.tables[API].add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, name=self._names(events),
+                             corr=self._correlations(events))
+
+    def _gpu(self, code: int, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        begin, end = self._times(events)
+        columns: dict[str, Any] = dict(idx=idx, begin=begin, end=end, device=self._devices(events),
+                                       stream=self._streams(events), corr=self._correlations(events),
+                                       name=self._names(events))
+        if code == KERNEL:
+            columns["dims"] = [kernel_dims(e.args.grid) + kernel_dims(e.args.block) for e in events]
+            columns["config"] = [kernel_config(_present(e.args, *_CONFIG)) for e in events]
+        else:
+            columns["bytes"] = [e.args.bytes for e in events]
+            if code == MEMCPY:
+                columns["ends"] = [(_get(e.args.from_device), _get(e.args.to_device)) for e in events]
+        self.tables[code].add(**columns)
+
+    def _cpu_slices(self, table: Table, events: list[Event], idx: np.ndarray[Any, Any], names: list[str]) -> None:
+        begin, end = self._times(events)
+        pid, tid = self._pid_tid(events)
+        steps = [_step(n) for n in names]
+        if any(s is not None and s >= schema.NO_STEP for s in steps):
+            raise NotFast("a step number past 32 bits")
+        table.add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, name=names,
+                  step=np.array([0 if s is None else s for s in steps], dtype=np.int64))
+
+    def _gpu_annotations(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        begin, end = self._times(events)
+        self.gpu_annotations.add(idx=idx, begin=begin, end=end, device=self._devices(events),
+                                 stream=self._streams(events), name=self._names(events))
+
+    def _syncs(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        begin, end = self._times(events)
+        devices, streams, corrs = self._devices(events), self._streams(events), self._correlations(events)
+        names = self._names(events)
+        for k, e in enumerate(events):
+            kind = e.args.sync_kind
+            self.syncs.append(dict(idx=int(idx[k]), begin=int(begin[k]), end=int(end[k]), device=int(devices[k]),
+                                   stream=int(streams[k]), corr=int(corrs[k]),
+                                   kind=str(names[k] if kind is UNSET else kind)[:200],
+                                   waited=None if e.args.wait_on_stream is UNSET else e.args.wait_on_stream,
+                                   recorded=None if e.args.wait_record is UNSET else e.args.wait_record))
+
+    def _instants(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        if not all(type(e.cat) in _TEXT_TYPES for e in events):
+            raise NotFast("a cat that is not a string")
+        memory = [k for k, e in enumerate(events) if e.name == "[memory]"]
+        others = [events[k] for k in sorted(set(range(len(events))) - set(memory))]
+        self._skip_all(others)
+        if not memory:
+            return
+        events = [events[k] for k in memory]
+        begin, _ = self._times(events, slices=False)
+        pid, tid = self._pid_tid(events)
+        for k, e in enumerate(events):
+            a = e.args
+            self.memory.append(dict(idx=int(idx[memory[k]]), ts=int(begin[k]), pid=int(pid[k]), tid=int(tid[k]),
+                                    delta=_get(a.delta), device_type=_get(a.device_type), device_id=_get(a.device_id),
+                                    addr=_get(a.addr), total=_get(a.total)))
+
+    def _metadata(self, e: Event) -> None:
+        name, pid, tid = e.args.name, _get(e.pid), _get(e.tid)
+        if not isinstance(name, str) or isinstance(pid, (bool, list, dict)) or isinstance(tid, (bool, list, dict)):
+            return
+        if e.name == "process_name":
+            self.process_names[pid] = name
+        elif e.name == "thread_name":
+            self.thread_names[(pid, tid)] = name
+
+    def _fwdbwd(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
+        for k, e in enumerate(events):
+            ts = _exact(e.ts)
+            pid, tid, flow = _get(e.pid), _get(e.tid), _get(e.id)
+            if ts is None or any(isinstance(v, (bool, list, dict)) for v in (pid, tid, flow)):
+                self.skipped["fwdbwd"] = self.skipped.get("fwdbwd", 0) + 1
+                continue
+            self.fwdbwd.setdefault(flow, {})[str(e.ph)] = (pid, tid, ts)
+
+
+_CONFIG = (("registers", "registers per thread"), ("shared_memory", "shared memory"), ("blocks_per_sm", "blocks per SM"),
+           ("warps_per_sm", "warps per SM"), ("occupancy", "est. achieved occupancy %"))
+
+
+def _present(args: Args, *fields: tuple[str, str]) -> dict[str, Any]:
+    """The given args members as the dict the checked path reads: {file key: value}."""
+    out = {}
+    for attribute, key in fields:
+        value = getattr(args, attribute)
+        if value is not UNSET:
+            out[key] = value
+    return out
+
+
+def _get(value: Any) -> Any:
+    return None if value is UNSET else value
+
+
+def _text(value: Any) -> Any:
+    return None if value is UNSET else value
+
+
+def _step(name: str) -> int | None:
+    match = _STEP.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _exact(raw: Any) -> int | None:
+    """One time in ns the way the checked path reads it (the number as Decimal), None if none."""
+    text = bytes(raw)
+    if not text:
+        return None
+    try:
+        return exact_us_to_ns(int(text) if text.lstrip(b"-").isdigit() else Decimal(text.decode()))
+    except (InvalidOperation, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _ns(raws: list[Any]) -> np.ndarray[Any, Any]:
+    """Times in ns; the few the array parse declines are converted one by one, exactly."""
+    ns, ok = us_to_ns(raws)
+    for k in np.flatnonzero(~ok).tolist():
+        value = _exact(raws[k])
+        if value is None or not -MAX_TIME_NS <= value <= MAX_TIME_NS:
+            raise NotFast("a time that is missing or not a number")
+        ns[k] = value
+    return ns

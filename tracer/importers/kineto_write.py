@@ -1,0 +1,131 @@
+"""Tables of records (the fast Kineto path's) into a :class:`~tracer.builder.TraceBuilder`.
+
+Strings and devices are given their ids here, all at once, the way the builder would have given
+them event by event: a string's id is its rank in the order the checked path first adds it
+(event index, then the field's slot), and is defined at its earliest use; devices are described
+at their earliest use, in the builder's device order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tracer.builder import TraceBuilder
+
+SLOTS = 8  # string fields one event adds, at most: the seq of a use is event index x SLOTS + slot
+
+
+@dataclass
+class Text:
+    """A sid field: the strings, and the slot that orders them within their event."""
+
+    values: list[str]
+    slot: int
+
+
+@dataclass
+class Device:
+    """A device field: a device name per row."""
+
+    names: list[str] | np.ndarray[Any, Any]
+
+
+@dataclass
+class Rows:
+    """Records of one class, in the order the checked path adds them (by `seq`)."""
+
+    short: str
+    seq: np.ndarray[Any, Any]  # event index x SLOTS (events after the file's last get larger ones)
+    key: np.ndarray[Any, Any]  # stream key per row (object array of str)
+    ts: np.ndarray[Any, Any]  # Kineto ns
+    order: np.ndarray[Any, Any]  # places equal times within a stream (lower first)
+    fields: list[Any] = field(default_factory=list)  # per class field: an int array, Text or Device
+
+
+class Writer:
+    """Gives strings and devices their ids, then hands each class's streams to the builder."""
+
+    def __init__(self, builder: TraceBuilder, shift: int, models: dict[str, str],
+                 device_order: Callable[[str], Any] | None) -> None:
+        self.builder, self.shift, self.models, self.device_order = builder, shift, models, device_order
+
+    def write(self, rows: list[Rows]) -> dict[str, int]:
+        """Add every record; the devices used, each with its first Kineto time."""
+        sids = self._strings(rows)
+        devices, first_use = self._devices(rows)
+        by_class: dict[str, list[Rows]] = {}
+        for r in rows:
+            by_class.setdefault(r.short, []).append(r)
+        for short, parts in by_class.items():
+            self._add_class(short, parts, sids, devices)
+        return first_use
+
+    def _strings(self, rows: list[Rows]) -> dict[int, np.ndarray[Any, Any]]:
+        """id(Text) -> the sids of its rows."""
+        texts = [(r, f) for r in rows for f in r.fields if isinstance(f, Text)]
+        if not texts:
+            return {}
+        seq = np.concatenate([r.seq + f.slot for r, f in texts])
+        ts = np.concatenate([r.ts for r, _ in texts])
+        values = [v for _, f in texts for v in f.values]
+        index: dict[str, int] = {}
+        for k in np.argsort(seq, kind="stable").tolist():
+            index.setdefault(values[k], len(index))
+        codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+        earliest = np.full(len(index), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(earliest, codes, ts)
+        for text, sid in index.items():
+            given = self.builder.intern(text, int(earliest[sid]) - self.shift)
+            if given != sid:
+                raise RuntimeError("the builder had strings before the import: ids would not match")
+        out, start = {}, 0
+        for _, f in texts:
+            out[id(f)] = codes[start:start + len(f.values)]
+            start += len(f.values)
+        return out
+
+    def _devices(self, rows: list[Rows]) -> tuple[dict[str, int], dict[str, int]]:
+        earliest: dict[str, int] = {}
+        for r in rows:
+            for f in r.fields:
+                if isinstance(f, Device):
+                    names = np.asarray(f.names, dtype=object)
+                    for name in set(names.tolist()):
+                        first = int(r.ts[names == name].min())
+                        if first < earliest.get(name, first + 1):
+                            earliest[name] = first
+        ordered = sorted(earliest, key=self.device_order) if self.device_order is not None else sorted(earliest)
+        index = {name: self.builder.device(name, earliest[name] - self.shift, self.models.get(name, ""))
+                 for name in ordered}
+        return index, earliest
+
+    def _add_class(self, short: str, parts: list[Rows], sids: dict[int, np.ndarray[Any, Any]],
+                   devices: dict[str, int]) -> None:
+        seq = np.concatenate([r.seq for r in parts])
+        add_order = np.argsort(seq, kind="stable")
+        keys = np.concatenate([r.key for r in parts])[add_order]
+        ts = (np.concatenate([r.ts for r in parts]) - self.shift)[add_order]
+        order = np.concatenate([r.order for r in parts])[add_order]
+        columns = []
+        for position in range(len(parts[0].fields)):
+            values = []
+            for r in parts:
+                f = r.fields[position]
+                if isinstance(f, Text):
+                    values.append(sids[id(f)])
+                elif isinstance(f, Device):
+                    names = np.asarray(f.names, dtype=object)
+                    values.append(np.array([devices[n] for n in names.tolist()], dtype=np.int64))
+                else:
+                    values.append(np.asarray(f))
+            columns.append(np.concatenate(values)[add_order])
+        key_index: dict[str, int] = {}
+        codes = np.fromiter((key_index.setdefault(k, len(key_index)) for k in keys.tolist()), np.int64, len(keys))
+        by_key = np.argsort(codes, kind="stable")
+        bounds = np.flatnonzero(np.diff(codes[by_key])) + 1
+        for rows in np.split(by_key, bounds):
+            if len(rows):
+                self.builder.add_columns(short, str(keys[rows[0]]), ts[rows], order[rows], [c[rows] for c in columns])
