@@ -106,7 +106,9 @@ class KinetoColumns:
             base = self.source_events
             self.source_events += len(chunk)
             try:
-                codes = np.array([_pair_code(e.ph, e.cat) for e in chunk], dtype=np.int8)
+                codes = np.array([_PAIRS.get((e.ph, e.cat), -1) for e in chunk], dtype=np.int8)
+                for k in np.flatnonzero(codes < 0).tolist():  # not a converted slice nor a flow
+                    codes[k] = _pair_code(chunk[k].ph, chunk[k].cat)
             except TypeError:  # a list or object as ph or cat
                 raise NotFast("an unhashable ph or cat") from None
             for code in np.unique(codes).tolist():
@@ -145,15 +147,12 @@ class KinetoColumns:
     # ------------------------------------------------------------------ checked access
     def _names(self, events: list[Event]) -> list[str]:
         names = self.names
-        out = []
-        for e in events:
-            name = e.name
-            if name is UNSET:
-                name = ""
-            elif type(name) is not str:
+        raw = [e.name for e in events]
+        if not all(type(n) is str for n in raw):
+            if not all(type(n) is str or n is UNSET for n in raw):
                 raise NotFast("a name that is not a string")
-            out.append(names.setdefault(name, name))
-        return out
+            raw = ["" if n is UNSET else n for n in raw]
+        return [names.setdefault(n, n) for n in raw]
 
     def _times(self, events: list[Event], slices: bool = True) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         begin = _ns([e.ts for e in events])
@@ -179,7 +178,13 @@ class KinetoColumns:
 
     @staticmethod
     def _correlations(events: list[Event]) -> np.ndarray[Any, Any]:
-        values = [as_int(e.args.correlation) if e.args.correlation is not UNSET else None for e in events]
+        values = [e.args.correlation for e in events]
+        if all(type(v) is int for v in values):
+            try:
+                return np.array(values, dtype=np.uint64)
+            except OverflowError:
+                pass
+        values = [as_int(v) if v is not UNSET else None for v in values]
         if not all(v is not None and 0 <= v <= U64_MAX for v in values):
             raise NotFast("a correlation id the file does not give (the flows would have to join it)")
         return np.array(values, dtype=np.uint64)
@@ -250,8 +255,8 @@ class KinetoColumns:
                                        stream=self._streams(events), corr=self._correlations(events),
                                        name=self._names(events))
         if code == KERNEL:
-            columns["dims"] = [kernel_dims(e.args.grid) + kernel_dims(e.args.block) for e in events]
-            columns["config"] = [kernel_config(_present(e.args, *_CONFIG)) for e in events]
+            columns["dims"] = [_dims(e.args.grid) + _dims(e.args.block) for e in events]
+            columns["config"] = [_config(e.args) for e in events]
         else:
             columns["bytes"] = [e.args.bytes for e in events]
             if code == MEMCPY:
@@ -322,6 +327,21 @@ class KinetoColumns:
 
 _CONFIG = (("registers", "registers per thread"), ("shared_memory", "shared memory"), ("blocks_per_sm", "blocks per SM"),
            ("warps_per_sm", "warps per SM"), ("occupancy", "est. achieved occupancy %"))
+
+
+def _dims(value: Any) -> list[int]:
+    """kernel_dims, without a call per number when the three are plain u32 ints."""
+    if type(value) is list and len(value) == 3 and all(type(v) is int and 0 <= v <= 0xFFFFFFFF for v in value):
+        return value
+    return kernel_dims(None if value is UNSET else value)
+
+
+def _config(args: Args) -> tuple[int, int, int, int, int] | None:
+    """kernel_config of the args the file gives (None without any of them)."""
+    if (args.registers is UNSET and args.shared_memory is UNSET and args.blocks_per_sm is UNSET
+            and args.warps_per_sm is UNSET and args.occupancy is UNSET):
+        return None
+    return kernel_config(_present(args, *_CONFIG))
 
 
 def _present(args: Args, *fields: tuple[str, str]) -> dict[str, Any]:

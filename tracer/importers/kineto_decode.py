@@ -249,15 +249,21 @@ def us_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray[Any, Any], np.ndarray[
     others (exponents, more decimals, missing, not numbers) are not ok."""
     if not raws:
         return np.zeros(0, np.int64), np.zeros(0, bool)
-    text = np.array([bytes(r) for r in raws], dtype=f"S{_WIDTH + 1}")
-    m = text.view(np.uint8).reshape(len(raws), _WIDTH + 1)
-    length = (m != 0).sum(axis=1)
+    flat = np.frombuffer(b"\0".join(raws) + b"\0", dtype=np.uint8)  # Raw values are buffers: no copy each
+    ends = np.flatnonzero(flat == 0)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    length = ends - starts
+    width = int(length.max()) + 1  # a NUL after the longest: every row has an end
+    if width > _WIDTH + 1:
+        return np.zeros(len(raws), np.int64), np.zeros(len(raws), bool)  # one by one, exactly
+    column = np.arange(width)[None, :]
+    m = flat[np.minimum(starts[:, None] + column, len(flat) - 1)]
+    m[column >= length[:, None]] = 0
     negative = m[:, 0] == ord("-")
     is_dot = m == ord(".")
     has_dot = is_dot.any(axis=1)
     dot = np.where(has_dot, is_dot.argmax(axis=1), length)
     digit = m - np.uint8(ord("0"))
-    column = np.arange(_WIDTH + 1)[None, :]
     start = negative.astype(np.int64)[:, None]
     in_number = (column >= start) & (column < length[:, None]) & (column != dot[:, None])
     all_digits = np.where(in_number, digit <= 9, True).all(axis=1)
@@ -265,7 +271,7 @@ def us_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray[Any, Any], np.ndarray[
     whole = dot - negative
     first = digit[np.arange(len(raws)), negative.astype(np.int64)]
     fits = (whole <= _DIGITS) | ((whole == _DIGITS + 1) & (first <= 8))  # 8.99e15 us is 8.99e18 ns < 2**63
-    ok = all_digits & (length <= _WIDTH) & (whole >= 1) & fits & (decimals <= 3) & ~(has_dot & (decimals == 0))
+    ok = all_digits & (whole >= 1) & fits & (decimals <= 3) & ~(has_dot & (decimals == 0))
     # the power of ten each digit stands for, in ns: the integer digits from 10**3 up, the decimals down
     power = np.where(column < dot[:, None], dot[:, None] - 1 - column + 3, 3 - (column - dot[:, None]))
     power = np.clip(power, 0, 18)

@@ -24,7 +24,7 @@ from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, K
 from tracer.importers.kineto_decode import NotFast
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, IdMap, as_int, copy_kind, unsigned
 from tracer.importers.kineto_write import SLOTS as _SLOTS
-from tracer.importers.kineto_write import Device, Rows, Text, Writer
+from tracer.importers.kineto_write import Device, Rows, StreamKeys, Text, Writer
 
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
 
@@ -98,6 +98,7 @@ class ColumnConverter:
                 device_order: Callable[[str], Any] | None = None) -> None:
         c = self.columns
         self._threads = _Threads()
+        self._keys = StreamKeys()
         nodes = self._nodes()
         self._cpu_steps()
         self._apis()
@@ -110,7 +111,7 @@ class ColumnConverter:
         end_seq = self._links(nodes, end_seq)
         self._launches(end_seq)
         self._describe_threads(end_seq + 1)
-        self.first_use = Writer(builder, shift, models, device_order).write(self.rows)
+        self.first_use = Writer(builder, shift, models, device_order, self._keys.names).write(self.rows)
         if self._advance is not None:  # the checked path reads the file twice; the bar counts two reads
             self._advance(self.path.stat().st_size)
 
@@ -132,7 +133,7 @@ class ColumnConverter:
         step = _step_of(steps, raw_pid, begin)
         seq = idx * _SLOTS
         self._threads.touch(idx, pid, tid, begin)
-        keys = _tid_keys(tid)
+        keys = self._keys.tids(tid)
         ops, names = t.list("op"), t.list("name")
         self._add(Rows("node_begin", seq, keys, begin, order,
                        [node_id, Text(ops, 0), Text(names, 1), Device(np.full(n, "cpu", object)), tid, step]))
@@ -211,7 +212,7 @@ class ColumnConverter:
         pid, tid = _mapped(self.pids, s["pid"]), _mapped(self.tids, s["tid"])
         self._threads.touch(idx, pid, tid, begin)
         self.step_numbers.update(step.tolist())
-        keys = _tid_keys(tid)
+        keys = self._keys.tids(tid)
         self._add(Rows("step_begin", idx * _SLOTS, keys, begin, _full(len(idx), 0), [step, tid]))
         self._add(Rows("step_end", idx * _SLOTS, keys, end, _full(len(idx), 0), [step, tid]))
 
@@ -220,7 +221,7 @@ class ColumnConverter:
         idx, begin, end, corr = t["idx"], t["begin"], t["end"], t["corr"]
         pid, tid = _mapped(self.pids, t["pid"]), _mapped(self.tids, t["tid"])
         self._threads.touch(idx, pid, tid, begin)
-        keys, names, zero = _tid_keys(tid), t.list("name"), _full(len(idx), 0)
+        keys, names, zero = self._keys.tids(tid), t.list("name"), _full(len(idx), 0)
         self._add(Rows("api_enter", idx * _SLOTS, keys, begin, zero, [tid, Text(names, 0), corr]))
         self._add(Rows("api_exit", idx * _SLOTS, keys, end, zero, [tid, Text(names, 1), corr]))
         self._api = (idx, begin, tid, corr, keys)
@@ -235,7 +236,7 @@ class ColumnConverter:
         names = np.array([f"cuda:{d}" for d in range(int(device.max()) + 1)], dtype=object)[device]
         for d, q in set(zip(device.tolist(), stream.tolist())):
             self.gpu_streams.setdefault(f"cuda:{d}", set()).add(q)
-        keys = _gpu_keys(device, stream)
+        keys = self._keys.queues(device, stream)
         seq, zero, short = idx * _SLOTS, _full(n, 0), {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}[kind]
         head = [Device(names), stream, corr]
         text = t.list("name")
@@ -272,7 +273,7 @@ class ColumnConverter:
         wait_queue = [v if v is not None and 0 <= v < U32_MAX else U32_MAX for v in waited]
         recorded = [unsigned(v, U64_MAX) for v in col["recorded"]]
         seq, zero = np.array(col["idx"], np.int64) * _SLOTS, _full(n, 0)
-        keys = np.array([f"{d}.sync" for d in names], dtype=object)
+        keys = self._keys.named([f"{d}.sync" for d in names])
         stream, corr = _mapped(self.streams, np.array(col["stream"], np.int64)), np.array(col["corr"], np.uint64)
         self._add(Rows("sync_begin", seq, keys, np.array(col["begin"], np.int64), zero,
                        [Device(names), stream, corr, Text(col["kind"], 0), np.array(wait_queue, np.int64),
@@ -289,7 +290,7 @@ class ColumnConverter:
         devices = np.concatenate([np.full(len(cpu), "cpu", object),
                                   np.array([f"cuda:{d}" for d in gpu["device"].tolist()], dtype=object)])
         track = np.concatenate([cpu_tid, gpu_stream])
-        keys = np.concatenate([_tid_keys(cpu_tid), _gpu_keys(gpu["device"], gpu_stream)])
+        keys = np.concatenate([self._keys.tids(cpu_tid), self._keys.queues(gpu["device"], gpu_stream)])
         begin, end = np.concatenate([cpu["begin"], gpu["begin"]]), np.concatenate([cpu["end"], gpu["end"]])
         names = cpu.list("name") + gpu.list("name")
         o = np.argsort(idx, kind="stable")  # annotation ids count both kinds in file order
@@ -312,7 +313,7 @@ class ColumnConverter:
         tid = _mapped(self.tids, np.array([m["tid"] for m in kept], np.int64))
         ts = np.array([m["ts"] for m in kept], np.int64)
         self._threads.touch(at, pid, tid, ts)
-        keys = _tid_keys(tid)
+        keys = self._keys.tids(tid)
         alloc = np.array([m["delta"] > 0 for m in kept], dtype=bool)
         for short, w in (("mem_alloc", np.flatnonzero(alloc)), ("mem_free", np.flatnonzero(~alloc))):
             if len(w):
@@ -329,7 +330,7 @@ class ColumnConverter:
         if not flows:
             return seq
         points = {point for ends in flows.values() for point in ends.values()}
-        node_at: dict[tuple[Any, Any, int], tuple[int, int, str]] = {}
+        node_at: dict[tuple[Any, Any, int], tuple[int, int, int]] = {}
         for p, t, b, e, nid, key in zip(nodes["pid"].tolist(), nodes["tid"].tolist(), nodes["begin"].tolist(),
                                         nodes["end"].tolist(), nodes["node_id"].tolist(), nodes["key"].tolist()):
             at = (p, t, b)
@@ -349,7 +350,7 @@ class ColumnConverter:
         if found:
             keys, ts, src, dst = zip(*found)
             n = len(found)
-            self._add(Rows("node_link", (seq + np.arange(n, dtype=np.int64)) * _SLOTS, np.array(keys, object),
+            self._add(Rows("node_link", (seq + np.arange(n, dtype=np.int64)) * _SLOTS, np.array(keys, np.int64),
                            np.array(ts, np.int64), _full(n, 0),
                            [np.array(src, np.int64), np.array(dst, np.int64), Text(["fwdbwd"] * n, 0)]))
             seq += n
@@ -373,12 +374,12 @@ class ColumnConverter:
         n = len(processes)
         if n:
             pid, ts = (np.array(v, np.int64) for v in zip(*processes))
-            self._add(Rows("process_info", (seq + np.arange(n)) * _SLOTS, np.full(n, "process", object), ts, pid,
+            self._add(Rows("process_info", (seq + np.arange(n)) * _SLOTS, self._keys.named(["process"] * n), ts, pid,
                            [pid, Text([c.process_names.get(raw_pid[p], "") for p in pid.tolist()], 0), Text([""] * n, 1)]))
         m = len(firsts)
         if m:
             pid, tid, ts = (np.array(v, np.int64) for v in zip(*firsts))
-            self._add(Rows("thread_info", (seq + n + np.arange(m)) * _SLOTS, _tid_keys(tid), ts, pid,
+            self._add(Rows("thread_info", (seq + n + np.arange(m)) * _SLOTS, self._keys.tids(tid), ts, pid,
                            [pid, tid, Text([c.thread_names.get((raw_pid[p], raw_tid[t]), "") for p, t in zip(pid.tolist(), tid.tolist())],
                                            0)]))
 
@@ -419,16 +420,6 @@ def _firsts(idx: np.ndarray[Any, Any], key: np.ndarray[Any, Any], ts: np.ndarray
     earliest = np.full(len(uniq), np.iinfo(np.int64).max)
     np.minimum.at(earliest, inverse, ts)
     return [(*split(int(uniq[k])), int(earliest[k])) for k in np.argsort(first_idx, kind="stable").tolist()]
-
-
-def _tid_keys(tid: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    uniq, inverse = np.unique(tid, return_inverse=True)
-    return np.array([str(t) for t in uniq.tolist()], dtype=object)[inverse]
-
-
-def _gpu_keys(device: np.ndarray[Any, Any], stream: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    uniq, inverse = np.unique(device * (1 << 32) + stream, return_inverse=True)
-    return np.array([f"cuda:{u >> 32}.s{u & U32_MAX}" for u in uniq.tolist()], dtype=object)[inverse]
 
 
 def _copy_ends(direction: str, device: str, raw: tuple[Any, Any]) -> tuple[str, str]:

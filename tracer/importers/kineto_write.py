@@ -39,18 +39,47 @@ class Rows:
 
     short: str
     seq: np.ndarray[Any, Any]  # event index x SLOTS (events after the file's last get larger ones)
-    key: np.ndarray[Any, Any]  # stream key per row (object array of str)
+    key: np.ndarray[Any, Any]  # stream key per row, as its code in StreamKeys
     ts: np.ndarray[Any, Any]  # Kineto ns
     order: np.ndarray[Any, Any]  # places equal times within a stream (lower first)
     fields: list[Any] = field(default_factory=list)  # per class field: an int array, Text or Device
+
+
+class StreamKeys:
+    """Stream keys (a thread's tid, a GPU queue's "cuda:0.s7"...) as int codes, made per distinct id."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        found = self._codes.get(name)
+        if found is None:
+            found = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def named(self, names: list[str]) -> np.ndarray[Any, Any]:
+        return np.array([self.code(n) for n in names], dtype=np.int64)
+
+    def tids(self, tid: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """A thread's stream key is its tid."""
+        uniq, inverse = np.unique(tid, return_inverse=True)
+        return self.named([str(t) for t in uniq.tolist()])[inverse]
+
+    def queues(self, device: np.ndarray[Any, Any], stream: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """A GPU queue's stream key is "cuda:<ordinal>.s<stream>"."""
+        uniq, inverse = np.unique(device * (1 << 32) + stream, return_inverse=True)
+        return self.named([f"cuda:{u >> 32}.s{u & 0xFFFFFFFF}" for u in uniq.tolist()])[inverse]
 
 
 class Writer:
     """Gives strings and devices their ids, then hands each class's streams to the builder."""
 
     def __init__(self, builder: TraceBuilder, shift: int, models: dict[str, str],
-                 device_order: Callable[[str], Any] | None) -> None:
+                 device_order: Callable[[str], Any] | None, key_names: list[str]) -> None:
         self.builder, self.shift, self.models, self.device_order = builder, shift, models, device_order
+        self.key_names = key_names
 
     def write(self, rows: list[Rows]) -> dict[str, int]:
         """Add every record; the devices used, each with its first Kineto time."""
@@ -122,10 +151,9 @@ class Writer:
                 else:
                     values.append(np.asarray(f))
             columns.append(np.concatenate(values)[add_order])
-        key_index: dict[str, int] = {}
-        codes = np.fromiter((key_index.setdefault(k, len(key_index)) for k in keys.tolist()), np.int64, len(keys))
-        by_key = np.argsort(codes, kind="stable")
-        bounds = np.flatnonzero(np.diff(codes[by_key])) + 1
+        by_key = np.argsort(keys, kind="stable")
+        bounds = np.flatnonzero(np.diff(keys[by_key])) + 1
         for rows in np.split(by_key, bounds):
             if len(rows):
-                self.builder.add_columns(short, str(keys[rows[0]]), ts[rows], order[rows], [c[rows] for c in columns])
+                self.builder.add_columns(short, self.key_names[int(keys[rows[0]])], ts[rows], order[rows],
+                                         [c[rows] for c in columns])
