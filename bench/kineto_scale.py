@@ -5,8 +5,9 @@ The shared hta-nccl-rank0 trace (40k events) is repeated ``copies`` times one af
 unique) into one gzipped Kineto file, about 1M events for 25 copies. Each side runs once per
 round in a fresh process, alternating, best kept, with its peak RSS:
 
-* dfcompass: ``import_kineto`` into a CTF trace, then the ``breakdown`` analysis; and the import alone
-  (``dfcompass_import``), to see which of the two sets the peak;
+* dfcompass: ``import_kineto`` into a CTF trace, then the ``breakdown`` analysis; the import alone
+  (``dfcompass_import``), to see which of the two sets the peak; and the import by the checked
+  per-event path (``dfcompass_checked``), against which the columnar fast path is measured;
 * HTA (traceinsight 0.6.1, from ``DFCOMPASS_HTA_PYTHON``; skipped without it): ``TraceAnalysis``
   on the file, then ``get_temporal_breakdown``.
 """
@@ -33,7 +34,7 @@ from pathlib import Path
 from tc_analyses.inputs import TraceInputs
 from tc_analyses.registry import entry
 from tracer.importers import import_kineto
-import_kineto(Path(sys.argv[1]), Path(sys.argv[2]))
+import_kineto(Path(sys.argv[1]), Path(sys.argv[2]), checked=sys.argv[3] == "checked")
 if sys.argv[3] == "breakdown":
     entry("breakdown").run(TraceInputs(Path(sys.argv[2])), entry("breakdown").options())
 """
@@ -90,7 +91,9 @@ def run(rounds: int = 1, copies: int = 25) -> dict[str, Any]:
         ours_script.write_text(OURS)
         hta_script.write_text(HTA)
         sides = [("dfcompass", lambda i: [sys.executable, str(ours_script), str(file), f"{tmp}/trace{i}", "breakdown"]),
-                 ("dfcompass_import", lambda i: [sys.executable, str(ours_script), str(file), f"{tmp}/import{i}", "-"])]
+                 ("dfcompass_import", lambda i: [sys.executable, str(ours_script), str(file), f"{tmp}/import{i}", "-"]),
+                 ("dfcompass_checked", lambda i: [sys.executable, str(ours_script), str(file), f"{tmp}/checked{i}",
+                                                  "checked"])]
         if hta_python and Path(hta_python).is_file():
             sides.append(("hta", lambda i: [hta_python, str(hta_script), str(folder)]))
         for i in range(rounds):
@@ -102,6 +105,8 @@ def run(rounds: int = 1, copies: int = 25) -> dict[str, Any]:
     result: dict[str, Any] = {"events": events, "gzip_mb": file.stat().st_size / 1e6, "rounds": rounds,
                               **{f"{n}_s": s for n, (s, _) in best.items()},
                               **{f"{n}_rss_kib": r for n, (_, r) in best.items()}}
+    result["time_ratio_import_fast_per_checked"] = best["dfcompass_import"][0] / best["dfcompass_checked"][0]
+    result["rss_ratio_import_fast_per_checked"] = best["dfcompass_import"][1] / best["dfcompass_checked"][1]
     if "hta" in best:
         result["time_ratio_dfcompass_per_hta"] = best["dfcompass"][0] / best["hta"][0]
         result["rss_ratio_dfcompass_per_hta"] = best["dfcompass"][1] / best["hta"][1]

@@ -331,7 +331,10 @@ def kineto_rows(r: dict[str, Any]) -> list[Row]:
     rows: list[Row] = [("dfcompass: import-kineto + breakdown", f"{r['dfcompass_s']:.1f} s",
                         f"{r['events']:,} events ({r['gzip_mb']:.0f} MB gzipped); peak {r['dfcompass_rss_kib'] / 1024:.0f} MiB"),
                        ("dfcompass: import-kineto alone", f"{r['dfcompass_import_s']:.1f} s",
-                        f"peak {r['dfcompass_import_rss_kib'] / 1024:.0f} MiB")]
+                        f"peak {r['dfcompass_import_rss_kib'] / 1024:.0f} MiB"),
+                       ("import: columns / checked per-event path", _x(r["time_ratio_import_fast_per_checked"]),
+                        f"checked {r['dfcompass_checked_s']:.1f} s; peak RSS "
+                        f"{_x(r['rss_ratio_import_fast_per_checked'])} ({r['dfcompass_checked_rss_kib'] / 1024:.0f} MiB)")]
     if "hta_s" in r:
         rows += [("HTA: load + temporal breakdown", f"{r['hta_s']:.1f} s", f"peak {r['hta_rss_kib'] / 1024:.0f} MiB"),
                  ("time dfcompass / HTA", _x(r["time_ratio_dfcompass_per_hta"]),

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from tracer.batch import Batch
 from tracer.copy_kinds import copy_ends, copy_kind_of
-from tracer.importers.kineto_convert import kernel_config, kernel_dims
+from tracer.importers.kineto_fields import kernel_config, kernel_dims
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, as_int, unsigned
 from tracer.torch_events import GRAPH_LAUNCHES, _Collector, _Node
 

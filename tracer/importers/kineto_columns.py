@@ -20,7 +20,7 @@ import numpy as np
 
 from tracer import schema
 from tracer.collectives import collective_kind
-from tracer.importers.kineto_convert import MAX_TIME_NS, input_args, kernel_config, kernel_dims
+from tracer.importers.kineto_fields import MAX_TIME_NS, input_args, kernel_config, kernel_dims
 from tracer.importers.kineto_decode import UNSET, Args, Event, NotFast, read_events, us_to_ns
 from tracer.importers.kineto_source import U64_MAX, as_int
 from tracer.importers.kineto_source import us_to_ns as exact_us_to_ns

@@ -21,6 +21,7 @@ from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.copy_kinds import copy_ends
+from tracer.importers.kineto_fields import MAX_TIME_NS, input_args, kernel_config, kernel_dims
 from tracer.importers.kineto_source import (
     U32_MAX,
     U64_MAX,
@@ -44,9 +45,6 @@ _CORRELATED = frozenset({"api", "sync", "kernel", "memcpy", "memset"})  # kinds 
 # c10::DeviceType values that [memory] events carry in "Device Type".
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
 DEVICE_FIELDS = {c.short: c.device_positions for c in schema.CATALOGUE}
-
-
-MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
 
 
 def _short(value: Any) -> str:
@@ -85,55 +83,6 @@ def _step_number(event: dict[str, Any]) -> int | None:
     """N for a slice named ProfilerStep#N (the profiler's step marker), else None."""
     match = _STEP.match(str(event.get("name", "")))
     return int(match.group(1)) if match else None
-
-
-def _milli(value: Any) -> int:
-    """A non-negative number as thousandths, in 32 bits (0 when absent or out of range)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return int(round(number * 1000)) if 0 <= number * 1000 < U32_MAX else 0
-
-
-def kernel_config(args: dict[str, Any]) -> tuple[int, int, int, int, int] | None:
-    """(registers, shared memory, blocks/SM x1000, warps/SM x1000, occupancy %) from a kernel's args;
-    None when the file gives none of them."""
-    keys = ("registers per thread", "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %")
-    if not any(k in args for k in keys):
-        return None
-    occupancy = as_int(args.get("est. achieved occupancy %"))
-    return (unsigned(args.get("registers per thread"), U32_MAX), unsigned(args.get("shared memory"), U32_MAX),
-            _milli(args.get("blocks per SM")), _milli(args.get("warps per SM")),
-            occupancy if occupancy is not None and 0 <= occupancy <= 100 else U32_MAX)
-
-
-def kernel_dims(value: Any) -> list[int]:
-    """A kernel's [x, y, z] grid or block size; zeros when the file does not give it."""
-    if isinstance(value, list) and len(value) == 3:
-        return [unsigned(v, U32_MAX) for v in value]
-    return [0, 0, 0]
-
-
-# Kineto's "Input type" names (C++ type names) -> the dtype names dfc:node_args uses (torch's).
-_DTYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
-           "long int": "int64", "long": "int64", "int": "int32", "short int": "int16", "short": "int16",
-           "signed char": "int8", "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
-           "c10::complex<double>": "complex128"}
-
-
-def input_args(args: dict[str, Any]) -> tuple[str, str] | None:
-    """(shapes, dtypes) text of dfc:node_args from a cpu_op's "Input Dims" and "Input type"; None
-    without dims. A non-tensor argument (a scalar, a list of tensors) has the shape []."""
-    dims = args.get("Input Dims")
-    if not isinstance(dims, list):
-        return None
-    shapes = [[int(d) for d in dim] if isinstance(dim, list) and dim and all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dim) else [] for dim in dims]
-    types = args.get("Input type")
-    names = [str(t) for t in types] if isinstance(types, list) else []
-    dtypes = [_DTYPES.get(names[i], "") if i < len(names) and shapes[i] else "" for i in range(len(shapes))]
-    return str(shapes), ",".join(dtypes)
 
 
 def _skip_key(event: dict[str, Any]) -> str:
