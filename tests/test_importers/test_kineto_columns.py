@@ -67,9 +67,10 @@ def _doc(events: list[dict[str, Any]], **top: Any) -> bytes:
     return json.dumps({"schemaVersion": 1, **top, "traceEvents": events, "traceName": "t"}).encode()
 
 
-def _events(n: int) -> list[dict[str, Any]]:
+def _events(n: int, full_config: bool = False) -> list[dict[str, Any]]:
     """A small training-like run: steps, nested ops with shapes, launches, kernels, copies, memsets,
-    syncs, annotations, memory, fwdbwd and ac2g flows, a negative tid and a named stream."""
+    syncs, annotations, memory, fwdbwd and ac2g flows, a negative tid and a named stream. Kernels
+    give two of the five launch figures, or all five (some out of range) with `full_config`."""
     out: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": -5, "args": {"name": "main"}},
@@ -94,6 +95,11 @@ def _events(n: int) -> list[dict[str, Any]]:
                         "ts": ts + 30, "dur": 40.001, "args": {"correlation": corr, "device": 0, "bytes": 64,
                                                                "grid": [1, 2, 3], "block": [32, 1, 1],
                                                                "registers per thread": 32, "blocks per SM": 0.5}})
+            if full_config:
+                out[-1]["args"].update({"registers per thread": -1 if step % 4 == 0 else 2**33 + step,
+                                        "shared memory": 4096, "warps per SM": 2.0005 * step,
+                                        "blocks per SM": 1e12 if step % 5 == 0 else 0.0025 * step,
+                                        "est. achieved occupancy %": 150 if step % 3 == 0 else step})
             out.append({"ph": "f", "cat": "ac2g", "id": corr, "pid": 0, "tid": 7, "ts": ts + 30})
         out.append({"ph": "s", "cat": "fwdbwd", "id": step, "pid": 7, "tid": -5, "ts": base + 10})
         out.append({"ph": "f", "cat": "fwdbwd", "id": step, "pid": 7, "tid": -5, "ts": base + 210})
@@ -113,7 +119,7 @@ def _events(n: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
 def test_a_run_with_every_kind_is_taken_by_columns_and_matches(tmp_path: Path, gz: bool) -> None:
     src = tmp_path / "run.json"
-    text = _doc(_events(40), distributedInfo={"rank": 3}, baseTimeNanoseconds=1_700_000_000_000_000_000)
+    text = _doc(_events(40, full_config=gz), distributedInfo={"rank": 3}, baseTimeNanoseconds=1_700_000_000_000_000_000)
     src.write_bytes(gzip.compress(text) if gz else text)
     assert _takes(src)
     fast, checked = _both(src, tmp_path)

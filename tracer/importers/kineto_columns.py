@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from itertools import repeat
 from pathlib import Path
+from operator import attrgetter
 from typing import Any, Callable
 
 import numpy as np
@@ -38,8 +40,14 @@ for _cat in ("ac2g", "fwdbwd"):
     for _ph in ("s", "t", "f"):
         _PAIRS[(_ph, _cat)] = AC2G if _cat == "ac2g" else (FWDBWD if _ph != "t" else OTHER)
 _TEXT_TYPES = (str, type(None), type(UNSET))
+# (ph, cat) codes as a matrix: phs and cats are looked up on their own (no tuple per event)
+_PHS = {ph: k for k, ph in enumerate(sorted({ph for ph, _ in _PAIRS}))}
+_CATS = {cat: k for k, cat in enumerate(sorted({cat for _, cat in _PAIRS}))}
+_CODES = np.full((len(_PHS) + 1, len(_CATS) + 1), -1, dtype=np.int8)  # the last row/column: others
+for (_ph, _cat), _code in _PAIRS.items():
+    _CODES[_PHS[_ph], _CATS[_cat]] = _code
+_get_ph, _get_cat = attrgetter("ph"), attrgetter("cat")
 _GPU_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _pair_code(ph: Any, cat: Any) -> int:
@@ -106,7 +114,9 @@ class KinetoColumns:
             base = self.source_events
             self.source_events += len(chunk)
             try:
-                codes = np.array([_PAIRS.get((e.ph, e.cat), -1) for e in chunk], dtype=np.int8)
+                ph = np.fromiter(map(_PHS.get, map(_get_ph, chunk), repeat(len(_PHS))), np.int64, len(chunk))
+                cat = np.fromiter(map(_CATS.get, map(_get_cat, chunk), repeat(len(_CATS))), np.int64, len(chunk))
+                codes = _CODES[ph, cat]
                 for k in np.flatnonzero(codes < 0).tolist():  # not a converted slice nor a flow
                     codes[k] = _pair_code(chunk[k].ph, chunk[k].cat)
             except TypeError:  # a list or object as ph or cat
@@ -148,7 +158,7 @@ class KinetoColumns:
     def _names(self, events: list[Event]) -> list[str]:
         names = self.names
         raw = [e.name for e in events]
-        if not all(type(n) is str for n in raw):
+        if raw and set(map(type, raw)) != {str}:
             if not all(type(n) is str or n is UNSET for n in raw):
                 raise NotFast("a name that is not a string")
             raw = ["" if n is UNSET else n for n in raw]
@@ -169,9 +179,12 @@ class KinetoColumns:
     def _ids(values: list[Any]) -> np.ndarray[Any, Any]:
         """Raw ids (pids, tids, streams) that are integers; the converter maps them to 32 bits as
         the checked path's IdMap does. Strings and other types go the checked way."""
-        if not all(type(v) is int and _I64_MIN <= v <= _I64_MAX for v in values):
+        if values and set(map(type, values)) != {int}:
             raise NotFast("an id that is not an integer")
-        return np.array(values, dtype=np.int64)
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise NotFast("an id past 64 bits") from None
 
     def _pid_tid(self, events: list[Event]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return self._ids([e.pid for e in events]), self._ids([e.tid for e in events])
@@ -179,7 +192,7 @@ class KinetoColumns:
     @staticmethod
     def _correlations(events: list[Event]) -> np.ndarray[Any, Any]:
         values = [e.args.correlation for e in events]
-        if all(type(v) is int for v in values):
+        if values and set(map(type, values)) == {int}:
             try:
                 return np.array(values, dtype=np.uint64)
             except OverflowError:
@@ -223,25 +236,29 @@ class KinetoColumns:
         begin, end = self._times(events)
         pid, tid = self._pid_tid(events)
         ops = self._names(events)
-        scopes = [s if type(s) is str and s else op for s, op in zip((e.args.scope for e in events), ops)]
-        shapes: list[Any] = []
-        for e in events:
-            a = e.args
-            shapes.append(None if a.dims is UNSET else input_args(_present(a, ("dims", "Input Dims"),
-                                                                             ("types", "Input type"))))
-        steps = [_step(op) for op in ops]
-        if any(s is not None and s >= schema.NO_STEP for s in steps):
-            raise NotFast("a step number past 32 bits")
-        for k, op in enumerate(ops):
-            if op == "record_param_comms":
-                a = events[k].args
-                self.comms.append((int(pid[k]), int(tid[k]), int(begin[k]), int(idx[k]),
-                                   _present(a, ("group", "Process Group Name"), ("group_size", "Group size"),
-                                            ("elements", "In msg nelems"), ("dtype", "dtype"))))
+        scopes = [s if type(s) is str and s else op for s, op in zip([e.args.scope for e in events], ops)]
+        shapes = [None if a.dims is UNSET else input_args(_present(a, ("dims", "Input Dims"), ("types", "Input type")))
+                  for a in [e.args for e in events]]
+        by_name = self._by_name(ops)
+        steps = [by_name[op][0] for op in ops]
+        for k in (k for k, op in enumerate(ops) if op == "record_param_comms"):
+            a = events[k].args
+            self.comms.append((int(pid[k]), int(tid[k]), int(begin[k]), int(idx[k]),
+                               _present(a, ("group", "Process Group Name"), ("group_size", "Group size"),
+                                        ("elements", "In msg nelems"), ("dtype", "dtype"))))
         self.tables[NODE].add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, op=ops,
                               name=[self.names.setdefault(s, s) for s in scopes], shapes=shapes,
-                              step=np.array([schema.NO_STEP if s is None else s for s in steps], dtype=np.int64),
-                              collective=[collective_kind(op) for op in ops])
+                              step=np.array(steps, dtype=np.int64), collective=[by_name[op][1] for op in ops])
+
+    def _by_name(self, ops: list[str]) -> dict[str, tuple[int, str | None]]:
+        """Per distinct op name: its ProfilerStep number (NO_STEP if none) and collective kind."""
+        found = {}
+        for op in set(ops):
+            step = _step(op)
+            if step is not None and step >= schema.NO_STEP:
+                raise NotFast("a step number past 32 bits")
+            found[op] = (schema.NO_STEP if step is None else step, collective_kind(op))
+        return found
 
     def _api(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
         begin, end = self._times(events)
@@ -256,7 +273,7 @@ class KinetoColumns:
                                        name=self._names(events))
         if code == KERNEL:
             columns["dims"] = [_dims(e.args.grid) + _dims(e.args.block) for e in events]
-            columns["config"] = [_config(e.args) for e in events]
+            columns["config"] = _configs([e.args for e in events])
         else:
             columns["bytes"] = [e.args.bytes for e in events]
             if code == MEMCPY:
@@ -336,12 +353,23 @@ def _dims(value: Any) -> list[int]:
     return kernel_dims(None if value is UNSET else value)
 
 
-def _config(args: Args) -> tuple[int, int, int, int, int] | None:
-    """kernel_config of the args the file gives (None without any of them)."""
-    if (args.registers is UNSET and args.shared_memory is UNSET and args.blocks_per_sm is UNSET
-            and args.warps_per_sm is UNSET and args.occupancy is UNSET):
-        return None
-    return kernel_config(_present(args, *_CONFIG))
+def _configs(args: list[Args]) -> list[tuple[int, int, int, int, int] | None]:
+    """kernel_config of each kernel's args (None without any of them): as columns when the file
+    gives all five as plain numbers, else one by one."""
+    columns = [[getattr(a, attribute) for a in args] for attribute, _ in _CONFIG]
+    registers, shared, blocks, warps, occupancy = columns
+    if all(type(v) is int for v in registers + shared + occupancy) and \
+            all(type(v) in (int, float, Decimal) for v in blocks + warps):
+        ints = np.array([registers, shared], dtype=object)
+        in_u32 = (ints >= 0) & (ints <= 0xFFFFFFFF)
+        regs, shm = np.where(in_u32, ints, 0).astype(np.int64)
+        milli = np.array([blocks, warps], dtype=np.float64) * 1000
+        blocks_m, warps_m = np.where((milli >= 0) & (milli < 0xFFFFFFFF), np.round(milli), 0).astype(np.int64)
+        occ = np.array(occupancy, dtype=object)
+        occ = np.where((occ >= 0) & (occ <= 100), occ, 0xFFFFFFFF).astype(np.int64)
+        return list(zip(regs.tolist(), shm.tolist(), blocks_m.tolist(), warps_m.tolist(), occ.tolist()))
+    return [None if all(a is UNSET for a in row) else kernel_config(_present(arg, *_CONFIG))
+            for arg, row in zip(args, zip(*columns))]
 
 
 def _present(args: Args, *fields: tuple[str, str]) -> dict[str, Any]:
