@@ -160,6 +160,33 @@ def test_times_become_exact_nanoseconds() -> None:
     assert ns[ok].tolist() == [1000, -2500, 1700000000000000123, 1, 999999999999999999]
 
 
+def test_times_parsed_by_arrays_equal_the_decimal_path_on_random_numbers() -> None:
+    import random
+    from decimal import Decimal
+
+    import msgspec
+
+    from tracer.importers.kineto_source import us_to_ns as exact
+
+    rng = random.Random(7)
+    texts = []
+    for _ in range(20_000):
+        k = rng.random()
+        if k < 0.5:
+            texts.append(f"{rng.randint(0, 10 ** rng.randint(0, 17))}.{rng.randint(0, 999):0{rng.randint(1, 4)}d}")
+        elif k < 0.7:
+            texts.append(str(rng.randint(-10 ** rng.randint(0, 19), 10 ** rng.randint(0, 19))))
+        elif k < 0.8:
+            texts.append(f"-{rng.randint(0, 10 ** rng.randint(0, 16))}.{rng.randint(0, 9999)}")
+        else:
+            texts.append(rng.choice(["1e3", '"7"', "null", "-0", "0.000", "9999999999999999.999", "", "12.3456",
+                                     "8999999999999999.999", "-8999999999999999.999", "1.5E2"]))
+    ns, ok = us_to_ns([msgspec.Raw(t.encode()) for t in texts])
+    taken = [(t, n) for t, n, o in zip(texts, ns.tolist(), ok.tolist()) if o]
+    assert len(taken) > 10_000
+    assert all(n == exact(int(t) if t.lstrip("-").isdigit() else Decimal(t)) for t, n in taken)
+
+
 @pytest.fixture(scope="module")
 def shared_kineto(shared_dir: Path) -> list[Path]:
     files = sorted((shared_dir / "traces" / "kineto").glob("*/*.json.gz"))

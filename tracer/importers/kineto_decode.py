@@ -246,35 +246,43 @@ _DIGITS = 15  # integer digits of a time in us that always fit int64 as ns; 16 w
 def us_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """(ns, ok): JSON numbers in microseconds as exact int64 nanoseconds, where ``ok``. A number
     is taken when it is ``-?digits(.digits)?`` with at most three decimals and fits int64 in ns;
-    others (exponents, more decimals, missing, not numbers) are not ok."""
-    if not raws:
+    others (exponents, more decimals, missing, not numbers) are not ok.
+
+    The digits are read a column at a time (Horner's rule over the i-th character of every
+    number): a few passes over n-long vectors, never an n x width matrix of int64."""
+    n = len(raws)
+    if not n:
         return np.zeros(0, np.int64), np.zeros(0, bool)
     flat = np.frombuffer(b"\0".join(raws) + b"\0", dtype=np.uint8)  # Raw values are buffers: no copy each
     ends = np.flatnonzero(flat == 0)
     starts = np.concatenate([[0], ends[:-1] + 1])
     length = ends - starts
-    width = int(length.max()) + 1  # a NUL after the longest: every row has an end
-    if width > _WIDTH + 1:
-        return np.zeros(len(raws), np.int64), np.zeros(len(raws), bool)  # one by one, exactly
-    column = np.arange(width)[None, :]
-    m = flat[np.minimum(starts[:, None] + column, len(flat) - 1)]
-    m[column >= length[:, None]] = 0
-    negative = m[:, 0] == ord("-")
-    is_dot = m == ord(".")
-    has_dot = is_dot.any(axis=1)
-    dot = np.where(has_dot, is_dot.argmax(axis=1), length)
-    digit = m - np.uint8(ord("0"))
-    start = negative.astype(np.int64)[:, None]
-    in_number = (column >= start) & (column < length[:, None]) & (column != dot[:, None])
-    all_digits = np.where(in_number, digit <= 9, True).all(axis=1)
-    decimals = np.where(has_dot, length - dot - 1, 0)
-    whole = dot - negative
-    first = digit[np.arange(len(raws)), negative.astype(np.int64)]
+    width = int(length.max())
+    if width > _WIDTH:
+        return np.zeros(n, np.int64), np.zeros(n, bool)  # one by one, exactly
+    negative = flat[starts] == ord("-")
+    value = np.zeros(n, np.int64)
+    dots = np.zeros(n, np.int64)
+    dot_at = np.zeros(n, np.int64)
+    bad = np.zeros(n, bool)
+    at = np.empty(n, np.int64)
+    for j in range(width):
+        np.minimum(starts + j, ends, out=at)  # past its end a number reads its NUL, never the next one
+        c = flat[at]
+        digit = c - np.uint8(48)
+        is_digit = digit <= 9
+        np.multiply(value, 10, out=value, where=is_digit)  # rows past 19 digits wrap: not ok below
+        np.add(value, digit, out=value, where=is_digit)
+        is_dot = c == 46
+        dot_at[is_dot] = j
+        dots += is_dot
+        other = ~is_digit & ~is_dot & (c != 0)
+        bad |= other & ~negative if j == 0 else other
+    has_dot = dots == 1
+    decimals = np.where(has_dot, length - dot_at - 1, 0)
+    whole = np.where(has_dot, dot_at, length) - negative
+    first = flat[np.minimum(starts + negative, ends)].astype(np.int64) - 48
     fits = (whole <= _DIGITS) | ((whole == _DIGITS + 1) & (first <= 8))  # 8.99e15 us is 8.99e18 ns < 2**63
-    ok = all_digits & (whole >= 1) & fits & (decimals <= 3) & ~(has_dot & (decimals == 0))
-    # the power of ten each digit stands for, in ns: the integer digits from 10**3 up, the decimals down
-    power = np.where(column < dot[:, None], dot[:, None] - 1 - column + 3, 3 - (column - dot[:, None]))
-    power = np.clip(power, 0, 18)
-    scale = (10 ** np.arange(19, dtype=np.int64))[power]
-    values = np.where(in_number & ok[:, None], digit.astype(np.int64) * scale, 0).sum(axis=1)
-    return np.where(negative, -values, values), ok
+    ok = ~bad & (dots <= 1) & (whole >= 1) & fits & (decimals <= 3) & ~(has_dot & (decimals == 0))
+    ns = np.where(ok, value, 0) * (10 ** (3 - np.clip(decimals, 0, 3)))
+    return np.where(negative, -ns, ns), ok
