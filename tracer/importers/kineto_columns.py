@@ -59,6 +59,9 @@ def _pair_code(ph: Any, cat: Any) -> int:
     return META if ph == "M" else OTHER
 
 
+_WIDTHS = {"dims": 6, "config": 5}  # columns of several numbers per row
+
+
 class Table:
     """One kind's columns, appended chunk by chunk, joined once at the end."""
 
@@ -72,10 +75,12 @@ class Table:
     def __getitem__(self, name: str) -> np.ndarray[Any, Any]:
         parts = self._parts.get(name, [])
         if not parts:
-            return np.zeros(0, np.int64)
+            return np.zeros((0, _WIDTHS.get(name, 1)) if name in _WIDTHS else 0, np.int64)
         if isinstance(parts[0], list):
             raise TypeError(f"{name} is a list column: use Table.list")
-        return np.concatenate(parts)
+        if len(parts) > 1:
+            parts[:] = [np.concatenate(parts)]  # joined once, and the pieces let go
+        return parts[0]
 
     def list(self, name: str) -> list[Any]:
         """A column of Python values (names, shapes, args), in file order."""
@@ -272,8 +277,12 @@ class KinetoColumns:
                                        stream=self._streams(events), corr=self._correlations(events),
                                        name=self._names(events))
         if code == KERNEL:
-            columns["dims"] = [_dims(e.args.grid) + _dims(e.args.block) for e in events]
-            columns["config"] = _configs([e.args for e in events])
+            columns["dims"] = np.array([_dims(e.args.grid) + _dims(e.args.block) for e in events],
+                                       dtype=np.int64).reshape(len(events), 6)
+            configs = _configs([e.args for e in events])
+            columns["has_config"] = np.array([c is not None for c in configs], dtype=bool)
+            columns["config"] = np.array([(0,) * 5 if c is None else c for c in configs], dtype=np.int64).reshape(
+                len(events), 5)
         else:
             columns["bytes"] = [e.args.bytes for e in events]
             if code == MEMCPY:

@@ -111,6 +111,7 @@ class ColumnConverter:
         end_seq = self._links(nodes, end_seq)
         self._launches(end_seq)
         self._describe_threads(end_seq + 1)
+        self.columns.tables.clear()  # what the records need is in self.rows now
         self.first_use = Writer(builder, shift, models, device_order, self._keys.names).write(self.rows)
         if self._advance is not None:  # the checked path reads the file twice; the bar counts two reads
             self._advance(self.path.stat().st_size)
@@ -136,8 +137,8 @@ class ColumnConverter:
         keys = self._keys.tids(tid)
         ops, names = t.list("op"), t.list("name")
         self._add(Rows("node_begin", seq, keys, begin, order,
-                       [node_id, Text(ops, 0), Text(names, 1), Device(np.full(n, "cpu", object)), tid, step]))
-        self._add(Rows("node_end", seq, keys, end, order, [node_id, Device(np.full(n, "cpu", object)), tid]))
+                       [node_id, Text(ops, 0), Text(names, 1), Device("cpu"), tid, step]))
+        self._add(Rows("node_end", seq, keys, end, order, [node_id, Device("cpu"), tid]))
         shapes = t.list("shapes")
         has = np.array([s is not None for s in shapes], dtype=bool)
         if has.any():
@@ -241,13 +242,11 @@ class ColumnConverter:
         head = [Device(names), stream, corr]
         text = t.list("name")
         if kind == KERNEL:
-            dims = np.array(t.list("dims"), dtype=np.int64).reshape(n, 6)
+            dims = t["dims"]
             self._add(Rows("kernel_begin", seq, keys, begin, zero, head + [Text(text, 0)] + list(dims.T)))
-            config = t.list("config")
-            w = [i for i, cfg in enumerate(config) if cfg is not None]
-            if w:
-                a = np.array(w)
-                values = np.array([config[i] for i in w], dtype=np.int64).reshape(len(w), 5)
+            a = np.flatnonzero(t["has_config"])
+            if len(a):
+                values = t["config"][a]
                 self._add(Rows("kernel_info", seq[a], keys[a], begin[a], zero[a],
                                [Device(names[a]), stream[a], corr[a]] + list(values.T)))
         else:
@@ -287,7 +286,7 @@ class ColumnConverter:
         cpu_tid, gpu_stream = _mapped(self.tids, cpu["tid"]), _mapped(self.streams, gpu["stream"])
         self._threads.touch(cpu["idx"], _mapped(self.pids, cpu["pid"]), cpu_tid, cpu["begin"])
         idx = np.concatenate([cpu["idx"], gpu["idx"]])
-        devices = np.concatenate([np.full(len(cpu), "cpu", object),
+        devices = np.concatenate([np.array(["cpu"] * len(cpu), dtype=object),
                                   np.array([f"cuda:{d}" for d in gpu["device"].tolist()], dtype=object)])
         track = np.concatenate([cpu_tid, gpu_stream])
         keys = np.concatenate([self._keys.tids(cpu_tid), self._keys.queues(gpu["device"], gpu_stream)])

@@ -28,9 +28,9 @@ class Text:
 
 @dataclass
 class Device:
-    """A device field: a device name per row."""
+    """A device field: a device name per row, or one name for every row."""
 
-    names: list[str] | np.ndarray[Any, Any]
+    names: str | list[str] | np.ndarray[Any, Any]
 
 
 @dataclass
@@ -82,14 +82,21 @@ class Writer:
         self.key_names = key_names
 
     def write(self, rows: list[Rows]) -> dict[str, int]:
-        """Add every record; the devices used, each with its first Kineto time."""
+        """Add every record, emptying `rows` as it goes (each class's tables are let go once added);
+        the devices used, each with its first Kineto time."""
         sids = self._strings(rows)
         devices, first_use = self._devices(rows)
         by_class: dict[str, list[Rows]] = {}
         for r in rows:
             by_class.setdefault(r.short, []).append(r)
-        for short, parts in by_class.items():
+        rows.clear()
+        while by_class:
+            short, parts = by_class.popitem()
             self._add_class(short, parts, sids, devices)
+            for r in parts:
+                for f in r.fields:
+                    sids.pop(id(f), None)
+            del parts
         return first_use
 
     def _strings(self, rows: list[Rows]) -> dict[int, np.ndarray[Any, Any]]:
@@ -120,7 +127,11 @@ class Writer:
         earliest: dict[str, int] = {}
         for r in rows:
             for f in r.fields:
-                if isinstance(f, Device):
+                if isinstance(f, Device) and isinstance(f.names, str):
+                    first = int(r.ts.min())
+                    if first < earliest.get(f.names, first + 1):
+                        earliest[f.names] = first
+                elif isinstance(f, Device):
                     names = np.asarray(f.names, dtype=object)
                     for name in set(names.tolist()):
                         first = int(r.ts[names == name].min())
@@ -145,9 +156,11 @@ class Writer:
                 f = r.fields[position]
                 if isinstance(f, Text):
                     values.append(sids[id(f)])
+                elif isinstance(f, Device) and isinstance(f.names, str):
+                    values.append(np.full(len(r.ts), devices[f.names], dtype=np.int64))
                 elif isinstance(f, Device):
-                    names = np.asarray(f.names, dtype=object)
-                    values.append(np.array([devices[n] for n in names.tolist()], dtype=np.int64))
+                    values.append(np.array([devices[n] for n in np.asarray(f.names, dtype=object).tolist()],
+                                           dtype=np.int64))
                 else:
                     values.append(np.asarray(f))
             columns.append(np.concatenate(values)[add_order])
