@@ -95,9 +95,10 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
     """
     bt2 = bt2_module()
     path = os.fspath(path)
+    from tc_analyses.reader.metadata import find_traces, not_a_directory
+
     if not os.path.isdir(path):
-        raise TraceError(path, "not a directory (a CTF trace is a directory holding a 'metadata' file)")
-    from tc_analyses.reader.metadata import find_traces
+        raise TraceError(path, not_a_directory(Path(path)))
 
     traces = find_traces(path)
     if not traces:

@@ -71,11 +71,29 @@ def is_dfcompass_trace(path: str | Path) -> bool:
     return len(traces) == 1 and traces[0] == Path(path) and read_metadata(path).is_dfcompass
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def not_a_directory(path: Path) -> str:
+    """What a command given a file where it wants a trace directory says; for a JSON file (a
+    Kineto trace, plain or gzipped), how to make it a trace."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError:
+        head = b""
+    json_like = path.name.endswith((".json", ".json.gz")) or head[:1] in (b"{", b"[") or head == _GZIP_MAGIC
+    if path.is_file() and json_like:
+        return (f"a file, not a trace directory; if it is a PyTorch profiler (Kineto) trace, import it first: "
+                f"dfcompass import-kineto {path} -o DIR")
+    return "not a directory (a CTF trace is a directory holding a 'metadata' file)"
+
+
 def read_metadata(trace_dir: str | Path) -> Metadata:
     """Parse `trace_dir`/metadata. Raises TraceError when it is missing or not CTF text."""
     path = Path(trace_dir) / "metadata"
     if not Path(trace_dir).is_dir():
-        raise TraceError(trace_dir, "not a directory (a CTF trace is a directory holding a 'metadata' file)")
+        raise TraceError(trace_dir, not_a_directory(Path(trace_dir)))
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,21 @@ def test_refuses_a_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="not a directory") as caught:
         read_trace(tmp_path / "nope")
     assert caught.value.path == str(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("name, content", [("prof.json", b'{"traceEvents": []}'), ("prof.pt.trace.json.gz", b"\x1f\x8b"),
+                                           ("trace", b'[{"ph": "X"}]')])
+def test_a_json_file_is_told_how_to_become_a_trace(tmp_path: Path, name: str, content: bytes) -> None:
+    """A Kineto file given where a trace directory belongs: the error names import-kineto."""
+    src = tmp_path / name
+    src.write_bytes(content)
+    with pytest.raises(TraceError, match=f"import-kineto {re.escape(str(src))} -o DIR") as caught:
+        read_trace(src)
+    assert caught.value.path == str(src) and "\n" not in str(caught.value)
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(TraceError, match="not a directory"):
+        read_trace(other)
 
 
 def test_empty_trace_reads_empty(tmp_path: Path) -> None:
