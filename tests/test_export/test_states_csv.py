@@ -79,3 +79,48 @@ def test_a_real_trace_with_every_generated_analysis(tmp_path: Path) -> None:
     count = write_states_csv(built, "*", out)
     expected = _row_by_row(built)
     assert count > 100 and out.read_bytes() == expected
+
+
+def _parquet_rows(path: Path) -> list[tuple[Any, ...]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    return list(zip(*(table.column(name).to_pylist() for name in HEADER)))
+
+
+def _expected_rows(built: Any, glob: str = "*") -> list[tuple[Any, ...]]:
+    return [(r.analysis, r.path, r.start, r.end, None if r.value is None else str(r.value))
+            for r in iter_rows(built, glob)]
+
+
+@pytest.mark.parametrize("glob", ["*", "Threads/a,b/*", "nothing/*"])
+def test_parquet_holds_the_rows_of_the_csv(tmp_path: Path, glob: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Odd names and values, nulls kept as nulls; several row groups (a small group size here)."""
+    from tc_analyses.export import states_csv
+
+    monkeypatch.setattr(states_csv, "_SLICE", 50)
+    built = SimpleNamespace(systems={"an,odd \"id\"": _odd_system(), "plain.id": _odd_system()})
+    out = tmp_path / "states.parquet"
+    count = states_csv.write_states_parquet(built, glob, out)  # type: ignore[arg-type]
+    expected = _expected_rows(built, glob)
+    assert count == len(expected) and _parquet_rows(out) == expected
+    if glob == "*":
+        import pyarrow.parquet as pq
+
+        assert pq.ParquetFile(out).num_row_groups > 1
+
+
+def test_states_parquet_from_the_cli(cli: Any, tmp_path: Path) -> None:
+    from tc_analyses.export.tracecompass import write_output
+
+    trace = DATA / "traces" / "succeed" / "all-classes"
+    xml = sorted(p for k, p in write_output(tmp_path / "analyses", None).items() if k.startswith("xml/"))
+    out = tmp_path / "s.parquet"
+    args = ["states", str(trace), *[a for p in xml for a in ("--xml", str(p))]]
+    result = cli(*args, "--parquet", str(out))
+    assert result.exit_code == 0, result.stderr
+    rows = _parquet_rows(out)
+    assert f"wrote {len(rows)} intervals" in result.stdout and len(rows) > 100
+    assert rows == _expected_rows(build(trace, xml))
+    refused = cli(*args, "--parquet", str(out), "--at", "5")
+    assert refused.exit_code == 2 and "--parquet" in refused.stderr
