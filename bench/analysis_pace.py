@@ -10,7 +10,8 @@ Rows and targets (issue 34):
 * ``analyze --no-sections`` on the 1M-event synthetic trace against ``babeltrace2
   --output-format=dummy`` on it: ≥ 0.5× (babeltrace2's time over ours); peak RSS ≤ 2× the trace;
 * ``analyze`` with every section, same trace and peer: ≥ 0.25×;
-* ``states --csv`` against ``states --at 0`` (the engine alone): the CSV adds ≤ 50 %;
+* ``states --csv`` against ``states --at 0`` (the engine alone): the CSV adds ≤ 50 %; and
+  ``states --parquet`` the same way (no target: for comparison);
 * ``info /nonexistent`` against ``--help``: ≤ 1.2×;
 * ``recommend-placement`` of a 10k-node graph file: ≤ 2 s of CPU (HEFT alone, in process, beside it);
 * with ``--big``: ``analyze --no-sections`` on 10M events against babeltrace2, ≤ 20 s, RSS ≤ 2×.
@@ -115,6 +116,8 @@ def run(rounds: int = 3, big: bool = False) -> dict[str, Any]:
                                            "--at", "0"]),
         "states --csv": lambda: _measure([dfcompass, "--no-progress", "states", str(trace), "--xml", xml,
                                           "--csv", str(work / "states.csv")]),
+        "states --parquet": lambda: _measure([dfcompass, "--no-progress", "states", str(trace), "--xml", xml,
+                                              "--parquet", str(work / "states.parquet")]),
         "--help": lambda: _measure([dfcompass, "--help"]),
         "info /nonexistent": lambda: _measure([dfcompass, "info", "/nonexistent"], 1),
         "recommend-placement 10k": lambda: _measure([dfcompass, "--no-progress", "recommend-placement", str(graph),
@@ -140,6 +143,7 @@ def run(rounds: int = 3, big: bool = False) -> dict[str, Any]:
         "rss_per_trace": got["analyze --no-sections"]["rss_kib"] * 1024 / size,
         "rss_per_trace_all": got["analyze (all sections)"]["rss_kib"] * 1024 / size,
         "csv_extra": got["states --csv"]["wall_s"] / got["states --at 0"]["wall_s"] - 1,
+        "parquet_extra": got["states --parquet"]["wall_s"] / got["states --at 0"]["wall_s"] - 1,
         "missing_path": got["info /nonexistent"]["wall_s"] / got["--help"]["wall_s"],
         "placement_cpu_s": got["recommend-placement 10k"]["cpu_s"],
     }

@@ -363,6 +363,8 @@ def pace_rows(r: dict[str, Any]) -> list[Row]:
          f"target <= {t['rss_per_trace']}x: {verdict(ok['rss_per_trace'])}"),
         ("states --csv / states --at 0 (the engine)", f"+{r['csv_extra'] * 100:.0f}%",
          f"target <= +{t['csv_extra'] * 100:.0f}%: {verdict(ok['csv_extra'])}"),
+        ("states --parquet / states --at 0 (the engine)", f"+{r['parquet_extra'] * 100:.0f}%",
+         "the same rows as Parquet (no target)"),
         ("info /nonexistent / --help", _x(r["missing_path"]),
          f"target <= {t['missing_path']}x: {verdict(ok['missing_path'])}"),
         ("recommend-placement, 10k-node graph", f"{r['placement_cpu_s']:.1f} s CPU (HEFT alone {r['heft_cpu_s']:.2f} s)",

@@ -263,18 +263,26 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 @click.option("--path", "path_glob", default="*", show_default=True, help="Only attributes whose path matches (glob, '/' separated).")
 @click.option("--at", type=int, help="Only the state at this time (ns, trace clock).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="Write path,start,end,value to this CSV file.")
+@click.option("--parquet", "parquet_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the same columns to this Parquet file (not with --at).")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check the XML files against Trace Compass's XSD first.")
 @_process_option
 @_handle_errors
 @without_cycle_collector
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
-           xsd: Path | None, process: str | None) -> None:
+           parquet_out: Path | None, xsd: Path | None, process: str | None) -> None:
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
     from tc_analyses.app import build
 
     trace = _one_process(trace, process)
+    if parquet_out is not None and (at is not None or csv_out is not None):
+        raise ConfigurationError("--parquet writes every interval: give it without --at and --csv")
 
     build.check_user_xml(xml, xsd)
+    if parquet_out is not None:
+        click.echo(f"wrote {build.states_parquet(trace, xml, path_glob, parquet_out, _progress)} intervals to "
+                   f"{parquet_out}")
+        return
     if csv_out is not None and at is None:
         click.echo(f"wrote {build.states_csv(trace, xml, path_glob, csv_out, _progress)} intervals to {csv_out}")
         return

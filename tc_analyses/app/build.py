@@ -56,6 +56,14 @@ def states_csv(trace: Path, xml: Sequence[Path], path_glob: str, csv_out: Path,
     return write_states_csv(TraceInputs(trace, progress).built(xml), path_glob, csv_out)
 
 
+def states_parquet(trace: Path, xml: Sequence[Path], path_glob: str, parquet_out: Path,
+                   progress: Progress = no_progress) -> int:
+    """The rows of :func:`states_csv` as a Parquet file; the number of rows written."""
+    from tc_analyses.export.states_csv import write_states_parquet
+
+    return write_states_parquet(TraceInputs(trace, progress).built(xml), path_glob, parquet_out)
+
+
 def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
     """Write `rows` (``states`` at one time: a few) as CSV; the number of rows written."""
     import csv
