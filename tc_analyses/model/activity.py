@@ -392,11 +392,22 @@ def _nodes(trace: DfcTrace, devices: dict[int, Device]) -> tuple[NodeTable, int]
 def _outermost(tids: Array, starts: Array, ends: Array) -> Array:
     """1 for each node (by start, enclosing first) that no earlier node of its thread encloses."""
     out = np.zeros(len(tids), dtype=np.int64)
-    open_until: dict[int, int] = {}  # tid -> end of its outermost open node
-    for i, (tid, start, end) in enumerate(zip(tids.tolist(), starts.tolist(), ends.tolist())):
-        if start >= open_until.get(tid, -1):
-            open_until[tid] = end
-            out[i] = 1
+    if not len(tids):
+        return out
+    # Per thread (a stable sort keeps start order), the outermost nodes form a chain: the first
+    # node, then the first one starting at or after its end, and so on. Only the chain is walked.
+    by_thread = np.argsort(tids, kind="stable")
+    thread, start, end = tids[by_thread], starts[by_thread], ends[by_thread]
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(thread)) + 1, [len(thread)]]).tolist()
+    chain = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        following = np.maximum(lo + np.searchsorted(start[lo:hi], end[lo:hi], side="left"),
+                               np.arange(lo + 1, hi + 1)).tolist()
+        at = lo
+        while at < hi:
+            chain.append(at)
+            at = following[at - lo]
+    out[by_thread[chain]] = 1
     return out
 
 

@@ -189,5 +189,16 @@ def encode(values: Sequence[Any] | Array) -> tuple[Array, Array]:
     """(int32 codes, object array of labels) of a sequence of texts; labels sorted."""
     if not len(values):
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=object)
-    labels, codes = np.unique(np.asarray(values, dtype=object), return_inverse=True)
-    return codes.astype(np.int32).reshape(-1), labels
+    # np.unique on objects sorts every row with Python comparisons; a dict finds the few distinct
+    # texts in one pass, and only those are sorted (the same labels and codes as np.unique gives).
+    index: dict[Any, int] = {}
+    first = np.fromiter(map(lambda v: index.setdefault(v, len(index)), values.tolist() if isinstance(values, np.ndarray)
+                            else values), dtype=np.int64, count=len(values))
+    distinct = list(index)
+    order = sorted(range(len(distinct)), key=distinct.__getitem__)
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    labels = np.empty(len(order), dtype=object)
+    for at, k in enumerate(order):  # one by one: a tuple label must stay one object
+        labels[at] = distinct[k]
+    return rank[first], labels

@@ -149,3 +149,30 @@ def test_a_node_id_begun_twice_pairs_its_first_begin_with_its_last_end(tmp_path:
     activity = read_activity(read_trace(out))
     assert [(n.name, n.start, n.end) for n in activity.nodes] == [("a", 100, 130)]
     assert activity.unpaired == 1  # the second begin; the two ends are one id
+
+
+def _outermost_one_by_one(tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The loop _outermost replaced: a node is outermost when it starts at or after the end of its
+    thread's last outermost node."""
+    out = np.zeros(len(tids), dtype=np.int64)
+    open_until: dict[int, int] = {}
+    for i, (tid, start, end) in enumerate(zip(tids.tolist(), starts.tolist(), ends.tolist())):
+        if start >= open_until.get(tid, -1):
+            open_until[tid] = end
+            out[i] = 1
+    return out
+
+
+def test_outermost_nodes_walk_the_chain_as_the_loop_did() -> None:
+    """Random threads of nested, overlapping (not nested) and zero-length nodes, ordered by start,
+    enclosing first, as read_activity orders them."""
+    from tc_analyses.model.activity import _outermost
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(0, 300))
+        tids, starts = rng.integers(0, 4, n), rng.integers(0, 1000, n)
+        ends = starts + rng.integers(0, 200, n)
+        order = np.lexsort((rng.permutation(n), -ends, starts))
+        tids, starts, ends = tids[order], starts[order], ends[order]
+        assert np.array_equal(_outermost(tids, starts, ends), _outermost_one_by_one(tids, starts, ends))
