@@ -47,6 +47,8 @@ _CODES = np.full((len(_PHS) + 1, len(_CATS) + 1), -1, dtype=np.int8)  # the last
 for (_ph, _cat), _code in _PAIRS.items():
     _CODES[_PHS[_ph], _CATS[_cat]] = _code
 _get_ph, _get_cat = attrgetter("ph"), attrgetter("cat")
+_NAME, _TS, _DUR, _PID, _TID, _ARGS = (attrgetter(f) for f in ("name", "ts", "dur", "pid", "tid", "args"))
+_CORRELATION, _SCOPE = attrgetter("args.correlation"), attrgetter("args.scope")
 _GPU_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 
 
@@ -162,7 +164,7 @@ class KinetoColumns:
     # ------------------------------------------------------------------ checked access
     def _names(self, events: list[Event]) -> list[str]:
         names = self.names
-        raw = [e.name for e in events]
+        raw = list(map(_NAME, events))
         if raw and set(map(type, raw)) != {str}:
             if not all(type(n) is str or n is UNSET for n in raw):
                 raise NotFast("a name that is not a string")
@@ -170,12 +172,12 @@ class KinetoColumns:
         return [names.setdefault(n, n) for n in raw]
 
     def _times(self, events: list[Event], slices: bool = True) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        begin = _ns([e.ts for e in events])
+        begin = _ns(list(map(_TS, events)))
         if not np.all((begin >= -MAX_TIME_NS) & (begin <= MAX_TIME_NS)):
             raise NotFast("a time out of range")
         if not slices:
             return begin, begin
-        dur = _ns([e.dur for e in events])
+        dur = _ns(list(map(_DUR, events)))
         if not np.all((dur >= 0) & (dur <= MAX_TIME_NS)):
             raise NotFast("a duration out of range")
         return begin, begin + dur
@@ -192,11 +194,11 @@ class KinetoColumns:
             raise NotFast("an id past 64 bits") from None
 
     def _pid_tid(self, events: list[Event]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        return self._ids([e.pid for e in events]), self._ids([e.tid for e in events])
+        return self._ids(list(map(_PID, events))), self._ids(list(map(_TID, events)))
 
     @staticmethod
     def _correlations(events: list[Event]) -> np.ndarray[Any, Any]:
-        values = [e.args.correlation for e in events]
+        values = list(map(_CORRELATION, events))
         if values and set(map(type, values)) == {int}:
             try:
                 return np.array(values, dtype=np.uint64)
@@ -241,9 +243,9 @@ class KinetoColumns:
         begin, end = self._times(events)
         pid, tid = self._pid_tid(events)
         ops = self._names(events)
-        scopes = [s if type(s) is str and s else op for s, op in zip([e.args.scope for e in events], ops)]
+        scopes = [s if type(s) is str and s else op for s, op in zip(map(_SCOPE, events), ops)]
         shapes = [None if a.dims is UNSET else input_args(_present(a, ("dims", "Input Dims"), ("types", "Input type")))
-                  for a in [e.args for e in events]]
+                  for a in map(_ARGS, events)]
         by_name = self._by_name(ops)
         steps = [by_name[op][0] for op in ops]
         for k in (k for k, op in enumerate(ops) if op == "record_param_comms"):
@@ -279,7 +281,7 @@ class KinetoColumns:
         if code == KERNEL:
             columns["dims"] = np.array([_dims(e.args.grid) + _dims(e.args.block) for e in events],
                                        dtype=np.int64).reshape(len(events), 6)
-            configs = _configs([e.args for e in events])
+            configs = _configs(list(map(_ARGS, events)))
             columns["has_config"] = np.array([c is not None for c in configs], dtype=bool)
             columns["config"] = np.array([(0,) * 5 if c is None else c for c in configs], dtype=np.int64).reshape(
                 len(events), 5)
