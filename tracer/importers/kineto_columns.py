@@ -112,6 +112,8 @@ class KinetoColumns:
         self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}
         self.skipped: dict[str, int] = {}
         self.ac2g = 0
+        self.missing: dict[int, list[tuple[int, Any]]] = {}  # kind -> (row, flow point) lacking args.correlation
+        self.flows: dict[tuple[Any, Any, int], int] = {}  # flow point -> ac2g flow id (join_flows)
         self.names: dict[str, str] = {}  # one str object per distinct name
         self._advance = advance
 
@@ -130,7 +132,7 @@ class KinetoColumns:
                 raise NotFast("an unhashable ph or cat") from None
             for code in np.unique(codes).tolist():
                 where = np.flatnonzero(codes == code)
-                if code == AC2G:  # counted only: every call and activity gives its correlation id
+                if code == AC2G:  # counted; read again by join_flows when some correlation id is missing
                     self.ac2g += len(where)
                     continue
                 events = [chunk[i] for i in where.tolist()]
@@ -196,18 +198,43 @@ class KinetoColumns:
     def _pid_tid(self, events: list[Event]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return self._ids(list(map(_PID, events))), self._ids(list(map(_TID, events)))
 
-    @staticmethod
-    def _correlations(events: list[Event]) -> np.ndarray[Any, Any]:
+    def _correlations(self, events: list[Event], owner: int, begin: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """args.correlation of each event; 0 where the file does not give one, and the row is noted
+        with its flow point (pid, tid, ts) for :meth:`join_flows`."""
         values = list(map(_CORRELATION, events))
         if values and set(map(type, values)) == {int}:
             try:
                 return np.array(values, dtype=np.uint64)
             except OverflowError:
                 pass
-        values = [as_int(v) if v is not UNSET else None for v in values]
-        if not all(v is not None and 0 <= v <= U64_MAX for v in values):
-            raise NotFast("a correlation id the file does not give (the flows would have to join it)")
-        return np.array(values, dtype=np.uint64)
+        first = len(self.syncs) if owner == SYNC else len(self.tables[owner])
+        out = []
+        for k, value in enumerate(values):
+            corr = as_int(value) if value is not UNSET else None
+            if corr is None or not 0 <= corr <= U64_MAX:
+                pid, tid = _get(events[k].pid), _get(events[k].tid)
+                point = (pid, tid, int(begin[k])) if _is_id(pid) and _is_id(tid) else None
+                self.missing.setdefault(owner, []).append((first + k, point))
+                corr = 0
+            out.append(corr)
+        return np.array(out, dtype=np.uint64)
+
+    def join_flows(self) -> None:
+        """The ac2g flow id at each noted flow point (Kineto's flow id is the correlation id, its
+        point at its slice's start): another read of the file, made only when some call or
+        activity lacks args.correlation, as the checked path does."""
+        wanted = {point for rows in self.missing.values() for _, point in rows if point is not None}
+        if not wanted:
+            return
+        for chunk in read_events(self.path, {}, self._advance):
+            for e in chunk:
+                if e.cat != "ac2g" or type(e.ph) is not str or e.ph not in ("s", "t", "f"):
+                    continue
+                flow, ts, pid, tid = as_int(_get(e.id)), _exact(e.ts), _get(e.pid), _get(e.tid)
+                if flow is not None and ts is not None and 0 <= flow <= U64_MAX and _is_id(pid) and _is_id(tid):
+                    point = (pid, tid, ts)
+                    if point in wanted:
+                        self.flows.setdefault(point, flow)
 
     @staticmethod
     def _streams(events: list[Event]) -> np.ndarray[Any, Any]:
@@ -271,12 +298,12 @@ class KinetoColumns:
         begin, end = self._times(events)
         pid, tid = self._pid_tid(events)
         self.tables[API].add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, name=self._names(events),
-                             corr=self._correlations(events))
+                             corr=self._correlations(events, API, begin))
 
     def _gpu(self, code: int, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
         begin, end = self._times(events)
         columns: dict[str, Any] = dict(idx=idx, begin=begin, end=end, device=self._devices(events),
-                                       stream=self._streams(events), corr=self._correlations(events),
+                                       stream=self._streams(events), corr=self._correlations(events, code, begin),
                                        name=self._names(events))
         if code == KERNEL:
             columns["dims"] = np.array([_dims(e.args.grid) + _dims(e.args.block) for e in events],
@@ -307,7 +334,7 @@ class KinetoColumns:
 
     def _syncs(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
         begin, end = self._times(events)
-        devices, streams, corrs = self._devices(events), self._streams(events), self._correlations(events)
+        devices, streams, corrs = self._devices(events), self._streams(events), self._correlations(events, SYNC, begin)
         names = self._names(events)
         for k, e in enumerate(events):
             kind = e.args.sync_kind
@@ -391,6 +418,11 @@ def _present(args: Args, *fields: tuple[str, str]) -> dict[str, Any]:
         if value is not UNSET:
             out[key] = value
     return out
+
+
+def _is_id(value: Any) -> bool:
+    """A value a pid or tid can be (a number, a string or missing), not a list, object or bool."""
+    return not isinstance(value, (bool, list, dict))
 
 
 def _get(value: Any) -> Any:

@@ -16,6 +16,7 @@ leaves the text unbalanced).
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import re
 import zlib
@@ -109,6 +110,8 @@ class Blocks:
         self._file: Any = gzip.GzipFile(fileobj=self._raw, mode="rb") if gzipped else self._raw
         self._advance, self._stored = advance, 0
         self.eof = False
+        # msgspec checks UTF-8 only in the strings it decodes, not in those it skips
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
 
     def read(self) -> bytes:
         if self.eof:
@@ -122,6 +125,13 @@ class Blocks:
             self._advance(stored - self._stored)
             self._stored = stored
         self.eof = not data
+        try:
+            if not data.isascii() or self._utf8.getstate()[0]:  # ASCII needs no decoding to be valid
+                self._utf8.decode(data, final=self.eof)
+            elif self.eof:
+                self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise NotFast("not UTF-8 text") from None
         return data
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES
 from tracer.copy_kinds import copy_ends
-from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, KinetoColumns
+from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, SYNC, KinetoColumns
 from tracer.importers.kineto_decode import NotFast
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, IdMap, as_int, copy_kind, unsigned
 from tracer.importers.kineto_write import SLOTS as _SLOTS
@@ -72,6 +72,7 @@ class ColumnConverter:
         """Read the file (raises NotFast where the checked path must take it) and check it all."""
         c = self.columns
         c.read()
+        c.join_flows()
         cpu = [c.tables[NODE], c.tables[API], c.steps, c.annotations]
         gpu = [c.tables[KERNEL], c.tables[MEMCPY], c.tables[MEMSET], c.gpu_annotations]
         self.tids = IdMap(_distinct([t["tid"] for t in cpu], [m["tid"] for m in c.memory]))
@@ -119,6 +120,23 @@ class ColumnConverter:
     def _add(self, rows: Rows) -> None:
         if len(rows.ts):
             self.rows.append(rows)
+
+    def _joined(self, kind: int, corr: np.ndarray[Any, Any], side: str) -> tuple[np.ndarray[Any, Any],
+                                                                            np.ndarray[Any, Any]]:
+        """(correlation ids, whether each has one): the file's, else its ac2g flow's (a join, counted
+        on `side`), else none (0)."""
+        given = np.ones(len(corr), dtype=bool)
+        missing = self.columns.missing.get(kind, [])
+        if missing:
+            corr = corr.copy()
+            for row, point in missing:
+                flow = self.columns.flows.get(point) if point is not None else None
+                if flow is None:
+                    given[row] = False
+                else:
+                    corr[row] = flow
+                    self.joined[side] += 1
+        return corr, given
 
     def _nodes(self) -> dict[str, Any]:
         t = self.columns.tables[NODE]
@@ -219,17 +237,20 @@ class ColumnConverter:
 
     def _apis(self) -> None:
         t = self.columns.tables[API]
-        idx, begin, end, corr = t["idx"], t["begin"], t["end"], t["corr"]
+        idx, begin, end = t["idx"], t["begin"], t["end"]
+        corr, given = self._joined(API, t["corr"], "api")
         pid, tid = _mapped(self.pids, t["pid"]), _mapped(self.tids, t["tid"])
         self._threads.touch(idx, pid, tid, begin)
         keys, names, zero = self._keys.tids(tid), t.list("name"), _full(len(idx), 0)
         self._add(Rows("api_enter", idx * _SLOTS, keys, begin, zero, [tid, Text(names, 0), corr]))
         self._add(Rows("api_exit", idx * _SLOTS, keys, end, zero, [tid, Text(names, 1), corr]))
-        self._api = (idx, begin, tid, corr, keys)
+        self._api = (idx[given], begin[given], tid[given], corr[given], keys[given])  # the calls with an id
 
     def _gpu(self, kind: int) -> np.ndarray[Any, Any]:
         t = self.columns.tables[kind]
-        idx, begin, end, device, corr = t["idx"], t["begin"], t["end"], t["device"], t["corr"]
+        idx, begin, end, device = t["idx"], t["begin"], t["end"], t["device"]
+        corr, given = self._joined(kind, t["corr"], "gpu")
+        self.gpu_without_corr += int((~given).sum())
         stream = _mapped(self.streams, t["stream"])
         n = len(idx)
         if not n:
@@ -260,12 +281,13 @@ class ColumnConverter:
             else:
                 self._add(Rows("memset_begin", seq, keys, begin, zero, head + [nbytes]))
         self._add(Rows(f"{short}_end", seq, keys, end, zero, list(head)))
-        return corr
+        return corr[given]
 
     def _syncs(self) -> None:
         s = self.columns.syncs
         if not s:
             return
+        corr, _ = self._joined(SYNC, np.array([r["corr"] for r in s], np.uint64), "gpu")
         col = {name: [r[name] for r in s] for name in s[0]}
         n, names = len(s), [f"cuda:{d}" for d in col["device"]]
         waited = [as_int(v) for v in col["waited"]]
@@ -273,7 +295,7 @@ class ColumnConverter:
         recorded = [unsigned(v, U64_MAX) for v in col["recorded"]]
         seq, zero = np.array(col["idx"], np.int64) * _SLOTS, _full(n, 0)
         keys = self._keys.named([f"{d}.sync" for d in names])
-        stream, corr = _mapped(self.streams, np.array(col["stream"], np.int64)), np.array(col["corr"], np.uint64)
+        stream = _mapped(self.streams, np.array(col["stream"], np.int64))
         self._add(Rows("sync_begin", seq, keys, np.array(col["begin"], np.int64), zero,
                        [Device(names), stream, corr, Text(col["kind"], 0), np.array(wait_queue, np.int64),
                         np.array(recorded, np.uint64)]))
