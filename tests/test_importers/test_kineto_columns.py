@@ -169,6 +169,41 @@ def test_what_columns_cannot_prove_goes_the_checked_way(tmp_path: Path, text: by
     assert fast == checked
 
 
+_OP = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 10, "dur": 5}
+_KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+           "args": {"correlation": 1, "device": 0, "stream": 7}}
+
+
+def _memory(ts: int, nbytes: int, **args: Any) -> dict[str, Any]:
+    return {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "s": "t",
+            "args": {"Bytes": nbytes, "Device Type": 1, **args}}
+
+
+@pytest.mark.parametrize("text", [
+    # a pid past 2**31 (a thread's key once overflowed int64)
+    json.dumps({"traceEvents": [{**_OP, "pid": 2**31}, {**_OP, "pid": 2**32 - 1, "tid": 2**32 - 1}]}),
+    # "cuda" (a [memory] event without a device id) and "cuda:0" sort alike: first use decides
+    json.dumps({"traceEvents": [_memory(5, 8), _KERNEL]}),
+    json.dumps({"traceEvents": [_memory(5, -8, **{"Device Id": 0}), _memory(6, 8, **{"Device Id": -1})]}),
+    # an int launch figure past a float's range: 0 thousandths, as the checked path gives
+    json.dumps({"traceEvents": [{**_KERNEL, "args": {**_KERNEL["args"], "registers per thread": 1, "shared memory": 2,
+                                                    "blocks per SM": 10**400, "warps per SM": 1.5,
+                                                    "est. achieved occupancy %": 50}}]}),
+    # members after the events holding braces of their own
+    json.dumps({"traceEvents": [_OP, _OP], "deviceProperties": [{"id": 0, "name": "A"}, {"id": 1, "name": "B"}],
+                "x": {"y": {"z": 1}}}),
+    # a second traceEvents spelt with an escape: the checked path's error
+    '{"traceEvents": [], "trace\\u0045vents": []}',
+], ids=["pid-past-2^31", "cuda-then-cuda0", "cuda0-then-cuda", "huge-launch-figure", "braces-after", "escaped-key"])
+def test_what_a_differential_hunt_found(tmp_path: Path, text: str) -> None:
+    """Files on which the two paths once differed (found by generating thousands of documents)."""
+    src = tmp_path / "found.json"
+    src.write_text(text)
+    assert _takes(src) == ("u0045" not in text)  # the fast path itself, except for the escaped key
+    fast, checked = _both(src, tmp_path)
+    assert fast == checked
+
+
 def test_times_become_exact_nanoseconds() -> None:
     import msgspec
 

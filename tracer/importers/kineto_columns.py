@@ -397,7 +397,8 @@ def _configs(args: list[Args]) -> list[tuple[int, int, int, int, int] | None]:
     columns = [[getattr(a, attribute) for a in args] for attribute, _ in _CONFIG]
     registers, shared, blocks, warps, occupancy = columns
     if all(type(v) is int for v in registers + shared + occupancy) and \
-            all(type(v) in (int, float, Decimal) for v in blocks + warps):
+            all(type(v) is float or type(v) is Decimal or (type(v) is int and abs(v) < 1 << 1000)
+                for v in blocks + warps):  # an int past a float's range: one by one, as _milli
         ints = np.array([registers, shared], dtype=object)
         in_u32 = (ints >= 0) & (ints <= 0xFFFFFFFF)
         regs, shm = np.where(in_u32, ints, 0).astype(np.int64)

@@ -188,6 +188,8 @@ def _head(blocks: Blocks, doc: dict[str, Any]) -> tuple[bytes, bool]:
         if blocks.eof or len(buf) > _MAX_HEAD:
             raise NotFast("no traceEvents key near the start")
         buf += blocks.read()
+    if b'"traceEvents"' in buf[:found.start()] or b"\\" in buf[:found.start()]:
+        raise NotFast("traceEvents may be given twice (or an escaped key may spell it)")
     # Proven a member of the top-level object: the text before it closes into a valid object.
     head = _decode_any(buf[:found.end()] + b"]}")
     if not isinstance(head, dict):
@@ -205,8 +207,8 @@ def _tail(blocks: Blocks, rest: bytes, doc: dict[str, Any], bare: bool) -> None:
         if rest.strip(_SPACE):
             raise NotFast("extra data after the array")
         return
-    if b'"traceEvents"' in rest:
-        raise NotFast("traceEvents may be given twice")
+    if b'"traceEvents"' in rest or b"\\" in rest:
+        raise NotFast("traceEvents may be given twice (or an escaped key may spell it)")
     tail = _decode_any(b'{"traceEvents":[]' + rest)
     if not isinstance(tail, dict):
         raise NotFast("the top level is not an object")
@@ -224,9 +226,24 @@ def _decode_any(text: bytes) -> Any:
 _TRIES = 4  # boundary candidates tried in one buffer before reading more
 
 
+_ARRAY_END = re.compile(rb"\}[ \t\n\r]*\]")
+
+
+def _decoded(text: bytes) -> list[Event] | None:
+    try:
+        return _EVENTS.decode(b"[" + text + b"]")
+    except (msgspec.DecodeError, UnicodeDecodeError, ValueError, RecursionError, ArithmeticError):
+        return None
+
+
 def _chunk(blocks: Blocks, buf: bytes) -> tuple[list[Event], bytes, bool]:
     """The whole events at the start of `buf` (which starts at an event), the bytes after them
     (after the ``,`` that follows, or from the ``]``), and whether a ``,`` was taken."""
+    if blocks.eof:  # the rest of the file: members after the events may hold braces of their own
+        for found in list(_ARRAY_END.finditer(buf))[::-1][:_TRIES * 4]:
+            chunk = _decoded(buf[:found.start() + 1])
+            if chunk is not None:
+                return chunk, buf[found.end() - 1:], False
     while True:
         end = len(buf)
         for _ in range(_TRIES):
@@ -235,10 +252,7 @@ def _chunk(blocks: Blocks, buf: bytes) -> tuple[list[Event], bytes, bool]:
                 break
             after = _skip_space(buf, cut + 1)
             if after < len(buf) and buf[after] in b",]":
-                try:
-                    chunk = _EVENTS.decode(b"[" + buf[:cut + 1] + b"]")
-                except (msgspec.DecodeError, UnicodeDecodeError, ValueError, RecursionError, ArithmeticError):
-                    chunk = None
+                chunk = _decoded(buf[:cut + 1])
                 if chunk is not None:
                     comma = buf[after:after + 1] == b","
                     return chunk, buf[after + 1:] if comma else buf[after:], comma

@@ -423,7 +423,8 @@ class _Threads:
 
     def first_threads(self) -> list[tuple[int, int, int]]:
         idx, pid, tid, ts = self._joined()
-        return _firsts(idx, pid * (1 << 32) + tid, ts, lambda key: (key >> 32, key & U32_MAX))
+        key = (pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64)  # pids past 2**31 too
+        return _firsts(idx, key, ts, lambda k: (k >> 32, k & U32_MAX))
 
     def first_processes(self) -> list[tuple[int, int]]:
         idx, pid, _, ts = self._joined()

@@ -124,20 +124,26 @@ class Writer:
         return out
 
     def _devices(self, rows: list[Rows]) -> tuple[dict[str, int], dict[str, int]]:
+        """Each device's index (the builder's order: by `device_order`, ties in order of first use
+        as the checked path adds them, by event then field) and earliest use."""
         earliest: dict[str, int] = {}
+        first_use: dict[str, tuple[int, int]] = {}
         for r in rows:
-            for f in r.fields:
-                if isinstance(f, Device) and isinstance(f.names, str):
-                    first = int(r.ts.min())
-                    if first < earliest.get(f.names, first + 1):
-                        earliest[f.names] = first
-                elif isinstance(f, Device):
+            for position, f in enumerate(r.fields):
+                if not isinstance(f, Device):
+                    continue
+                if isinstance(f.names, str):
+                    uses = [(f.names, r.ts, r.seq)]
+                else:
                     names = np.asarray(f.names, dtype=object)
-                    for name in set(names.tolist()):
-                        first = int(r.ts[names == name].min())
-                        if first < earliest.get(name, first + 1):
-                            earliest[name] = first
-        ordered = sorted(earliest, key=self.device_order) if self.device_order is not None else sorted(earliest)
+                    uses = [(name, r.ts[names == name], r.seq[names == name]) for name in set(names.tolist())]
+                for name, ts, seq in uses:
+                    first, at = int(ts.min()), (int(seq.min()), position)
+                    earliest[name] = min(first, earliest.get(name, first))
+                    first_use[name] = min(at, first_use.get(name, at))
+        ordered = sorted(earliest, key=first_use.__getitem__)  # the order the checked path meets them
+        if self.device_order is not None:
+            ordered.sort(key=self.device_order)  # stable: equal keys ("cuda", "cuda:0") keep that order
         index = {name: self.builder.device(name, earliest[name] - self.shift, self.models.get(name, ""))
                  for name in ordered}
         return index, earliest
