@@ -239,24 +239,25 @@ def _decoded(text: bytes) -> list[Event] | None:
 def _chunk(blocks: Blocks, buf: bytes) -> tuple[list[Event], bytes, bool]:
     """The whole events at the start of `buf` (which starts at an event), the bytes after them
     (after the ``,`` that follows, or from the ``]``), and whether a ``,`` was taken."""
-    if blocks.eof:  # the rest of the file: members after the events may hold braces of their own
-        for found in list(_ARRAY_END.finditer(buf))[::-1][:_TRIES * 4]:
-            chunk = _decoded(buf[:found.start() + 1])
-            if chunk is not None:
-                return chunk, buf[found.end() - 1:], False
     while True:
-        end = len(buf)
-        for _ in range(_TRIES):
+        if blocks.eof:  # the rest of the file: members after the events may hold braces of their own
+            for found in list(_ARRAY_END.finditer(buf))[::-1][:_TRIES * 4]:
+                chunk = _decoded(buf[:found.start() + 1])
+                if chunk is not None:
+                    return chunk, buf[found.end() - 1:], False
+        end, tries = len(buf), 0
+        while tries < _TRIES:  # the last few "}" followed by "," or "]"
             cut = buf.rfind(b"}", 0, end)
             if cut < 0:
                 break
+            end = cut
             after = _skip_space(buf, cut + 1)
             if after < len(buf) and buf[after] in b",]":
+                tries += 1
                 chunk = _decoded(buf[:cut + 1])
                 if chunk is not None:
                     comma = buf[after:after + 1] == b","
                     return chunk, buf[after + 1:] if comma else buf[after:], comma
-            end = cut
         if blocks.eof:
             raise NotFast("no event boundary the fast decoder can prove")
         buf += blocks.read()
