@@ -540,6 +540,10 @@ def test_kernels_join_the_innermost_op_with_shapes(kineto: Callable[..., Any]) -
      "a number the importer cannot hold"),
     ('{"traceEvents": [{"ph": "X", "cat": ["cpu_op"], "name": "mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5}]}',
      "nothing to import"),
+    # a peer copy's device past the 16-bit device field (once a ValueError from the trace writer)
+    ('{"traceEvents": [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, '
+     '"tid": 7, "ts": 10, "dur": 5, "args": {"correlation": 1, "device": 0, "stream": 7, "fromDevice": 70000, '
+     '"toDevice": 1}}]}', "copy device out of range: fromDevice 70000, toDevice 1"),
 ])
 def test_hostile_numbers_and_types_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
     src = tmp_path / "bad.json"

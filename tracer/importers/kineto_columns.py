@@ -315,7 +315,9 @@ class KinetoColumns:
         else:
             columns["bytes"] = [e.args.bytes for e in events]
             if code == MEMCPY:
-                columns["ends"] = [(_get(e.args.from_device), _get(e.args.to_device)) for e in events]
+                columns["ends"] = ends = [(_get(e.args.from_device), _get(e.args.to_device)) for e in events]
+                if any((as_int(v) or 0) > 0xFFFF for pair in ends for v in pair):
+                    raise NotFast("a copy device past 16 bits (the checked path says which, if it is a PtoP copy)")
         self.tables[code].add(**columns)
 
     def _cpu_slices(self, table: Table, events: list[Event], idx: np.ndarray[Any, Any], names: list[str]) -> None:

@@ -514,6 +514,9 @@ class Converter:
                 self.add("kernel_info", key, begin, device, stream, cid, *config)
         elif kind == "memcpy":
             direction = copy_kind(name)
+            if direction == "PtoP" and any((as_int(args.get(k)) or 0) > 0xFFFF for k in ("fromDevice", "toDevice")):
+                raise self.fail(index, event, f"copy device out of range: fromDevice {_short(args.get('fromDevice'))}, "
+                                              f"toDevice {_short(args.get('toDevice'))}")
             src, dst = self.copy_ends(direction, device, args)
             self.add("memcpy_begin", key, begin, device, stream, cid, unsigned(args.get("bytes"), U64_MAX),
                      direction, src, dst)
