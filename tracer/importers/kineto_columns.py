@@ -11,7 +11,6 @@ Python record each: they are a few per thousand events.
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal, InvalidOperation
 from itertools import repeat
 from pathlib import Path
@@ -22,13 +21,20 @@ import numpy as np
 
 from tracer import schema
 from tracer.collectives import collective_kind
-from tracer.importers.kineto_fields import MAX_TIME_NS, input_args, kernel_config, kernel_dims
+from tracer.importers.kineto_fields import (
+    MAX_TIME_NS,
+    STEP,
+    STREAM_NAME,
+    input_args,
+    is_id,
+    kernel_config,
+    kernel_dims,
+    step_number,
+)
 from tracer.importers.kineto_decode import UNSET, Args, Event, NotFast, read_events, us_to_ns
 from tracer.importers.kineto_source import U64_MAX, as_int
 from tracer.importers.kineto_source import us_to_ns as exact_us_to_ns
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")
 
 # What a (ph, cat) pair makes; user annotations and instants also depend on the name.
 NODE, API, USER, GPU_ANNOTATION, SYNC, KERNEL, MEMCPY, MEMSET, INSTANT, META, AC2G, FWDBWD, OTHER = range(13)
@@ -139,12 +145,15 @@ class KinetoColumns:
                 self._route(code, events, where + base)
 
     def _route(self, code: int, events: list[Event], idx: np.ndarray[Any, Any]) -> None:
-        if code in self.tables:
-            self._gpu(code, events, idx) if code in _GPU_KINDS else (
-                self._node(events, idx) if code == NODE else self._api(events, idx))
+        if code in _GPU_KINDS:
+            self._gpu(code, events, idx)
+        elif code == NODE:
+            self._node(events, idx)
+        elif code == API:
+            self._api(events, idx)
         elif code == USER:
             names = self._names(events)
-            is_step = np.array([_STEP.match(n) is not None for n in names], dtype=bool)
+            is_step = np.array([STEP.match(n) is not None for n in names], dtype=bool)
             for flag, table in ((True, self.steps), (False, self.annotations)):
                 keep = np.flatnonzero(is_step == flag).tolist()
                 if keep:
@@ -213,7 +222,7 @@ class KinetoColumns:
             corr = as_int(value) if value is not UNSET else None
             if corr is None or not 0 <= corr <= U64_MAX:
                 pid, tid = _get(events[k].pid), _get(events[k].tid)
-                point = (pid, tid, int(begin[k])) if _is_id(pid) and _is_id(tid) else None
+                point = (pid, tid, int(begin[k])) if is_id(pid) and is_id(tid) else None
                 self.missing.setdefault(owner, []).append((first + k, point))
                 corr = 0
             out.append(corr)
@@ -231,7 +240,7 @@ class KinetoColumns:
                 if e.cat != "ac2g" or type(e.ph) is not str or e.ph not in ("s", "t", "f"):
                     continue
                 flow, ts, pid, tid = as_int(_get(e.id)), _exact(e.ts), _get(e.pid), _get(e.tid)
-                if flow is not None and ts is not None and 0 <= flow <= U64_MAX and _is_id(pid) and _is_id(tid):
+                if flow is not None and ts is not None and 0 <= flow <= U64_MAX and is_id(pid) and is_id(tid):
                     point = (pid, tid, ts)
                     if point in wanted:
                         self.flows.setdefault(point, flow)
@@ -242,7 +251,7 @@ class KinetoColumns:
         for e in events:
             raw = e.args.stream if e.args.stream is not UNSET else e.tid
             if type(raw) is str:
-                match = _STREAM_NAME.match(raw)
+                match = STREAM_NAME.match(raw)
                 raw = int(match.group(1)) if match else raw
             raws.append(raw)
         return KinetoColumns._ids(raws)
@@ -257,7 +266,7 @@ class KinetoColumns:
 
     def _skip_all(self, events: list[Event]) -> None:
         for e in events:
-            ph, cat = _text(e.ph), _text(e.cat)
+            ph, cat = _get(e.ph), _get(e.cat)
             if not isinstance(ph, (str, type(None))) or not isinstance(cat, (str, type(None))):
                 raise NotFast("a ph or cat that is not a string")
             if ph == "M":
@@ -288,7 +297,7 @@ class KinetoColumns:
         """Per distinct op name: its ProfilerStep number (NO_STEP if none) and collective kind."""
         found = {}
         for op in set(ops):
-            step = _step(op)
+            step = step_number(op)
             if step is not None and step >= schema.NO_STEP:
                 raise NotFast("a step number past 32 bits")
             found[op] = (schema.NO_STEP if step is None else step, collective_kind(op))
@@ -323,7 +332,7 @@ class KinetoColumns:
     def _cpu_slices(self, table: Table, events: list[Event], idx: np.ndarray[Any, Any], names: list[str]) -> None:
         begin, end = self._times(events)
         pid, tid = self._pid_tid(events)
-        steps = [_step(n) for n in names]
+        steps = [step_number(n) for n in names]
         if any(s is not None and s >= schema.NO_STEP for s in steps):
             raise NotFast("a step number past 32 bits")
         table.add(idx=idx, begin=begin, end=end, pid=pid, tid=tid, name=names,
@@ -423,22 +432,8 @@ def _present(args: Args, *fields: tuple[str, str]) -> dict[str, Any]:
     return out
 
 
-def _is_id(value: Any) -> bool:
-    """A value a pid or tid can be (a number, a string or missing), not a list, object or bool."""
-    return not isinstance(value, (bool, list, dict))
-
-
 def _get(value: Any) -> Any:
     return None if value is UNSET else value
-
-
-def _text(value: Any) -> Any:
-    return None if value is UNSET else value
-
-
-def _step(name: str) -> int | None:
-    match = _STEP.match(name)
-    return int(match.group(1)) if match else None
 
 
 def _exact(raw: Any) -> int | None:

@@ -10,7 +10,6 @@ builder to index.
 
 from __future__ import annotations
 
-import re
 from array import array
 from bisect import bisect_right
 from decimal import Decimal
@@ -20,8 +19,18 @@ from typing import Any
 from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
-from tracer.copy_kinds import copy_ends
-from tracer.importers.kineto_fields import MAX_TIME_NS, input_args, kernel_config, kernel_dims
+from tracer.importers.kineto_fields import (
+    MAX_TIME_NS,
+    STEP,
+    STREAM_NAME,
+    copy_ends,
+    input_args,
+    is_id,
+    kernel_config,
+    kernel_dims,
+    memory_device,
+    step_number,
+)
 from tracer.importers.kineto_source import (
     U32_MAX,
     U64_MAX,
@@ -35,26 +44,17 @@ from tracer.importers.kineto_source import (
     us_to_ns,
 )
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")
 _API_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 _CPU_KINDS = frozenset({"node", "step", "api", "memory", "annotation"})
 _CORRELATED = frozenset({"api", "sync", "kernel", "memcpy", "memset"})  # kinds whose events carry a correlation id
-# c10::DeviceType values that [memory] events carry in "Device Type".
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
 DEVICE_FIELDS = {c.short: c.device_positions for c in schema.CATALOGUE}
 
 
 def _short(value: Any) -> str:
     text = str(value) if isinstance(value, (int, Decimal)) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _is_id(value: Any) -> bool:
-    """A value a pid or tid can be (a number, a string or missing), not a list, object or bool."""
-    return not isinstance(value, (bool, list, dict))
 
 
 def _kind(event: dict[str, Any]) -> str | None:
@@ -68,7 +68,7 @@ def _kind(event: dict[str, Any]) -> str | None:
         if cat in _API_CATS:
             return "api"
         if cat == "user_annotation":
-            return "step" if _STEP.match(str(event.get("name", ""))) else "annotation"
+            return "step" if STEP.match(str(event.get("name", ""))) else "annotation"
         if cat == "gpu_user_annotation":
             return "gpu_annotation"
         if cat == "cuda_sync":
@@ -81,8 +81,7 @@ def _kind(event: dict[str, Any]) -> str | None:
 
 def _step_number(event: dict[str, Any]) -> int | None:
     """N for a slice named ProfilerStep#N (the profiler's step marker), else None."""
-    match = _STEP.match(str(event.get("name", "")))
-    return int(match.group(1)) if match else None
+    return step_number(str(event.get("name", "")))
 
 
 def _skip_key(event: dict[str, Any]) -> str:
@@ -183,7 +182,7 @@ class Converter:
 
     def stream_of(self, index: int, event: dict[str, Any]) -> Any:
         raw = self.args(event).get("stream", event.get("tid"))
-        match = _STREAM_NAME.match(raw) if isinstance(raw, str) else None
+        match = STREAM_NAME.match(raw) if isinstance(raw, str) else None
         if match:  # older Kineto writes GPU tids as "stream 7"
             return int(match.group(1))
         if raw is None or isinstance(raw, (bool, list, dict)):
@@ -223,8 +222,8 @@ class Converter:
             else:
                 streams.add(self.stream_of(index, event))
             begin, end = self.time(index, event)
-            if kind in _CORRELATED and self.given_correlation(event) is None and _is_id(event.get("pid")) \
-                    and _is_id(event.get("tid")):
+            if kind in _CORRELATED and self.given_correlation(event) is None and is_id(event.get("pid")) \
+                    and is_id(event.get("tid")):
                 self.wanted_flows.add((event.get("pid"), event.get("tid"), begin))
             if kind != "memory" or as_int(self.args(event).get("Bytes")) != 0:  # a 0-byte [memory] gives no event
                 self.first = begin if self.first is None else min(self.first, begin)
@@ -276,14 +275,14 @@ class Converter:
                 # Kineto's flow id is the correlation id; the flow point sits at its slice's ts.
                 flow_id, ts = as_int(event.get("id")), us_to_ns(event.get("ts"))
                 pid, tid = event.get("pid"), event.get("tid")
-                if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX and _is_id(pid) and _is_id(tid):
+                if flow_id is not None and ts is not None and 0 <= flow_id <= U64_MAX and is_id(pid) and is_id(tid):
                     key = (pid, tid, ts)
                     if key in self.wanted_flows:
                         self.flows.setdefault(key, flow_id)
 
     def metadata(self, event: dict[str, Any]) -> None:
         name = self.args(event).get("name")
-        if not isinstance(name, str) or not _is_id(event.get("pid")) or not _is_id(event.get("tid")):
+        if not isinstance(name, str) or not is_id(event.get("pid")) or not is_id(event.get("tid")):
             return  # names only: a malformed one is left out
         if event.get("name") == "process_name":
             self.process_names[event.get("pid")] = name
@@ -293,8 +292,8 @@ class Converter:
     @staticmethod
     def usable_fwdbwd(event: dict[str, Any]) -> bool:
         """A fwdbwd flow point (Kineto links a forward op to its backward op) with a time and ids."""
-        return (us_to_ns(event.get("ts")) is not None and _is_id(event.get("pid")) and _is_id(event.get("tid"))
-                and _is_id(event.get("id")))
+        return (us_to_ns(event.get("ts")) is not None and is_id(event.get("pid")) and is_id(event.get("tid"))
+                and is_id(event.get("id")))
 
     # ------------------------------------------------------------------ pass 2
     def convert(self, builder: TraceBuilder, shift: int, models: dict[str, str]) -> None:
@@ -478,7 +477,7 @@ class Converter:
         if value is not None:
             return value
         pid, tid = event.get("pid"), event.get("tid")
-        flow = self.flows.get((pid, tid, ts)) if _is_id(pid) and _is_id(tid) else None
+        flow = self.flows.get((pid, tid, ts)) if is_id(pid) and is_id(tid) else None
         if flow is not None:
             self.joined[side] += 1
         return flow
@@ -517,21 +516,12 @@ class Converter:
             if direction == "PtoP" and any((as_int(args.get(k)) or 0) > 0xFFFF for k in ("fromDevice", "toDevice")):
                 raise self.fail(index, event, f"copy device out of range: fromDevice {_short(args.get('fromDevice'))}, "
                                               f"toDevice {_short(args.get('toDevice'))}")
-            src, dst = self.copy_ends(direction, device, args)
+            src, dst = copy_ends(direction, device, args.get("fromDevice"), args.get("toDevice"))
             self.add("memcpy_begin", key, begin, device, stream, cid, unsigned(args.get("bytes"), U64_MAX),
                      direction, src, dst)
         else:
             self.add("memset_begin", key, begin, device, stream, cid, unsigned(args.get("bytes"), U64_MAX))
         self.add(f"{kind}_end", key, end, device, stream, cid)
-
-    @staticmethod
-    def copy_ends(direction: str, device: str, args: dict[str, Any]) -> tuple[str, str]:
-        """Source and destination device names of a copy: H is the host ("cpu"), D this GPU."""
-        if direction == "PtoP":
-            src, dst = as_int(args.get("fromDevice")), as_int(args.get("toDevice"))
-            return (f"cuda:{src}" if src is not None and src >= 0 else device,
-                    f"cuda:{dst}" if dst is not None and dst >= 0 else device)
-        return copy_ends(direction, device)
 
     def memory(self, index: int, event: dict[str, Any]) -> None:
         ts, _ = self.time(index, event)
@@ -546,8 +536,7 @@ class Converter:
         dtype, ordinal = as_int(args.get("Device Type")), as_int(args.get("Device Id"))
         if (dtype is not None and not 0 <= dtype <= 0xFFFF) or (ordinal is not None and ordinal > 0xFFFF):
             raise self.fail(index, event, f"[memory] device out of range: type {dtype}, id {ordinal}")
-        kind = _DEVICE_TYPES.get(dtype, f"device_type{dtype}") if dtype is not None else "cpu"
-        device = kind if kind == "cpu" or ordinal is None or ordinal < 0 else f"{kind}:{ordinal}"
+        device = memory_device(dtype, ordinal)
         addr = (as_int(args.get("Addr")) or 0) & U64_MAX  # a signed print of an address still names it
         in_use = unsigned(args.get("Total Allocated"), U64_MAX)
         short = "mem_alloc" if delta > 0 else "mem_free"

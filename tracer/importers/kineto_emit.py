@@ -19,14 +19,13 @@ import numpy as np
 from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES
-from tracer.copy_kinds import copy_ends
 from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, SYNC, KinetoColumns
 from tracer.importers.kineto_decode import NotFast
+from tracer.importers.kineto_fields import copy_ends, memory_device
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, IdMap, as_int, copy_kind, unsigned
 from tracer.importers.kineto_write import SLOTS as _SLOTS
 from tracer.importers.kineto_write import Device, Rows, StreamKeys, Text, Writer
 
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
 
 
 def _full(n: int, value: Any) -> np.ndarray[Any, Any]:
@@ -274,7 +273,7 @@ class ColumnConverter:
             nbytes = np.array([unsigned(b, U64_MAX) for b in t.list("bytes")], dtype=np.uint64)
             if kind == MEMCPY:
                 directions = [copy_kind(name) for name in text]
-                ends = [_copy_ends(d, dev, raw) for d, dev, raw in zip(directions, names.tolist(), t.list("ends"))]
+                ends = [copy_ends(d, dev, *raw) for d, dev, raw in zip(directions, names.tolist(), t.list("ends"))]
                 self._add(Rows("memcpy_begin", seq, keys, begin, zero,
                                head + [nbytes, Text(directions, 0), Device([e[0] for e in ends]),
                                        Device([e[1] for e in ends])]))
@@ -444,14 +443,6 @@ def _firsts(idx: np.ndarray[Any, Any], key: np.ndarray[Any, Any], ts: np.ndarray
     return [(*split(int(uniq[k])), int(earliest[k])) for k in np.argsort(first_idx, kind="stable").tolist()]
 
 
-def _copy_ends(direction: str, device: str, raw: tuple[Any, Any]) -> tuple[str, str]:
-    if direction == "PtoP":
-        src, dst = (as_int(v) for v in raw)
-        return (f"cuda:{src}" if src is not None and src >= 0 else device,
-                f"cuda:{dst}" if dst is not None and dst >= 0 else device)
-    return copy_ends(direction, device)
-
-
 def _step_of(table: dict[int, tuple[np.ndarray[Any, Any], ...]], pid: np.ndarray[Any, Any],
              ts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The step each (pid, ts) falls in: the last step slice starting at or before it, if it covers it."""
@@ -495,7 +486,6 @@ def _memory_fields(m: dict[str, Any]) -> None:
     dtype, ordinal = as_int(m["device_type"]), as_int(m["device_id"])
     if (dtype is not None and not 0 <= dtype <= 0xFFFF) or (ordinal is not None and ordinal > 0xFFFF):
         raise NotFast("a [memory] device out of range")
-    kind = _DEVICE_TYPES.get(dtype, f"device_type{dtype}") if dtype is not None else "cpu"
-    m["device"] = kind if kind == "cpu" or ordinal is None or ordinal < 0 else f"{kind}:{ordinal}"
+    m["device"] = memory_device(dtype, ordinal)
     m["addr"] = (as_int(m["addr"]) or 0) & U64_MAX  # a signed print of an address still names it
     m["in_use"] = unsigned(m["total"], U64_MAX)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from tracer.copy_kinds import copy_ends as host_device_ends
 from tracer.importers.kineto_source import U32_MAX, as_int, unsigned
 
 MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
@@ -56,3 +58,36 @@ def input_args(args: dict[str, Any]) -> tuple[str, str] | None:
     names = [str(t) for t in types] if isinstance(types, list) else []
     dtypes = [_DTYPES.get(names[i], "") if i < len(names) and shapes[i] else "" for i in range(len(shapes))]
     return str(shapes), ",".join(dtypes)
+
+
+STEP = re.compile(r"^ProfilerStep#(\d+)$")  # the profiler's step marker
+STREAM_NAME = re.compile(r"^stream\s+(\d+)\s*$")  # older Kineto writes GPU tids as "stream 7"
+# c10::DeviceType values that [memory] events carry in "Device Type".
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
+
+
+def is_id(value: Any) -> bool:
+    """A value a pid or tid can be (a number, a string or missing), not a list, object or bool."""
+    return not isinstance(value, (bool, list, dict))
+
+
+def step_number(name: str) -> int | None:
+    """N for a slice named ProfilerStep#N, else None."""
+    match = STEP.match(name)
+    return int(match.group(1)) if match else None
+
+
+def memory_device(device_type: int | None, ordinal: int | None) -> str:
+    """The device a [memory] event names: "cpu", "cuda:0", "cuda" (no ordinal), "device_type42"..."""
+    kind = DEVICE_TYPES.get(device_type, f"device_type{device_type}") if device_type is not None else "cpu"
+    return kind if kind == "cpu" or ordinal is None or ordinal < 0 else f"{kind}:{ordinal}"
+
+
+def copy_ends(direction: str, device: str, from_device: Any, to_device: Any) -> tuple[str, str]:
+    """Source and destination device names of a copy: H is the host ("cpu"), D this GPU; a peer
+    copy names its GPUs by fromDevice and toDevice (this GPU where one is missing)."""
+    if direction == "PtoP":
+        src, dst = as_int(from_device), as_int(to_device)
+        return (f"cuda:{src}" if src is not None and src >= 0 else device,
+                f"cuda:{dst}" if dst is not None and dst >= 0 else device)
+    return host_device_ends(direction, device)
