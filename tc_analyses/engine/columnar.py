@@ -28,7 +28,9 @@ interpreter instead. tests/test_engine/test_engine_equivalence.py holds both to 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,7 @@ import numpy as np
 from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.sequential import SequentialRunner, Unsupported
 from tc_analyses.engine.state_system import StateSystem, Value
 from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError
 
@@ -262,39 +265,50 @@ class ColumnarProvider(Evaluator):
 
     # ------------------------------------------------------------------ units that keep state
     def _run_sequential(self, u: int, unit: _Unit, classes: list[EventClassRows]) -> None:
-        """Changes that read each other's writes: the interpreter's compiled changes, event by event
-        over the rows they take, on a recorder that also replays what the units before wrote."""
+        """Changes that read each other's writes, event by event over the rows they take, after
+        replaying what the units before wrote: on precomputed columns where the changes allow
+        (:mod:`tc_analyses.engine.sequential`), else with the interpreter's compiled changes."""
         changes: dict[tuple[int, int], int] = {}  # (handler, change) -> a leaf of it, for its frames
         for i in unit.leaves:
             changes.setdefault((self.leaves[i].handler, self.leaves[i].change), i)
-        frames = [(frame, self.provider._handlers[h][1][c]) for (h, c), i in changes.items()
-                  for frame in self._leaf_frames[i]]
+        frames = [(frame, h, c) for (h, c), i in changes.items() for frame in self._leaf_frames[i]]
         if not frames:
             return
-        bases = np.concatenate([frame.base for frame, _ in frames])
-        which = np.concatenate([np.full(len(frame.base), n, dtype=np.int64) for n, (frame, _) in enumerate(frames)])
-        rows = np.concatenate([np.arange(len(frame.base), dtype=np.int64) for frame, _ in frames])
+        bases = np.concatenate([frame.base for frame, _, _ in frames])
+        which = np.concatenate([np.full(len(frame.base), n, dtype=np.int64) for n, (frame, _, _) in enumerate(frames)])
+        rows = np.concatenate([np.arange(len(frame.base), dtype=np.int64) for frame, _, _ in frames])
         order = np.argsort(bases, kind="stable")
-        recorder = _Recorder(self)
-        replay = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
-        next_replay = 0
-        payloads: dict[str, list[dict[str, Any]]] = {}
+        state, programs = self._sequential_programs(unit, frames)
+        replay_attrs, replay_orders, replay_values = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
+        current, next_replay, replays = state.current, 0, len(replay_orders)
         for base, n, row in zip(bases[order].tolist(), which[order].tolist(), rows[order].tolist()):
-            frame, change = frames[n]
             at = base * STEPS
-            while next_replay < len(replay[1]) and replay[1][next_replay] < at:
-                recorder.current[replay[0][next_replay]] = replay[2][next_replay]
+            while next_replay < replays and replay_orders[next_replay] < at:
+                current[replay_attrs[next_replay]] = replay_values[next_replay]
                 next_replay += 1
-            if frame.rows.name not in payloads:  # the same class's rows serve every change
-                payloads[frame.rows.name] = _payloads(frame.rows)
-            recorder.order, recorder.step = at, 0
-            queued: list[Any] = []
-            change((frame.rows.name, int(frame.rows.ts[row]), payloads[frame.rows.name][row]), recorder, queued)
-            if queued:
-                raise NotColumnar("futureTime")
+            state.order, state.step = at, 0
+            programs[n](row)
         attrs, orders, values = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
-                                 for c in recorder.written)
+                                 for c in state.written)
         self.log.add(u, attrs, orders, values)
+
+    def _sequential_programs(self, unit: _Unit, frames: list[tuple[Frame, int, int]]
+                             ) -> tuple["SequentialRunner | _Recorder", list[Callable[[int], None]]]:
+        """Each (frame, handler, change) as a function of a row, and the state they share."""
+        handlers = list(self.provider.element.iterfind("eventHandler"))
+        runner = SequentialRunner(self, unit.may_write)
+        try:
+            return runner, [runner.compile(handlers[h].findall("stateChange")[c], frame) for frame, h, c in frames]
+        except Unsupported:
+            pass
+        recorder = _Recorder(self)
+        payloads: dict[str, list[dict[str, Any]]] = {}  # the same class's rows serve every change
+        programs: list[Callable[[int], None]] = []
+        for frame, h, c in frames:
+            rows = frame.rows
+            fields = payloads[rows.name] if rows.name in payloads else payloads.setdefault(rows.name, _payloads(rows))
+            programs.append(partial(_interpret, self.provider._handlers[h][1][c], rows.name, rows.ts, fields, recorder))
+        return recorder, programs
 
     def _replay(self, reads: list[Template], before: int) -> tuple[list[int], list[int], list[int]]:
         """The logged writes of the units that may write what `reads` name, in order."""
@@ -381,6 +395,15 @@ class _Recorder:
     def subtree(self, path: tuple[str, ...]) -> list[tuple[str, ...]]:
         found = self.attrs.find(path)
         return [] if found is None else [self.attrs.paths[a] for a in self.attrs.subtree(found)]
+
+
+def _interpret(change: Any, name: str, ts: IntArray, fields: list[dict[str, Any]], recorder: _Recorder,
+               row: int) -> None:
+    """One row through the interpreter's compiled change."""
+    queued: list[Any] = []
+    change((name, int(ts[row]), fields[row]), recorder, queued)
+    if queued:
+        raise NotColumnar("futureTime")
 
 
 def _payloads(rows: EventClassRows) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -151,7 +151,7 @@ def _integers(numbers: tuple[int, ...]) -> np.ndarray[Any, Any]:
     return column
 
 
-def rows_of(events: list[tuple[str, int, Mapping[str, Any]]]) -> list[EventClassRows]:
+def rows_of(events: Sequence[tuple[str, int, Mapping[str, Any]]]) -> list[EventClassRows]:
     """An event list (babeltrace2's events, a test's) as columns: one object column per field."""
     by_name: dict[str, list[int]] = {}
     for position, (name, _, _) in enumerate(events):

@@ -1,0 +1,294 @@
+"""A sequential unit run on precomputed columns: only the reads of state happen event by event.
+
+Changes that read each other's writes (GPU sub-lanes: the first free lane is chosen by reading
+the lanes, the lane is written by reading the choice) cannot run a class at a time, so the
+columnar engine runs them event by event. The interpreter's compiled changes do that with a
+Value object, a path tuple and a dict walk for every element of every path (~150 µs an event on
+gpu.xml). Here, before the loop, everything that does not depend on state is computed for all
+rows of a class with the engine's array expressions: each path becomes a key into its distinct
+paths, each value a value id, each condition on fields a boolean. The loop left per event is
+integer lookups: resolve a path key to its attribute (made the first time, in the order the
+interpreter makes it), read or write the attribute's current value id, compare two value ids
+(each distinct pair compared once with Trace Compass's rules).
+
+What it covers: if/then/else trees of conditions (and, or, not; an attribute's value or a field
+against a value; any operator), plain changes and increments whose paths read no state, and
+values that are constants, fields or a query of what *other* units wrote (a string table): all of
+those units ran before this one, so the query is an as-of read of their log, made without making
+attributes; the query's attribute is made in the loop, when the interpreter would make it. A
+query of this unit's own writes, a query in a path, a peek or a stack action raises
+:class:`Unsupported`, and the unit runs on the interpreter's changes as before. tests/test_engine/test_sequential.py holds both to
+the same write log.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from tc_analyses.engine.columns import STEPS, Evaluator, Frame, IntArray, Template
+from tc_analyses.engine.state_system import Value
+from tc_analyses.engine.xml_provider import XmlAnalysisError, _compare
+
+Run = Callable[[int], None]
+Test = Callable[[int], bool]
+_NUMERIC = ("int", "long", "double")
+
+
+class Unsupported(Exception):
+    """A construct this runner leaves to the interpreter's compiled changes."""
+
+
+class _Paths:
+    """A path expression over a class's rows: per row a key into the distinct paths it resolves to."""
+
+    def __init__(self, keys: list[int], paths: list[tuple[str, ...]], skip: list[bool]) -> None:
+        self.keys = keys
+        self.paths = paths  # the attribute to make: the path, or the part before a null element
+        self.skip = skip  # a null element: the change is skipped (its prefix is still made)
+        self.attr = [-1] * len(paths)  # the attribute of each distinct path, once made
+
+
+class SequentialRunner:
+    """The changes of one sequential unit, compiled for one frame (event class) at a time."""
+
+    def __init__(self, evaluator: Evaluator, own_write: Callable[[Template], bool]) -> None:
+        self.ev = evaluator
+        self.own_write = own_write  # whether this unit may write an attribute of the template
+        self.current: dict[int, int] = {}  # attribute -> value id held now
+        self.written: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
+        self.order = 0  # of the change running; its writes take the next steps
+        self.step = 0
+        self._compared: dict[tuple[int, int, str], bool] = {}
+        self._sums: dict[tuple[int, int], int] = {}
+        # the same expressions recur in a provider's branches (gpu.xml: the lane path in every
+        # one): each is computed once per frame, keyed by its shape
+        self._cache: dict[tuple[int, str, Any], Any] = {}
+
+    def _cached(self, frame: Frame, kind: str, shape: Any, make: Callable[[], Any]) -> Any:
+        key = (id(frame), kind, shape)
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    # ------------------------------------------------------------------ compiling
+    def compile(self, change: Any, frame: Frame) -> Run:
+        """The stateChange element as a function of a row of the frame. Unsupported if it reads
+        state other than through an attribute condition."""
+        rows = np.arange(len(frame.rows), dtype=np.int64)
+        try:
+            return self._change(change, frame, rows)
+        except XmlAnalysisError as exc:  # an error on rows that may never run it: the interpreter decides
+            raise Unsupported(str(exc)) from None
+
+    def _change(self, element: Any, frame: Frame, rows: IntArray) -> Run:
+        condition = element.find("if")
+        if condition is not None:
+            parts = [c for c in condition if isinstance(c.tag, str)]
+            if len(parts) != 1:
+                raise Unsupported("an <if> without exactly one condition")
+            test = self._condition(parts[0], frame, rows)
+            then = self._change(element.find("then"), frame, rows)
+            otherwise = element.find("else")
+            other = self._change(otherwise, frame, rows) if otherwise is not None else None
+
+            def conditional(row: int) -> None:
+                if test(row):
+                    then(row)
+                elif other is not None:
+                    other(row)
+
+            return conditional
+        value_element = element.find("stateValue")
+        if value_element is None or element.find("futureTime") is not None:
+            raise Unsupported("no stateValue, or a futureTime")
+        if value_element.get("stack") or value_element.get("update") == "true":
+            raise Unsupported("a stack action or an update")
+        paths = self._paths(element.findall("stateAttribute"), frame, rows)
+        values, queried = self._value(value_element, frame, rows)
+        if value_element.get("increment") == "true":
+            return self._increment(paths, values, queried, value_element)
+        keys, skip, attr_of, current, write = paths.keys, paths.skip, self._attribute, self.current, self._write
+
+        def change(row: int) -> None:
+            key = keys[row]
+            attr = attr_of(paths, key)
+            if skip[key]:
+                return
+            if queried is not None:
+                attr_of(queried, queried.keys[row])
+            value = values[row]
+            current[attr] = value
+            write(attr, value)
+
+        return change
+
+    def _increment(self, paths: _Paths, values: list[int], queried: _Paths | None, element: Any) -> Run:
+        keys, skip, attr_of, current, write = paths.keys, paths.skip, self._attribute, self.current, self._write
+        item, intern, sums = self.ev.values.item, self.ev.values.intern, self._sums
+
+        def increment(row: int) -> None:
+            key = keys[row]
+            attr = attr_of(paths, key)
+            if skip[key]:
+                return
+            if queried is not None:
+                attr_of(queried, queried.keys[row])
+            new = values[row]
+            if new:
+                old = current.get(attr, 0)
+                total = sums.get((old, new))
+                if total is None:
+                    by, held = item(new), item(old)
+                    assert by is not None
+                    if by.kind not in _NUMERIC:
+                        total = new
+                    elif held is not None and held.kind != by.kind:
+                        raise XmlAnalysisError(element, f"increment of a {held.kind} attribute "
+                                               f"{'/'.join(self.ev.attrs.paths[attr])} by a {by.kind}: the analysis fails")
+                    else:
+                        base: Any = held.value if held is not None else 0  # numeric: _NUMERIC kinds only
+                        total = intern(Value(by.kind, base + by.value))
+                    sums[(old, new)] = total
+                new = total
+            current[attr] = new
+            write(attr, new)
+
+        return increment
+
+    def _condition(self, element: Any, frame: Frame, rows: IntArray) -> Test:
+        tag = element.tag
+        if tag in ("and", "or", "not"):
+            parts = [self._condition(c, frame, rows) for c in element if isinstance(c.tag, str)]
+            if tag == "not":
+                inner = parts[0]
+                return lambda row: not inner(row)
+            if tag == "and":
+                return lambda row: all(p(row) for p in parts)
+            return lambda row: any(p(row) for p in parts)
+        attributes = self.ev._inline(element.findall("stateAttribute"))
+        values = element.findall("stateValue")
+        if not attributes:  # on fields and constants only: decided for every row at once
+            if any(_reads_state(self.ev, v) for v in values):
+                raise Unsupported("a condition on fields and a query")
+            outcome = self._cached(frame, "condition", _shape(element),
+                                   lambda: self.ev._condition(element, frame, rows).tolist())
+            return outcome.__getitem__
+        if element.find("field") is not None or len(values) != 1:
+            raise Unsupported("a condition of another shape")
+        paths = self._paths(attributes, frame, rows)
+        second, queried = self._value(values[0], frame, rows)
+        operator = element.get("operator", "eq")
+        keys, skip, attr_of, current, compared = paths.keys, paths.skip, self._attribute, self.current, self._compared
+        item = self.ev.values.item
+
+        def test(row: int) -> bool:
+            key = keys[row]
+            attr = attr_of(paths, key)
+            first = 0 if skip[key] else current.get(attr, 0)
+            if queried is not None:
+                attr_of(queried, queried.keys[row])
+            pair = (first, second[row], operator)
+            found = compared.get(pair)
+            if found is None:
+                found = compared[pair] = _compare(item(first), item(pair[1]), operator)
+            return found
+
+        return test
+
+    def _value(self, element: Any, frame: Frame, rows: IntArray) -> tuple[list[int], _Paths | None]:
+        """A stateValue's value id per row, and for a query the paths whose attributes reading
+        it makes."""
+        found: tuple[list[int], _Paths | None] = self._cached(
+            frame, "value", _shape(element), lambda: self._value_of(element, frame, rows))
+        return found
+
+    def _value_of(self, element: Any, frame: Frame, rows: IntArray) -> tuple[list[int], _Paths | None]:
+        group = element.get("mappingGroup")
+        if group and any(_reads_state(self.ev, v) for entry in self.ev._scope.mappings.get(group, []) for v in entry):
+            raise Unsupported("a mapping group that reads the state")
+        if element.get("type") != "query" or element.get("stack") == "peek":
+            if _reads_state(self.ev, element):
+                raise Unsupported("a peek")
+            return self.ev._value(element, frame, rows).tolist(), None
+        inner = self.ev._inline(element.findall("stateAttribute"))
+        if self.own_write(self.ev._template(inner)):
+            raise Unsupported("a query of what the unit itself writes")
+        queried = self._paths(inner, frame, rows)
+        self.ev.creating = False  # the attributes are made in the loop, for the rows that read them
+        try:
+            return self.ev._value(element, frame, rows).tolist(), queried
+        finally:
+            self.ev.creating = True
+
+    def _paths(self, elements: list[Any], frame: Frame, rows: IntArray) -> _Paths:
+        path = self.ev._inline(elements)
+        if any(e.get("type") == "query" for e in path):
+            raise Unsupported("a path with a query")
+        found: _Paths = self._cached(frame, "path", tuple(_shape(e) for e in path),
+                                     lambda: self._paths_of(path, frame, rows))
+        return found
+
+    def _paths_of(self, path: list[Any], frame: Frame, rows: IntArray) -> _Paths:
+        columns: list[IntArray] = []
+        for element in path:
+            columns += self._cached(frame, "names", _shape(element), partial(self.ev._elements, element, frame, rows))
+        if not columns:
+            return _Paths([0] * len(rows), [()], [False])
+        # the distinct paths, an element at a time: (path so far, next name) pairs numbered densely
+        widths = [int(names.max(initial=0)) + 2 for names in columns]  # names + 1 run from 0 to width - 1
+        keys = np.zeros(len(rows), dtype=np.int64)
+        pairs: list[IntArray] = []  # per element: each distinct prefix as (its parent's key, name + 1)
+        null = np.zeros(len(rows), dtype=bool)
+        for names, width in zip(columns, widths):
+            null |= names < 0  # from the first null element on, the path stays its prefix
+            distinct, keys = np.unique(keys * width + np.where(null, -1, names) + 1, return_inverse=True)
+            keys = keys.reshape(-1)
+            pairs.append(distinct)
+        texts = self.ev.names.texts
+        paths, skip = [], []
+        for last in range(len(pairs[-1])):  # walk each distinct path back to its first element
+            key, backwards = last, []
+            for level in range(len(columns) - 1, -1, -1):
+                key, name = divmod(int(pairs[level][key]), widths[level])
+                backwards.append(name - 1)
+            kept = [texts[n] for n in reversed(backwards) if n >= 0]
+            paths.append(tuple(kept))
+            skip.append(len(kept) < len(backwards))
+        return _Paths(keys.tolist(), paths, skip)
+
+    # ------------------------------------------------------------------ running
+    def _attribute(self, paths: _Paths, key: int) -> int:
+        """The key's attribute, made as the interpreter makes it: when the path is first resolved
+        (for a skipped change, the part before its null element, if any)."""
+        attr = paths.attr[key]
+        if attr < 0:
+            path = paths.paths[key]
+            attr = paths.attr[key] = self.ev.attrs.id_of(path) if path or not paths.skip[key] else 0
+        return attr
+
+    def _write(self, attr: int, value: int) -> None:
+        attrs, orders, values = self.written
+        attrs.append(attr)
+        orders.append(self.order + min(self.step, STEPS - 1))
+        values.append(value)
+        self.step += 1
+
+
+def _shape(element: Any) -> Any:
+    """An expression's structure without its text and layout: equal shapes compute equal columns."""
+    return (element.tag, tuple(sorted(element.attrib.items())),
+            tuple(_shape(c) for c in element if isinstance(c.tag, str)))
+
+
+def _reads_state(evaluator: Evaluator, element: Any) -> bool:
+    """Whether a stateValue (with its mapping group's entries) reads the state system."""
+    if any(e.get("type") in ("query", "peek") or e.get("stack") == "peek" for e in element.iter()):
+        return True
+    group = element.get("mappingGroup")
+    return bool(group) and any(_reads_state(evaluator, v) for entry in evaluator._scope.mappings.get(group, [])
+                               for v in entry)

@@ -1,0 +1,219 @@
+"""The sequential unit on precomputed columns (tc_analyses/engine/sequential.py) against the
+interpreter: random providers shaped like gpu.xml's first-free-lane choice (changes that read each
+other's writes), with the variations a user's XML can add (an increment inside the cycle, field
+conditions, operators, a string table read by query, mapping groups, forced types, null path
+elements, unknown strings, ties), over random events. Each provider runs three ways: the
+interpreter event by event, the columnar engine (the sequential unit on columns), and the
+columnar engine with the unit on the interpreter's compiled changes (as before); all three give
+the same attributes and intervals, or fail with the same error."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lxml import etree
+
+from tc_analyses.engine import build
+from tc_analyses.engine.columnar import ColumnarProvider, run_columnar
+from tc_analyses.engine.events import rows_of
+from tc_analyses.engine.sequential import SequentialRunner, Unsupported
+from tc_analyses.engine.xml_provider import StateProvider
+from tc_analyses.errors import DfcompassError
+
+Event = tuple[str, int, dict[str, Any]]
+OPERATORS = ["eq", "ne", "lt", "le", "gt", "ge"]
+
+
+def _lane_path(lane: int) -> str:
+    path = '<stateAttribute type="constant" value="Q"/><stateAttribute type="eventField" value="q"/>'
+    return path + (f'<stateAttribute type="constant" value="L{lane}"/>' if lane else "")
+
+
+SELECTED = '<stateAttribute type="constant" value="Sel"/><stateAttribute type="eventField" value="c"/>'
+
+
+def provider_xml(rng: random.Random) -> str:
+    """A stateProvider whose lane choice and lane writes read each other (one sequential unit)."""
+    lanes = rng.randint(1, 3)
+    count = rng.random() < 0.5  # an increment that joins the cycle
+    free_value = rng.choice(['<stateValue type="null"/>', '<stateValue type="string" value="$IDLE"/>'])
+
+    def choice(lane: int) -> str:
+        if lane == lanes:
+            return f'{SELECTED}<stateValue type="int" value="{lane}"/>'
+        test = (f'<or><condition>{_lane_path(lane)}<stateValue type="null"/></condition>'
+                f'<condition>{_lane_path(lane)}<stateValue type="string" value="$IDLE"/></condition></or>')
+        if count and lane == 0:
+            test = (f'<and>{test}<condition operator="{rng.choice(OPERATORS)}"><stateAttribute type="constant" '
+                    f'value="Cnt"/><stateAttribute type="eventField" value="q"/><stateValue type="long" '
+                    f'value="{rng.randint(0, 3)}"/></condition></and>')
+        if rng.random() < 0.3:  # read only where the lane is free: the interpreter makes Probe/<c> only then
+            test = (f'<and>{test}<condition><stateAttribute type="constant" value="Probe"/>'
+                    f'<stateAttribute type="eventField" value="c"/><stateValue type="null"/></condition></and>')
+        if rng.random() < 0.3:
+            test = (f'<and>{test}<not><condition operator="{rng.choice(OPERATORS)}"><field name="v"/>'
+                    f'<stateValue type="long" value="{rng.randint(0, 4)}"/></condition></not></and>')
+        return (f'<if>{test}</if><then>{SELECTED}<stateValue type="int" value="{lane}"/></then>'
+                f'<else>{choice(lane + 1)}</else>')
+
+    label = rng.choice([
+        '<stateValue type="query"><stateAttribute type="constant" value="Strings"/>'
+        '<stateAttribute type="eventField" value="label"/></stateValue>',
+        '<stateValue type="eventField" value="v" mappingGroup="kinds"/>',
+        '<stateValue type="eventField" value="v" forcedType="string"/>',
+        '<stateValue type="eventName"/>',
+    ])
+
+    def by_lane(lane: int, value: str) -> str:
+        if lane > lanes:
+            return f"{_lane_path(0)}{value}"
+        return (f'<if><condition operator="{rng.choice(["eq", "eq", "ge"])}">{SELECTED}<stateValue type="int" '
+                f'value="{lane}"/></condition></if><then>{_lane_path(lane)}{value}</then>'
+                f'<else>{by_lane(lane + 1, value)}</else>')
+
+    counter = ""
+    if count:
+        counter = (f'<stateChange><if><condition>{SELECTED}<stateValue type="int" value="0"/></condition></if>'
+                   f'<then><stateAttribute type="constant" value="Cnt"/><stateAttribute type="eventField" '
+                   f'value="q"/><stateValue type="long" value="1" increment="true"/></then></stateChange>')
+    return f"""<tmfxml><stateProvider id="t.lanes" version="1">
+<definedValue name="IDLE" value="idle"/>
+<mappingGroup id="kinds"><entry><stateValue type="long" value="1"/><stateValue type="string" value="one"/></entry>
+<entry><stateValue type="long" value="2"/><stateValue type="string" value="two &lt;&amp;&gt;"/></entry></mappingGroup>
+<eventHandler eventName="str"><stateChange><stateAttribute type="constant" value="Strings"/>
+<stateAttribute type="eventField" value="sid"/><stateValue type="eventField" value="text"/></stateChange></eventHandler>
+<eventHandler eventName="begin">
+<stateChange>{choice(1 if lanes > 1 and rng.random() < 0.2 else 0)}</stateChange>
+<stateChange>{by_lane(1, label)}</stateChange>{counter}
+</eventHandler>
+<eventHandler eventName="end">
+<stateChange>{by_lane(1, free_value)}</stateChange>
+<stateChange>{SELECTED}<stateValue type="null"/></stateChange>
+</eventHandler>
+<eventHandler eventName="(begin|end)">
+<stateChange><stateAttribute type="constant" value="Last"/><stateValue type="eventName"/></stateChange>
+</eventHandler>
+</stateProvider></tmfxml>"""
+
+
+def random_events(rng: random.Random) -> list[Event]:
+    events: list[Event] = [("str", 0, {"sid": s, "text": t}) for s, t in enumerate(["gemm", "a<b & 'c'", "ü.*["])]
+    t, next_id = 1, 0
+    open_ids: list[tuple[int, int | None]] = []
+    for _ in range(rng.randint(5, 60)):
+        t += rng.choice([0, 0, 1, 3])  # ties are common
+        if open_ids and rng.random() < 0.45:
+            ended, queue = open_ids.pop(rng.randrange(len(open_ids)))
+            events.append(("end", t, {"q": queue, "c": ended}))
+            continue
+        q = rng.choice([0, 1, 1, 2, None])  # None: a null path element, the change is skipped
+        c = next_id if rng.random() < 0.9 else rng.randint(0, max(next_id, 1))  # a reused id now and then
+        next_id += 1
+        events.append(("begin", t, {"q": q, "c": c, "v": rng.randint(0, 4), "label": rng.choice([0, 1, 2, 7])}))
+        if rng.random() < 0.85:
+            open_ids.append((c, q))
+        if rng.random() < 0.05:
+            events.append(("end", t, {"q": q, "c": 10_000 + c}))  # an end that began nowhere
+    return events
+
+
+def _outcome(run: Any) -> tuple[str, Any]:
+    try:
+        ss = run()
+    except DfcompassError as exc:
+        return "error", type(exc).__name__
+    return "ok", {path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}
+
+
+def _on_interpreter_changes(self: SequentialRunner, change: Any, frame: Any) -> Any:
+    raise Unsupported("the test asks for the interpreter's changes")
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_random_lane_providers_match_the_interpreter(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    element = etree.fromstring(provider_xml(rng)).find("stateProvider")
+    events = random_events(rng)
+    span = (events[0][1], max(e[1] for e in events))
+    provider = StateProvider(element)
+    assert any(unit.kind == "sequential" for unit in ColumnarProvider(provider).units)
+    reference = _outcome(lambda: provider.run(events, span))
+    columns = _outcome(lambda: run_columnar(provider, rows_of(events), span))
+    with monkeypatch.context() as patched:
+        patched.setattr(SequentialRunner, "compile", _on_interpreter_changes)
+        before = _outcome(lambda: run_columnar(provider, rows_of(events), span))
+    assert columns == reference
+    assert before == reference
+
+
+def test_the_lane_providers_take_the_column_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The random providers above do run on columns (none falls back to the interpreter's changes)."""
+    compiled: list[int] = []
+    original = SequentialRunner.compile
+
+    def counting(self: SequentialRunner, change: Any, frame: Any) -> Any:
+        got = original(self, change, frame)
+        compiled.append(1)
+        return got
+
+    monkeypatch.setattr(SequentialRunner, "compile", counting)
+    for seed in range(20):
+        rng = random.Random(seed)
+        provider = StateProvider(etree.fromstring(provider_xml(rng)).find("stateProvider"))
+        events = random_events(rng)
+        compiled.clear()
+        run_columnar(provider, rows_of(events), (0, max(e[1] for e in events)))
+        assert compiled, seed
+
+
+def _refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reasons the sequential runner gives for leaving a change to the interpreter's changes."""
+    refused: list[str] = []
+    original = SequentialRunner.compile
+
+    def watching(self: SequentialRunner, change: Any, frame: Any) -> Any:
+        try:
+            return original(self, change, frame)
+        except Unsupported as exc:
+            refused.append(str(exc))
+            raise
+
+    monkeypatch.setattr(SequentialRunner, "compile", watching)
+    return refused
+
+
+def test_a_query_of_the_units_own_writes_goes_to_the_interpreters_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value read from an attribute the unit itself writes cannot be read ahead: refused, and the
+    unit still gives the interpreter's result through its compiled changes."""
+    xml = f"""<tmfxml><stateProvider id="t.own" version="1"><eventHandler eventName="begin">
+<stateChange><if><condition>{_lane_path(0)}<stateValue type="null"/></condition></if>
+<then>{SELECTED}<stateValue type="query">{_lane_path(0)}</stateValue></then>
+<else>{SELECTED}<stateValue type="int" value="1"/></else></stateChange>
+<stateChange>{_lane_path(0)}<stateValue type="query">{SELECTED}</stateValue></stateChange>
+</eventHandler></stateProvider></tmfxml>"""
+    provider = StateProvider(etree.fromstring(xml).find("stateProvider"))
+    events = [("begin", t, {"q": t % 2, "c": t % 3}) for t in range(1, 9)]
+    refused = _refusals(monkeypatch)
+    got = _outcome(lambda: run_columnar(provider, rows_of(events), (1, 8)))
+    assert refused and "itself writes" in refused[0]
+    assert got == _outcome(lambda: provider.run(events, (1, 8)))
+
+
+def test_gpu_queues_on_a_recorded_trace_take_the_column_route(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu.xml generated for our all-classes trace: its lane unit compiles to columns and the state
+    system equals the interpreter's."""
+    from tests.test_engine.test_engine_equivalence import TRACES, generated_xml, snapshot
+
+    trace = TRACES[0]
+    files = [f for f in generated_xml(trace, tmp_path) if f.name == "gpu.xml"]
+    assert files
+    refused = _refusals(monkeypatch)
+    built = build(trace, files)
+    assert not refused
+    assert snapshot(built) == snapshot(build(trace, files, engine="events"))
+    lanes = [p for ss in built.systems.values() for p in ss.paths() if "Lanes" in p]
+    assert lanes  # the trace has GPU work: the unit ran
