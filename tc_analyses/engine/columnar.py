@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
+from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template, Values,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported
@@ -325,6 +325,12 @@ class ColumnarProvider(Evaluator):
         parts = [self._evaluate(i) for i in unit.leaves]
         attrs, bases, values, leaves = (np.concatenate([p[i] for p in parts]) for i in range(4))
         order = np.lexsort((bases, attrs))
+        increments = np.array([leaf.increment for leaf in self.leaves], dtype=bool)[leaves[order]] if len(order) \
+            else np.zeros(0, dtype=bool)
+        summed = long_sums(self.values, attrs[order], values[order], increments)
+        if summed is not None:
+            self.log.add(u, attrs[order], bases[order] * STEPS, summed)
+            return
         out = np.empty(len(order), dtype=np.int64)
         current: dict[int, int] = {}
         item = self.values.item
@@ -404,6 +410,27 @@ def _interpret(change: Any, name: str, ts: IntArray, fields: list[dict[str, Any]
     change((name, int(ts[row]), fields[row]), recorder, queued)
     if queued:
         raise NotColumnar("futureTime")
+
+
+def long_sums(table: Values, attrs: IntArray, values: IntArray, increments: IntArray) -> IntArray | None:
+    """The value after each change (rows sorted by attribute, then order) when every value is
+    a long or null, as running sums: an assignment (or a null increment) starts a new sum from
+    its value. None where a value of another kind, or a sum past 62 bits, needs the loop."""
+    kinds = np.frombuffer(table.kinds, dtype=np.int8)[values]
+    if not len(values) or (kinds[values != 0] != Values.KINDS["long"]).any() or table.boxed(values).any():
+        return None
+    numbers = np.where(values != 0, table.payloads(values), 0)
+    if float(np.abs(numbers).max()) * len(numbers) >= 2.0**62:
+        return None
+    summing = increments & (values != 0)
+    starts = ~summing  # an assignment, or a null increment, sets the value
+    starts[np.flatnonzero(np.append(True, attrs[1:] != attrs[:-1]))] = True  # each attribute's first change
+    total = np.cumsum(numbers)
+    first = np.maximum.accumulate(np.where(starts, np.arange(len(values)), 0))  # where each sum began
+    base = total[first] - numbers[first]  # the cumulative sum before that change
+    out = values.copy()
+    out[summing] = table.longs((total - base)[summing])
+    return out
 
 
 def _payloads(rows: EventClassRows) -> list[dict[str, Any]]:

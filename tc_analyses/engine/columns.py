@@ -80,6 +80,28 @@ class Values:
             self._boxed.add(found)
         return found
 
+    def payloads(self, ids: IntArray) -> IntArray:
+        """Each id's payload: a long's number (an index into the other values otherwise)."""
+        return np.frombuffer(self._payload, dtype=np.int64)[ids]
+
+    def boxed(self, ids: IntArray) -> IntArray:
+        """Whether each id is a long past 64 bits (held as an object, its payload no number)."""
+        if not self._boxed:
+            return np.zeros(len(ids), dtype=bool)
+        return np.isin(ids, np.fromiter(self._boxed, np.int64, len(self._boxed)))
+
+    def texts(self, ids: IntArray) -> list[str | None]:
+        """String.valueOf of each id's value (None for null); the numbers of longs as one array
+        conversion, not a Value each."""
+        kinds = np.frombuffer(self.kinds, dtype=np.int8)[ids]
+        plain = (kinds == self._LONG) & ~self.boxed(ids)
+        out: list[str | None] = [None if not k else str(self.item(i)) for i, k in
+                                 zip(ids.tolist(), (~plain & (kinds != 0)).tolist())]
+        numbers = self.payloads(ids[plain]).astype(str).tolist()
+        for at, text in zip(np.flatnonzero(plain).tolist(), numbers):
+            out[at] = text
+        return out
+
     def seal(self) -> None:
         """Drop the index that interning uses (16 bytes a long) once the state systems are built; a
         later :meth:`longs` builds it again."""
@@ -387,7 +409,8 @@ class Evaluator:
         unique, inverse = np.unique(values, return_inverse=True)
         if text:
             return np.array([self.names.intern(str(i)) for i in unique.tolist()], dtype=np.int64)[inverse]
-        ids = [-1 if (v := self.values.item(i)) is None else self.names.intern(str(v)) for i in unique.tolist()]
+        intern = self.names.intern
+        ids = [-1 if t is None else intern(t) for t in self.values.texts(unique)]
         return np.array(ids, dtype=np.int64)[inverse]
 
     def _query(self, path: list[Any], frame: Frame, rows: IntArray) -> IntArray:

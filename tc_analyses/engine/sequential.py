@@ -46,11 +46,16 @@ class Unsupported(Exception):
 class _Paths:
     """A path expression over a class's rows: per row a key into the distinct paths it resolves to."""
 
-    def __init__(self, keys: list[int], paths: list[tuple[str, ...]], skip: list[bool]) -> None:
+    def __init__(self, keys: list[int], names: list[list[int]], skip: list[bool], texts: list[str]) -> None:
         self.keys = keys
-        self.paths = paths  # the attribute to make: the path, or the part before a null element
-        self.skip = skip  # a null element: the change is skipped (its prefix is still made)
-        self.attr = [-1] * len(paths)  # the attribute of each distinct path, once made
+        self.names = names  # each distinct path's name ids, -1 from a null element on
+        self.skip = skip  # a null element: the change is skipped (the part before it is still made)
+        self.texts = texts
+        self.attr = [-1] * len(names)  # the attribute of each distinct path, once made
+
+    def path(self, key: int) -> tuple[str, ...]:
+        """The attribute the key makes: the path, or the part before its null element."""
+        return tuple(self.texts[n] for n in self.names[key] if n >= 0)
 
 
 class SequentialRunner:
@@ -238,7 +243,7 @@ class SequentialRunner:
         for element in path:
             columns += self._cached(frame, "names", _shape(element), partial(self.ev._elements, element, frame, rows))
         if not columns:
-            return _Paths([0] * len(rows), [()], [False])
+            return _Paths([0] * len(rows), [[]], [False], [])
         # the distinct paths, an element at a time: (path so far, next name) pairs numbered densely
         widths = [int(names.max(initial=0)) + 2 for names in columns]  # names + 1 run from 0 to width - 1
         keys = np.zeros(len(rows), dtype=np.int64)
@@ -249,17 +254,14 @@ class SequentialRunner:
             distinct, keys = np.unique(keys * width + np.where(null, -1, names) + 1, return_inverse=True)
             keys = keys.reshape(-1)
             pairs.append(distinct)
-        texts = self.ev.names.texts
-        paths, skip = [], []
-        for last in range(len(pairs[-1])):  # walk each distinct path back to its first element
-            key, backwards = last, []
-            for level in range(len(columns) - 1, -1, -1):
-                key, name = divmod(int(pairs[level][key]), widths[level])
-                backwards.append(name - 1)
-            kept = [texts[n] for n in reversed(backwards) if n >= 0]
-            paths.append(tuple(kept))
-            skip.append(len(kept) < len(backwards))
-        return _Paths(keys.tolist(), paths, skip)
+        levels = []  # each distinct path's name ids (-1: null), walked back from its last element
+        key = np.arange(len(pairs[-1]), dtype=np.int64)
+        for level in range(len(columns) - 1, -1, -1):
+            key, name = np.divmod(pairs[level][key], widths[level])
+            levels.append(name - 1)
+        matrix = np.stack(levels[::-1], axis=1)
+        skip: list[bool] = np.any(matrix < 0, axis=1).tolist()
+        return _Paths(keys.tolist(), matrix.tolist(), skip, self.ev.names.texts)
 
     # ------------------------------------------------------------------ running
     def _attribute(self, paths: _Paths, key: int) -> int:
@@ -267,7 +269,7 @@ class SequentialRunner:
         (for a skipped change, the part before its null element, if any)."""
         attr = paths.attr[key]
         if attr < 0:
-            path = paths.paths[key]
+            path = paths.path(key)
             attr = paths.attr[key] = self.ev.attrs.id_of(path) if path or not paths.skip[key] else 0
         return attr
 

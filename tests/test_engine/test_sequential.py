@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from lxml import etree
 
@@ -217,3 +218,51 @@ def test_gpu_queues_on_a_recorded_trace_take_the_column_route(tmp_path: Path,
     assert snapshot(built) == snapshot(build(trace, files, engine="events"))
     lanes = [p for ss in built.systems.values() for p in ss.paths() if "Lanes" in p]
     assert lanes  # the trace has GPU work: the unit ran
+
+
+def test_value_texts_are_string_value_of() -> None:
+    """Values.texts (path elements from value ids, longs converted as one array) equals str() of
+    each value: ints, longs (negative, past 64 bits), doubles, strings, null."""
+    from tc_analyses.engine.columns import Values
+    from tc_analyses.engine.state_system import Value
+
+    values = Values()
+    made = [values.intern(v) for v in (None, Value("int", -3), Value("long", 2**70), Value("double", 0.1),
+                                         Value("string", "a<&>ü"), Value("long", 5))]
+    made += values.longs(np.array([-(2**63), 0, 2**63 - 1, 5], dtype=np.int64)).tolist()
+    ids = np.array(made * 2, dtype=np.int64)
+    expected = [None if (v := values.item(i)) is None else str(v) for i in ids.tolist()]
+    assert values.texts(ids) == expected
+    assert "1180591620717411303424" in expected and "-9223372036854775808" in expected
+
+
+def test_long_sums_equal_the_increment_loop() -> None:
+    """The accumulate unit's array route (running sums, restarted by each assignment or null
+    increment) against the per-change rule it replaces, on random change lists; other kinds and
+    sums that could pass 64 bits are left to the loop (None)."""
+    from tc_analyses.engine.columnar import long_sums
+    from tc_analyses.engine.columns import Values
+    from tc_analyses.engine.state_system import Value
+
+    rng = random.Random(3)
+    for _ in range(300):
+        table = Values()
+        n = rng.randint(1, 40)
+        attrs = np.sort(np.array([rng.randint(1, 4) for _ in range(n)], dtype=np.int64))
+        values = np.array([table.intern(rng.choice([None, Value("long", rng.randint(-5, 5))])) for _ in range(n)],
+                          dtype=np.int64)
+        increments = np.array([rng.random() < 0.7 for _ in range(n)], dtype=bool)
+        expected, current = [], {}
+        for a, v, inc in zip(attrs.tolist(), values.tolist(), increments.tolist()):
+            new, old = table.item(v), table.item(current.get(a, 0))
+            if inc and new is not None:
+                new = Value("long", (old.value if old is not None else 0) + new.value)  # type: ignore[operator]
+            current[a] = table.intern(new)
+            expected.append(current[a])
+        got = long_sums(table, attrs, values, increments)
+        assert got is not None and got.tolist() == expected
+    table = Values()
+    mixed = np.array([table.intern(Value("int", 1)), table.intern(Value("long", 1))], dtype=np.int64)
+    assert long_sums(table, np.array([1, 1]), mixed, np.array([True, True])) is None
+    huge = table.longs(np.array([2**62, 2**62], dtype=np.int64))
+    assert long_sums(table, np.array([1, 1]), huge, np.array([True, True])) is None
