@@ -308,6 +308,30 @@ class StateSystem:
         values = list(table)
         return starts, ends, ids, values.__getitem__
 
+    def block_counts(self, paths: list[tuple[str, ...]]) -> np.ndarray[Any, Any] | None:
+        """How many ended intervals each of `paths` has, when all are held in the block alone (the
+        columnar engine's state systems); None otherwise (see :meth:`gather`)."""
+        block = self._block
+        if block is None or any(p in self._attributes or p not in block.rows for p in paths):
+            return None
+        rows = np.fromiter((block.rows[p] for p in paths), np.int64, len(paths))
+        return np.asarray(block.offsets[rows + 1] - block.offsets[rows], dtype=np.int64)
+
+    def gather(self, paths: list[tuple[str, ...]]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any],
+                                                            np.ndarray[Any, Any], np.ndarray[Any, Any],
+                                                            Callable[[int], Value | None]]:
+        """The intervals of several attributes held in the block (:meth:`block_counts` not None) as
+        one set of columns, in the order of `paths`: (each interval's index into `paths`, starts,
+        ends, value ids) and the value of an id. What :meth:`arrays` gives for each, concatenated."""
+        block = self._block
+        assert block is not None
+        rows = np.fromiter((block.rows[p] for p in paths), np.int64, len(paths))
+        lo = np.asarray(block.offsets[rows], dtype=np.int64)
+        counts = np.asarray(block.offsets[rows + 1], dtype=np.int64) - lo
+        which = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
+        at = np.arange(len(which), dtype=np.int64) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        return which, np.asarray(block.starts)[at], np.asarray(block.ends)[at], np.asarray(block.ids)[at], block.item
+
     def ranges_where(self, path: tuple[str, ...], holds: Callable[[Any], bool]
                      ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The half-open ``[start, end + 1)`` of the intervals of `path` whose value is not null and

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from tc_analyses.analyses.states import iter_columns
+from tc_analyses.analyses.states import iter_column_groups
 from tc_analyses.engine.run import BuiltAnalyses
 
 HEADER = ("analysis", "path", "start", "end", "value")
+_QUOTED = re.compile('[,"\r\n]')
 
 
 def csv_field(text: str) -> str:
     """`text` as the csv module writes it in a row of several fields (quoted only when needed)."""
+    if not _QUOTED.search(text):  # what QUOTE_MINIMAL quotes: the delimiter, the quote, a line end
+        return text
     out = io.StringIO()
     csv.writer(out).writerow([text, ""])  # two fields: a lone empty field would be written as ""
     return out.getvalue()[: -len(",\r\n")]
@@ -36,7 +40,7 @@ def _value_texts(ids: np.ndarray[Any, Any], item: Callable[[int], Any]) -> tuple
     for value_id in distinct.tolist():
         value = item(value_id)
         texts.append(("" if value is None else csv_field(str(value))) + "\r\n")
-    return texts, where
+    return texts, where.reshape(-1)
 
 
 def write_states_csv(built: BuiltAnalyses, path_glob: str, csv_out: Path) -> int:
@@ -44,14 +48,13 @@ def write_states_csv(built: BuiltAnalyses, path_glob: str, csv_out: Path) -> int
     count = 0
     with open(csv_out, "wb") as out:
         out.write((",".join(HEADER) + "\r\n").encode())
-        for analysis, path, starts, ends, ids, item in iter_columns(built, path_glob):
-            if not len(starts):
-                continue
-            texts, where = _value_texts(ids, item)
-            prefix = f"{csv_field(analysis)},{csv_field(path)}"
+        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _SLICE):
+            name = csv_field(analysis)
+            prefixes = [f"{name},{csv_field(path)}" for path in paths]
             for first in range(0, len(starts), _SLICE):
                 part = slice(first, first + _SLICE)
-                out.write(_lines(prefix, starts[part], ends[part], texts, where[part]))
+                texts, where = _value_texts(ids[part], item)
+                out.write(_lines(prefixes, which[part], starts[part], ends[part], texts, where))
             count += len(starts)
     return count
 
@@ -59,15 +62,16 @@ def write_states_csv(built: BuiltAnalyses, path_glob: str, csv_out: Path) -> int
 _SLICE = 1 << 20  # rows joined at once: a string array's 32-bit offsets hold up to 2 GiB
 
 
-def _lines(prefix: str, starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any], texts: list[str],
-           where: np.ndarray[Any, Any]) -> memoryview:
-    """The CSV lines of one attribute's intervals, joined by pyarrow; the last field carries the line
-    end, so the joined strings' data is the file's bytes."""
+def _lines(prefixes: list[str], which: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
+           ends: np.ndarray[Any, Any], texts: list[str], where: np.ndarray[Any, Any]) -> memoryview:
+    """The CSV lines of some attributes' intervals, joined by pyarrow; the last field carries the
+    line end, so the joined strings' data is the file's bytes."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     values = pa.array(texts, pa.string()).take(pa.array(where))
-    lines = pc.binary_join_element_wise(prefix, pa.array(starts).cast(pa.string()),
+    heads = pa.array(prefixes, pa.string()).take(pa.array(which))
+    lines = pc.binary_join_element_wise(heads, pa.array(starts).cast(pa.string()),
                                         pa.array(ends).cast(pa.string()), values, ",")
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + len(lines) + 1]
     return memoryview(lines.buffers()[2])[int(offsets[0]):int(offsets[-1])]
@@ -85,17 +89,15 @@ def write_states_parquet(built: BuiltAnalyses, path_glob: str, parquet_out: Path
                         ("start", pa.int64()), ("end", pa.int64()), ("value", pa.string())])
     count, pending, held = 0, [], 0
     with pq.ParquetWriter(parquet_out, schema) as writer:
-        for analysis, path, starts, ends, ids, item in iter_columns(built, path_glob):
-            if not len(starts):
-                continue
+        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _SLICE):
             distinct, where = np.unique(ids, return_inverse=True)
             texts = [None if (value := item(v)) is None else str(value) for v in distinct.tolist()]
             n = len(starts)
             pending.append(pa.table([
                 pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([analysis], pa.string())),
-                pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([path], pa.string())),
+                pa.DictionaryArray.from_arrays(pa.array(which.astype(np.int32)), pa.array(paths, pa.string())),
                 pa.array(starts, pa.int64()), pa.array(ends, pa.int64()),
-                pa.array(texts, pa.string()).take(pa.array(where))], schema=schema))
+                pa.array(texts, pa.string()).take(pa.array(where.reshape(-1)))], schema=schema))
             count, held = count + n, held + n
             if held >= _SLICE:
                 writer.write_table(pa.concat_tables(pending).unify_dictionaries().combine_chunks())

@@ -124,3 +124,55 @@ def test_states_parquet_from_the_cli(cli: Any, tmp_path: Path) -> None:
     assert rows == _expected_rows(build(trace, xml))
     refused = cli(*args, "--parquet", str(out), "--at", "5")
     assert refused.exit_code == 2 and "--parquet" in refused.stderr
+
+
+def _columnar_odd_system() -> StateSystem:
+    """A state system the columnar engine built (held as one block): an attribute per odd name and
+    per id, odd strings and numbers as values."""
+    from lxml import etree
+
+    from tc_analyses.engine.columnar import run_columnar
+    from tc_analyses.engine.events import rows_of
+    from tc_analyses.engine.xml_provider import StateProvider
+
+    xml = """<tmfxml><stateProvider id="odd" version="1"><eventHandler eventName="e"><stateChange>
+<stateAttribute type="constant" value="T"/><stateAttribute type="eventField" value="name"/>
+<stateAttribute type="eventField" value="id"/><stateValue type="eventField" value="v"/></stateChange>
+</eventHandler></stateProvider></tmfxml>"""
+    provider = StateProvider(etree.fromstring(xml).find("stateProvider"))
+    events = [("e", t, {"name": ODD[t % len(ODD)], "id": t % 5 + 5 * (t % 3 == 0), "v": ODD[t % 7] if t % 3 else t})
+              for t in range(1, 400)]
+    return run_columnar(provider, rows_of(events), (1, 405))
+
+
+@pytest.mark.parametrize("glob", ["*", "T/a,b/*", "T/[[]*", "nothing/*"])
+def test_a_block_of_attributes_written_in_groups(tmp_path: Path, glob: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attributes the columnar engine holds as one block are written many at a time: groups of
+    attributes cut anywhere (a tiny group size here) give the row-by-row bytes."""
+    from tc_analyses.export import states_csv
+
+    built = SimpleNamespace(systems={"odd,\"x\"": _columnar_odd_system()})
+    assert built.systems["odd,\"x\""].block_counts(built.systems["odd,\"x\""].paths()) is not None
+    for size in (7, 1 << 20):
+        monkeypatch.setattr(states_csv, "_SLICE", size)
+        out = tmp_path / f"{size}.csv"
+        count = write_states_csv(built, glob, out)  # type: ignore[arg-type]
+        assert out.read_bytes() == _row_by_row(built, glob)
+        assert (count > 100) == (glob == "*")
+        parquet = tmp_path / f"{size}.parquet"
+        assert states_csv.write_states_parquet(built, glob, parquet) == count  # type: ignore[arg-type]
+        assert _parquet_rows(parquet) == _expected_rows(built, glob)
+
+
+def test_a_point_query_gives_the_interval_query_range_gives() -> None:
+    """`states --at T` finds each attribute's interval with arrays: the rows of a per-attribute
+    query_range, for times before, inside, on the edges of and after the intervals."""
+    from tc_analyses.analyses.states import rows
+
+    for ss in (_odd_system(), _columnar_odd_system()):
+        built = SimpleNamespace(systems={"a": ss, "b": ss})
+        for at in (-1, 0, 1, 10, 11, 55, 399, 405, 1235, 10**6):
+            expected = [(name, "/".join(p), i.start, i.end, None if i.value is None else str(i.value))
+                        for name in ("a", "b") for p in ss.paths() for i in ss.query_range(p, at, at)]
+            got = [(r.analysis, r.path, r.start, r.end, r.value) for r in rows(built, "*", at)]  # type: ignore[arg-type]
+            assert got == expected, at
