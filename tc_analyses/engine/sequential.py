@@ -117,14 +117,17 @@ class SequentialRunner:
         values, queried = self._value(value_element, frame, rows)
         if value_element.get("increment") == "true":
             return self._increment(paths, values, queried, value_element)
-        keys, skip, attr_of, current, write = paths.keys, paths.skip, self._attribute, self.current, self._write
+        keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
+        current, write = self.current, self._write
 
         def change(row: int) -> None:
             key = keys[row]
-            attr = attr_of(paths, key)
+            attr = made[key]
+            if attr < 0:  # made the first time it is resolved
+                attr = attr_of(paths, key)
             if skip[key]:
                 return
-            if queried is not None:
+            if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
                 attr_of(queried, queried.keys[row])
             value = values[row]
             current[attr] = value
@@ -133,15 +136,18 @@ class SequentialRunner:
         return change
 
     def _increment(self, paths: _Paths, values: list[int], queried: _Paths | None, element: Any) -> Run:
-        keys, skip, attr_of, current, write = paths.keys, paths.skip, self._attribute, self.current, self._write
+        keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
+        current, write = self.current, self._write
         item, intern, sums = self.ev.values.item, self.ev.values.intern, self._sums
 
         def increment(row: int) -> None:
             key = keys[row]
-            attr = attr_of(paths, key)
+            attr = made[key]
+            if attr < 0:  # made the first time it is resolved
+                attr = attr_of(paths, key)
             if skip[key]:
                 return
-            if queried is not None:
+            if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
                 attr_of(queried, queried.keys[row])
             new = values[row]
             if new:
@@ -188,14 +194,17 @@ class SequentialRunner:
         paths = self._paths(attributes, frame, rows)
         second, queried = self._value(values[0], frame, rows)
         operator = element.get("operator", "eq")
-        keys, skip, attr_of, current, compared = paths.keys, paths.skip, self._attribute, self.current, self._compared
+        keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
+        current, compared = self.current, self._compared
         item = self.ev.values.item
 
         def test(row: int) -> bool:
             key = keys[row]
-            attr = attr_of(paths, key)
+            attr = made[key]
+            if attr < 0:  # made the first time it is resolved
+                attr = attr_of(paths, key)
             first = 0 if skip[key] else current.get(attr, 0)
-            if queried is not None:
+            if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
                 attr_of(queried, queried.keys[row])
             pair = (first, second[row], operator)
             found = compared.get(pair)
