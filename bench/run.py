@@ -370,6 +370,11 @@ def pace_rows(r: dict[str, Any]) -> list[Row]:
         ("recommend-placement, 10k-node graph", f"{r['placement_cpu_s']:.1f} s CPU (HEFT alone {r['heft_cpu_s']:.2f} s)",
          f"target <= {t['placement_cpu_s']:.0f} s CPU: {verdict(ok['placement_cpu_s'])}"),
     ]
+    if "gpu_all_sections" in r:
+        rows.append(("analyze (all sections), 1M-event Kineto GPU import / babeltrace2 dummy",
+                     f"{_x(r['gpu_all_sections'])} ({c['analyze GPU (all sections)']['wall_s']:.1f} s, "
+                     f"{c['analyze GPU (all sections)']['rss_kib'] / 1024:.0f} MiB)",
+                     f"target >= {t['all_sections']}x: {verdict(r['gpu_all_sections'] >= t['all_sections'])}"))
     if "big_s" in r:
         rows.append(("analyze --no-sections, 10M events", f"{r['big_s']:.1f} s ({_x(r['big_ratio'])} babeltrace2), "
                      f"RSS {r['big_rss_per_trace']:.1f}x the trace", f"target <= {t['big_s']:.0f} s: {verdict(ok['big_s'])}"))
