@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template, Values,
+from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.ids import Values
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported
 from tc_analyses.engine.state_system import StateSystem, Value
 from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError

@@ -31,9 +31,10 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Values,
+from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar,
                                         timestamps_by_position)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.ids import Values
 from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
 from tc_analyses.engine.state_system import Value
 from tc_analyses.engine.xml_pattern import (IN_PROGRESS, MATCHED, PENDING, Pattern, PatternStateSystem,

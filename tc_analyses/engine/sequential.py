@@ -115,8 +115,7 @@ class SequentialRunner:
             raise Unsupported("a stack action or an update")
         paths = self._paths(element.findall("stateAttribute"), frame, rows)
         values, queried = self._value(value_element, frame, rows)
-        if value_element.get("increment") == "true":
-            return self._increment(paths, values, queried, value_element)
+        add = self._adder(value_element) if value_element.get("increment") == "true" else None
         keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
         current, write = self.current, self._write
 
@@ -130,46 +129,34 @@ class SequentialRunner:
             if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
                 attr_of(queried, queried.keys[row])
             value = values[row]
+            if add is not None and value:
+                value = add(current.get(attr, 0), value, attr)
             current[attr] = value
             write(attr, value)
 
         return change
 
-    def _increment(self, paths: _Paths, values: list[int], queried: _Paths | None, element: Any) -> Run:
-        keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
-        current, write = self.current, self._write
+    def _adder(self, element: Any) -> Callable[[int, int, int], int]:
+        """An increment's new value id from the held one and the increment's (each pair once)."""
         item, intern, sums = self.ev.values.item, self.ev.values.intern, self._sums
 
-        def increment(row: int) -> None:
-            key = keys[row]
-            attr = made[key]
-            if attr < 0:  # made the first time it is resolved
-                attr = attr_of(paths, key)
-            if skip[key]:
-                return
-            if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
-                attr_of(queried, queried.keys[row])
-            new = values[row]
-            if new:
-                old = current.get(attr, 0)
-                total = sums.get((old, new))
-                if total is None:
-                    by, held = item(new), item(old)
-                    assert by is not None
-                    if by.kind not in _NUMERIC:
-                        total = new
-                    elif held is not None and held.kind != by.kind:
-                        raise XmlAnalysisError(element, f"increment of a {held.kind} attribute "
-                                               f"{'/'.join(self.ev.attrs.paths[attr])} by a {by.kind}: the analysis fails")
-                    else:
-                        base: Any = held.value if held is not None else 0  # numeric: _NUMERIC kinds only
-                        total = intern(Value(by.kind, base + by.value))
-                    sums[(old, new)] = total
-                new = total
-            current[attr] = new
-            write(attr, new)
+        def add(old: int, new: int, attr: int) -> int:
+            total = sums.get((old, new))
+            if total is None:
+                by, held = item(new), item(old)
+                assert by is not None
+                if by.kind not in _NUMERIC:
+                    total = new
+                elif held is not None and held.kind != by.kind:
+                    raise XmlAnalysisError(element, f"increment of a {held.kind} attribute "
+                                           f"{'/'.join(self.ev.attrs.paths[attr])} by a {by.kind}: the analysis fails")
+                else:
+                    base: Any = held.value if held is not None else 0  # numeric: _NUMERIC kinds only
+                    total = intern(Value(by.kind, base + by.value))
+                sums[(old, new)] = total
+            return total
 
-        return increment
+        return add
 
     def _condition(self, element: Any, frame: Frame, rows: IntArray) -> Test:
         tag = element.tag

@@ -223,7 +223,7 @@ def test_gpu_queues_on_a_recorded_trace_take_the_column_route(tmp_path: Path,
 def test_value_texts_are_string_value_of() -> None:
     """Values.texts (path elements from value ids, longs converted as one array) equals str() of
     each value: ints, longs (negative, past 64 bits), doubles, strings, null."""
-    from tc_analyses.engine.columns import Values
+    from tc_analyses.engine.ids import Values
     from tc_analyses.engine.state_system import Value
 
     values = Values()
@@ -241,7 +241,7 @@ def test_long_sums_equal_the_increment_loop() -> None:
     increment) against the per-change rule it replaces, on random change lists; other kinds and
     sums that could pass 64 bits are left to the loop (None)."""
     from tc_analyses.engine.columnar import long_sums
-    from tc_analyses.engine.columns import Values
+    from tc_analyses.engine.ids import Values
     from tc_analyses.engine.state_system import Value
 
     rng = random.Random(3)
