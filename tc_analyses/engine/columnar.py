@@ -421,7 +421,7 @@ def long_sums(table: Values, attrs: IntArray, values: IntArray, increments: IntA
     if not len(values) or (kinds[values != 0] != Values.KINDS["long"]).any() or table.boxed(values).any():
         return None
     numbers = np.where(values != 0, table.payloads(values), 0)
-    if float(np.abs(numbers).max()) * len(numbers) >= 2.0**62:
+    if max(-int(numbers.min()), int(numbers.max())) * len(numbers) >= 2**62:  # Python ints: |-2^63| fits
         return None
     summing = increments & (values != 0)
     starts = ~summing  # an assignment, or a null increment, sets the value

@@ -141,20 +141,27 @@ class Evaluator:
         return found
 
     def _field_ids(self, rows: EventClassRows, name: str) -> IntArray:
+        """A field's value ids by field_value's rules, row by row: the field, else (where a row's
+        is missing) the dotted path, else the event's time for "timestamp"."""
         columns = rows.columns
-        if "_" + name in columns:
-            return self.values.of_raw(columns["_" + name])
-        if name in columns and not name.startswith("_"):
-            return self.values.of_raw(columns[name])
-        if "." in name:
+        out = np.zeros(len(rows), dtype=np.int64)
+        missing = np.ones(len(rows), dtype=bool)  # rows whose raw field is still None
+        column = columns["_" + name] if "_" + name in columns else \
+            (columns.get(name) if not name.startswith("_") else None)
+        if column is not None:
+            out = self.values.of_raw(column)
+            missing = _nones(column)
+        if missing.any() and "." in name:
             head = name.split(".")[0]
             column = columns.get("_" + head, columns.get(head) if not head.startswith("_") else None)
             if column is not None and column.dtype == object:
-                return np.array([self.values.intern(typed_value(_dotted(x, name.split(".")[1:])))
-                                 for x in column.tolist()], dtype=np.int64)
-        if name.lower() == "timestamp":
-            return self.values.of_raw(rows.ts)
-        return np.zeros(len(rows), dtype=np.int64)
+                at = np.flatnonzero(missing)
+                found = [_dotted(x, name.split(".")[1:]) for x in column[at].tolist()]
+                out[at] = [self.values.intern(typed_value(x)) for x in found]
+                missing[at] = [x is None for x in found]
+        if missing.any() and name.lower() == "timestamp":
+            out[missing] = self.values.of_raw(rows.ts[missing])
+        return out
 
     def _path(self, path: list[Any], frame: Frame, rows: IntArray) -> tuple[IntArray, IntArray]:
         """The rows whose path has no null element, and their attributes (made as they resolve)."""
@@ -424,6 +431,13 @@ def _joined(columns: list[list[IntArray]], index: int, dtype: Any) -> IntArray:
     """One column of the log's parts as one array; the parts' pieces are dropped as it goes."""
     pieces, columns[index] = columns[index], []
     return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.zeros(0, dtype=dtype)
+
+
+def _nones(column: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Which rows of a field column hold no value (None: the event lacks the field)."""
+    if column.dtype != object:
+        return np.zeros(len(column), dtype=bool)
+    return np.fromiter((x is None for x in column.tolist()), dtype=bool, count=len(column))
 
 
 def _dotted(value: Any, parts: list[str]) -> Any:

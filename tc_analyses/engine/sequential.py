@@ -83,12 +83,16 @@ class SequentialRunner:
     # ------------------------------------------------------------------ compiling
     def compile(self, change: Any, frame: Frame) -> Run:
         """The stateChange element as a function of a row of the frame. Unsupported if it reads
-        state other than through an attribute condition."""
+        state other than through an attribute condition, or if computing it ahead for every row
+        fails (on a row the interpreter might never evaluate it for)."""
         rows = np.arange(len(frame.rows), dtype=np.int64)
         try:
             return self._change(change, frame, rows)
-        except XmlAnalysisError as exc:  # an error on rows that may never run it: the interpreter decides
-            raise Unsupported(str(exc)) from None
+        except Unsupported:
+            raise
+        except Exception as exc:  # noqa: BLE001 - computed for every row, also rows whose branch never
+            # runs (a NaN forced to a long, an unknown operator): the interpreter's changes decide
+            raise Unsupported(f"{type(exc).__name__} computing ahead: {exc}") from None
 
     def _change(self, element: Any, frame: Frame, rows: IntArray) -> Run:
         condition = element.find("if")

@@ -266,3 +266,46 @@ def test_long_sums_equal_the_increment_loop() -> None:
     assert long_sums(table, np.array([1, 1]), mixed, np.array([True, True])) is None
     huge = table.longs(np.array([2**62, 2**62], dtype=np.int64))
     assert long_sums(table, np.array([1, 1]), huge, np.array([True, True])) is None
+    lowest = table.longs(np.array([-(2**63), -1], dtype=np.int64))  # |-2^63| does not fit an int64
+    assert long_sums(table, np.array([1, 1]), lowest, np.array([True, True])) is None
+
+
+S_OF_A = '<stateAttribute type="constant" value="S"/><stateAttribute type="eventField" value="a"/>'
+
+
+@pytest.mark.parametrize("other, second", [
+    # int(NaN) on the NaN row, which takes "then"; the second row (S/1 set) takes "else"
+    (f'{S_OF_A}<stateValue type="eventField" value="d" forcedType="long"/>', 1),
+    # an operator Trace Compass does not know, on a branch no row reaches (each S/<a> is new)
+    (f'<if><condition operator="neq"><field name="a"/><stateValue type="long" value="1"/></condition></if>'
+     f'<then>{S_OF_A}<stateValue type="long" value="2"/></then>', 2),
+])
+def test_what_fails_on_rows_no_branch_runs_is_left_to_the_interpreter(other: str, second: int) -> None:
+    """The runner computes a branch's values and field conditions for every row of the class; where
+    that fails on a row the interpreter never evaluates the branch for, the unit takes the
+    interpreter's changes and gives its result (here: no error at all)."""
+    xml = f"""<tmfxml><stateProvider id="t" version="1"><eventHandler eventName="e"><stateChange>
+<if><condition>{S_OF_A}<stateValue type="null"/></condition></if>
+<then>{S_OF_A}<stateValue type="long" value="1"/></then><else>{other}</else></stateChange></eventHandler>
+</stateProvider></tmfxml>"""
+    provider = StateProvider(etree.fromstring(xml).find("stateProvider"))
+    events = [("e", 1, {"a": 1, "d": float("nan")}), ("e", 2, {"a": second, "d": 2.5})]
+    reference = _outcome(lambda: provider.run(events, (1, 2)))
+    assert reference[0] == "ok"
+    assert _outcome(lambda: run_columnar(provider, rows_of(events), (1, 2))) == reference
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_a_timestamp_field_some_events_lack_is_the_event_time(sequential: bool) -> None:
+    """field_value's rule, row by row: a "timestamp" field where the event has one, else its time
+    (a plain unit and a sequential one)."""
+    change = f"{S_OF_A}<stateValue type=\"eventField\" value=\"timestamp\"/>"
+    if sequential:
+        change = (f'<if><condition>{S_OF_A}<stateValue type="null"/></condition></if><then>{change}</then>')
+    xml = f"""<tmfxml><stateProvider id="t" version="1"><eventHandler eventName="e"><stateChange>{change}
+</stateChange></eventHandler></stateProvider></tmfxml>"""
+    provider = StateProvider(etree.fromstring(xml).find("stateProvider"))
+    events = [("e", 1, {"a": 1, "timestamp": 100}), ("e", 2, {"a": 2}), ("e", 3, {"a": 3, "timestamp": None})]
+    got = _outcome(lambda: run_columnar(provider, rows_of(events), (1, 3)))
+    assert got == _outcome(lambda: provider.run(events, (1, 3)))
+    assert [i[2].value for i in got[1][("S", "2")] if i[2] is not None] == [2]
