@@ -20,24 +20,13 @@ from lxml import etree
 
 from tc_analyses.engine.columnar import ColumnarProvider, NotColumnar, run_columnar
 from tc_analyses.engine.events import rows_of
-from tc_analyses.engine.sequential import SequentialRunner, Unsupported
+from tc_analyses.engine.sequential import SequentialRunner
 from tc_analyses.engine.xml_provider import StateProvider
 from tc_analyses.errors import DfcompassError
 from tests.fuzz.sequential_providers import gen_events, gen_provider
+from tests.test_engine.test_sequential import _on_interpreter_changes, _outcome
 
 SEEDS = range(400)
-
-
-def _outcome(run: Any) -> tuple[str, Any]:
-    try:
-        ss = run()
-    except DfcompassError as exc:
-        return "error", type(exc).__name__
-    return "ok", {path: [(i.start, i.end, i.value) for i in intervals] for path, intervals in ss.items()}
-
-
-def _refuse(self: SequentialRunner, change: Any, frame: Any) -> Any:
-    raise Unsupported("the test asks for the interpreter's changes")
 
 
 def test_random_sequential_providers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +55,7 @@ def test_random_sequential_providers(monkeypatch: pytest.MonkeyPatch) -> None:
         reference = _outcome(lambda: StateProvider(element).run(events, span))
         monkeypatch.setattr(SequentialRunner, "compile", counting)
         columns = _outcome(lambda: run_columnar(StateProvider(element), rows_of(events), span))
-        monkeypatch.setattr(SequentialRunner, "compile", _refuse)
+        monkeypatch.setattr(SequentialRunner, "compile", _on_interpreter_changes)
         before = _outcome(lambda: run_columnar(StateProvider(element), rows_of(events), span))
         assert columns == before, seed
         assert columns[0] == reference[0], seed
