@@ -169,6 +169,11 @@ class SequentialRunner:
             if tag == "not":
                 inner = parts[0]
                 return lambda row: not inner(row)
+            if len(parts) == 2:  # the usual shape (gpu.xml: null or idle); `and`/`or` short-circuit as all()/any()
+                first, second = parts
+                if tag == "and":
+                    return lambda row: first(row) and second(row)
+                return lambda row: first(row) or second(row)
             if tag == "and":
                 return lambda row: all(p(row) for p in parts)
             return lambda row: any(p(row) for p in parts)
