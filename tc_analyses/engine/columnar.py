@@ -307,8 +307,10 @@ class ColumnarProvider(Evaluator):
         programs: list[Callable[[int], None]] = []
         for frame, h, c in frames:
             rows = frame.rows
-            fields = payloads[rows.name] if rows.name in payloads else payloads.setdefault(rows.name, _payloads(rows))
-            programs.append(partial(_interpret, self.provider._handlers[h][1][c], rows.name, rows.ts, fields, recorder))
+            if rows.name not in payloads:
+                payloads[rows.name] = _payloads(rows)
+            programs.append(partial(_interpret, self.provider._handlers[h][1][c], rows.name, rows.ts,
+                                    payloads[rows.name], recorder))
         return recorder, programs
 
     def _replay(self, reads: list[Template], before: int) -> tuple[list[int], list[int], list[int]]:
