@@ -150,7 +150,9 @@ class Evaluator:
             (columns.get(name) if not name.startswith("_") else None)
         if column is not None:
             out = self.values.of_raw(column)
-            missing = _nones(column)
+            # rows the later rules may fill; without such a rule, none (no scan of the column)
+            fallback = "." in name or name.lower() == "timestamp"
+            missing = _nones(column) if fallback else np.zeros(len(rows), dtype=bool)
         if missing.any() and "." in name:
             head = name.split(".")[0]
             column = columns.get("_" + head, columns.get(head) if not head.startswith("_") else None)

@@ -220,13 +220,13 @@ class SequentialRunner:
         return found
 
     def _value_of(self, element: Any, frame: Frame, rows: IntArray) -> tuple[list[int], _Paths | None]:
-        group = element.get("mappingGroup")
-        if group and any(_reads_state(self.ev, v) for entry in self.ev._scope.mappings.get(group, []) for v in entry):
-            raise Unsupported("a mapping group that reads the state")
         if element.get("type") != "query" or element.get("stack") == "peek":
             if _reads_state(self.ev, element):
-                raise Unsupported("a peek")
+                raise Unsupported("a peek, or a mapping group that reads the state")
             return self.ev._value(element, frame, rows).tolist(), None
+        if any(_reads_state(self.ev, v) for entry in self.ev._scope.mappings.get(element.get("mappingGroup", ""), [])
+               for v in entry):
+            raise Unsupported("a mapping group that reads the state")
         inner = self.ev._inline(element.findall("stateAttribute"))
         if self.own_write(self.ev._template(inner)):
             raise Unsupported("a query of what the unit itself writes")
@@ -277,7 +277,7 @@ class SequentialRunner:
         attr = paths.attr[key]
         if attr < 0:
             path = paths.path(key)
-            attr = paths.attr[key] = self.ev.attrs.id_of(path) if path or not paths.skip[key] else 0
+            attr = paths.attr[key] = self.ev.attrs.id_of(path)  # the empty path: the root, nothing made
         return attr
 
     def _write(self, attr: int, value: int) -> None:
