@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tc_analyses.analyses import machine_load
 from tc_analyses.analyses.units import fmt_ms
+from tc_analyses.export.json_text import dumps_indented
 from tc_analyses.export.tables import table
 
 if TYPE_CHECKING:  # only names for the annotations: a report of `info` must not load the optimiser
@@ -31,7 +32,7 @@ def to_json(result: Any) -> str:
     """Any result dataclass as stable, indented JSON (derived properties included)."""
     data = _fields(result)
     data.update({name: getattr(result, name) for name in getattr(result, "JSON_PROPERTIES", ())})
-    return json.dumps(data, indent=2, sort_keys=True, default=_fields) + "\n"
+    return dumps_indented(data, _fields) + "\n"
 
 
 def to_json_document(parts: dict[str, Any]) -> str:

@@ -170,3 +170,18 @@ def _cpu_only_trace(path: Path) -> Path:
         b.add("node_end", "1", 200, 0, cpu, 1)
         b.add("mem_alloc", "1", 150, cpu, 16, 16, 16)
     return path
+
+
+def test_compiled_templates_from_the_cache_render_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first render compiles and stores the templates, the second loads them; a cache folder that
+    cannot be made or written renders the same too."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fresh = render.render_xml()
+    stored = list((tmp_path / "cache" / "dfcompass").glob("jinja-*/*"))
+    assert stored, "nothing was cached"
+    with monkeypatch.context() as patched:  # loaded, not compiled again
+        patched.setattr("jinja2.Environment.compile", lambda *_, **__: pytest.fail("compiled again"))
+        assert render.render_xml() == fresh
+    (tmp_path / "blocked").write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocked"))
+    assert render._bytecode_cache() is None and render.render_xml() == fresh

@@ -82,24 +82,31 @@ def _breakages() -> list[Any]:
     for key, value in [("id", None), ("id", []), ("memory_bytes", -5), ("memory_bytes", "big"), ("name", 3),
                        ("op", 3), ("costs", [])]:
         bad.append({"nodes": [{**node, key: value}]})
-    for edge in [{"source": "a"}, {"source": "a", "target": "a", "bytes": -1}, {"source": "a", "target": "a", "bytes": "x"}]:
+    for edge in [{"source": "a"}, {"source": "a", "target": "a", "bytes": -1}, {"source": "a", "target": "a", "bytes": "x"},
+                 {"source": True, "target": "a"}, {"source": "a", "target": 1.5}]:
         bad.append({"nodes": [node], "edges": [edge]})
+    bad += [{"nodes": [node], "graph": {"links": [{**link, "gb_per_s": -0.5}]}}, {"nodes": [node], "graph": 3},
+            {"nodes": [node], "graph": {"links": None}}, {"nodes": [node], "edges": {}}, {"nodes": [{**node, "id": 1.5}]}]
+    good += [{"nodes": [{**node, "x": [1], "costs": {"cpu": 0.5, "cuda:0": None}}], "graph": {"name": "g"}, "other": 1}]
     return [(doc, True) for doc in good] + [(doc, False) for doc in bad]
 
 
 @pytest.mark.parametrize("doc, valid", _breakages())
 def test_the_compiled_validator_agrees_with_jsonschema(doc: Any, valid: bool) -> None:
-    """The fast check decides alone only when a file is valid: it must never pass what jsonschema fails."""
-    from tc_analyses.analyses.placement.graph_file import _compiled, _validator, schema_error
+    """The fast checks decide alone only when a file is valid: they must never pass what jsonschema
+    fails (the typed decoder may refuse a valid file: the schema's route then reads it)."""
+    from tc_analyses.analyses.placement.graph_file import _compiled, _typed_graph, _validator, schema_error
 
     reference = next(iter(_validator().iter_errors(doc)), None)
     if valid:
         assert reference is None and schema_error(doc) is None
         _compiled()(doc)
+        assert _typed_graph(json.dumps(doc).encode()) is not None
     else:
         assert reference is not None and schema_error(doc) is not None
         with pytest.raises(Exception):
             _compiled()(doc)
+        assert _typed_graph(json.dumps(doc).encode()) is None
 
 
 def test_the_algorithm_option(cli: Any, tmp_path: Path) -> None:
@@ -120,7 +127,7 @@ def test_node_link_reading_matches_networkx() -> None:
 
     import networkx as nx
 
-    from tc_analyses.analyses.placement.graph_file import _node_link
+    from tc_analyses.analyses.placement.graph_file import _entries_from_json, _entries_of, _node_link, _typed_graph
 
     rng = random.Random(1)
     for _ in range(300):
@@ -134,6 +141,70 @@ def test_node_link_reading_matches_networkx() -> None:
         if rng.random() < .5:
             data["multigraph"] = False
         graph = nx.node_link_graph(data, directed=True, edges="edges")
-        read_nodes, read_edges = _node_link(Path("g.json"), data)  # type: ignore[arg-type]
+        multigraph = "multigraph" not in data
+        read_nodes, read_edges = _node_link(Path("g.json"), *_entries_from_json(Path("g.json"), data), multigraph)
         assert list(read_nodes.items()) == list(graph.nodes(data=True))
         assert read_edges == list(graph.edges(data=True))
+        typed = _typed_graph(json.dumps(data).encode())  # the typed route: the same, less the keys it does not read
+        assert typed is not None
+        typed_nodes, typed_edges = _node_link(Path("g.json"), *_entries_of(typed), multigraph)
+        assert list(typed_nodes.items()) == list(graph.nodes(data=True))
+        assert typed_edges == [(u, v, {k: a for k, a in attrs.items() if k != "x"})
+                               for u, v, attrs in graph.edges(data=True)]
+
+
+def _mutated(rng: Any) -> Any:
+    """A graph document with one to three values replaced by a random JSON value (valid or not)."""
+    values: list[Any] = [None, True, False, 0, 1, -1, 2.0, 0.5, -0.0, 2**70, "", "a", "cpu", [], [1], {}, {"a": 1}]
+    doc: dict[str, Any] = {"directed": True, "multigraph": False,
+                           "graph": {"links": [{"src": "cpu", "dst": "cuda:0", "latency_ns": 5, "gb_per_s": 1.5}]},
+                           "nodes": [{"id": "a", "name": "n", "op": "mm", "actual_device": "cpu", "memory_bytes": 4,
+                                      "costs": {"cpu": 1, "cuda:0": 2.5}},
+                                     {"id": 2, "costs": {"cpu": None, "cuda:0": 3}}],
+                           "edges": [{"source": "a", "target": 2, "bytes": 8}]}
+    for _ in range(rng.randint(1, 2)):
+        holder: Any = doc
+        while True:  # walk down to a random container, then replace one of its entries
+            keys = list(holder) if isinstance(holder, dict) else list(range(len(holder)))
+            if not keys:
+                break
+            key = rng.choice(keys)
+            if isinstance(holder[key], (dict, list)) and holder[key] and rng.random() < .7:
+                holder = holder[key]
+                continue
+            alike = [v for v in values if type(v) is type(holder[key])]  # often the same kind: deeper checks
+            holder[key] = rng.choice(alike if alike and rng.random() < .5 else values)
+            break
+    return doc
+
+
+def test_the_typed_decoder_never_passes_what_the_schema_fails(tmp_path: Path) -> None:
+    """Random breakages of a full document: what the typed decoder accepts, the schema accepts, and
+    the problem read from it equals the schema route's (tasks, costs, edges, links; same errors)."""
+    import random
+
+    from tc_analyses.analyses.placement import graph_file
+
+    rng = random.Random(7)
+    path, accepted = tmp_path / "g.json", 0
+    for _ in range(800):
+        doc = _mutated(rng)
+        text = json.dumps(doc)
+        typed = graph_file._typed_graph(text.encode())
+        if typed is None:
+            continue
+        accepted += 1
+        assert graph_file.schema_error(doc) is None, text
+        path.write_text(text)
+        outcomes = []
+        for decoder in (graph_file._typed_graph, lambda _: None):  # the typed route, then the schema's
+            graph_file_typed, graph_file._typed_graph = graph_file._typed_graph, decoder
+            try:
+                problem = problem_from_graph_file(path, parse_devices(DEVICES))
+                outcomes.append((problem.tasks, problem.costs, problem.edges, problem.links, problem.forbidden))
+            except PlacementError as exc:
+                outcomes.append(str(exc))
+            finally:
+                graph_file._typed_graph = graph_file_typed
+        assert outcomes[0] == outcomes[1], text
+    assert accepted > 100

@@ -182,15 +182,24 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
 
 def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
     """HEFT's mean transfer time of `nbytes` over all ordered device pairs (same-device pairs cost 0)."""
+    return _mean_transfers(c, [nbytes])[0]
+
+
+def _mean_transfers(c: CompiledProblem, sizes: list[int]) -> list[float]:
+    """:func:`mean_transfer` of each of `sizes`, the linked pairs looked up once (a sum in the same
+    order, so the same floats)."""
     nd = len(c.devices)
-    if nd < 2 or nbytes <= 0:
-        return 0.0
-    total = 0.0
-    for a in range(nd):
-        for b in range(nd):
-            if a != b and c.lat[a][b] is not None:
-                total += c.transfer(nbytes, a, b)
-    return total / (nd * nd)  # same-device pairs cost 0 and count in the mean, as in the paper
+    if nd < 2:
+        return [0.0] * len(sizes)
+    pairs = [(lat, c.bw[a][b]) for a in range(nd) for b in range(nd) if a != b and (lat := c.lat[a][b]) is not None]
+    means = []
+    for nbytes in sizes:
+        total = 0.0
+        if nbytes > 0:
+            for lat, bw in pairs:
+                total += int(round(lat + nbytes / bw))
+        means.append(total / (nd * nd))  # same-device pairs cost 0 and count in the mean, as in the paper
+    return means
 
 
 def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]:
@@ -202,7 +211,8 @@ def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]
     n = len(c.ids)
     if assign is None:
         work = [sum(k for k, ok in zip(row, oks) if ok) / sum(oks) for row, oks in zip(c.cost, c.allowed)]
-        weights = [[mean_transfer(c, nbytes) for _, nbytes in out] for out in c.succs]
+        means = iter(_mean_transfers(c, [nbytes for out in c.succs for _, nbytes in out]))
+        weights = [[next(means) for _ in out] for out in c.succs]
     else:
         work = [float(c.cost[i][assign[i]]) for i in range(n)]
         transfer = c.transfer

@@ -32,9 +32,37 @@ def template_dir() -> Path:
     raise ConfigurationError(f"cannot find dfcompass's xml_templates (looked in {', '.join(map(str, candidates))})")
 
 
+class _QuietCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept between runs (compiling them was 0.1 s of every command that writes
+    analyses); a cache folder that cannot be written only costs that time again."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """The user's cache folder for compiled templates, or None where there is none to make. jinja2
+    checks a template's source and the Python version; the folder's name adds jinja2's version and
+    this module's text, since a compiled template also depends on the environment's options."""
+    import hashlib
+    import os
+
+    tag = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dfcompass" / f"jinja-{jinja2.__version__}-{tag}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _QuietCache(str(root))
+
+
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=lambda name: name is not None and name.endswith((".xml.j2", ".xml")),
         trim_blocks=True,

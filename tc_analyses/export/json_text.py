@@ -1,0 +1,78 @@
+"""Indented JSON, the text ``json.dumps(value, indent=2, sort_keys=True, default=...)`` writes.
+
+The standard library encodes with an indent in pure Python, a generator per container and a yield
+per token: 0.2 s of a 10k-node plan's report. This writer makes the same text with one call per
+value and the C escaper for strings; what it does not know (keys that are not strings, a circular
+value) it hands to ``json.dumps``, so the text never differs.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii
+from typing import Any, Callable
+
+_INFINITY = float("inf")
+
+
+def _number(value: float) -> str:
+    """A float as json writes it (allow_nan: NaN and the infinities as JavaScript names them)."""
+    if value != value:
+        return "NaN"
+    if value == _INFINITY:
+        return "Infinity"
+    if value == -_INFINITY:
+        return "-Infinity"
+    return float.__repr__(value)
+
+
+# Encoders by exact type, for the leaves (subclasses, an IntEnum or a str subclass, go through _encode)
+_LEAVES: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring_ascii, int: int.__repr__, float: _number, bool: lambda b: "true" if b else "false",
+    type(None): lambda _: "null"}
+
+
+def dumps_indented(value: Any, default: Callable[[Any], Any]) -> str:
+    """``json.dumps(value, indent=2, sort_keys=True, default=default)``, faster on large values."""
+    try:
+        return _encode(value, default, "\n", 0)
+    except (TypeError, ValueError, RecursionError):  # json's own errors, raised by json
+        return json.dumps(value, indent=2, sort_keys=True, default=default)
+
+
+def _encode(value: Any, default: Callable[[Any], Any], newline: str, depth: int) -> str:
+    # the order of json's encoder: a str (subclasses too), the three constants, int, float, then containers
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _number(value)
+    if depth > 200:  # json would find a circle (ValueError) or recurse out: let it say which
+        raise RecursionError
+    inner = newline + "  "
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        leaf = _LEAVES.get
+        return "[" + inner + ("," + inner).join([
+            encode(v) if (encode := leaf(type(v))) else _encode(v, default, inner, depth + 1)
+            for v in value]) + newline + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        if not all(isinstance(key, str) for key in value):  # json's key conversions: its own text
+            text: str = json.dumps(value, indent=2, sort_keys=True, default=default)
+            return text.replace("\n", newline)
+        leaf = _LEAVES.get
+        return "{" + inner + ("," + inner).join([
+            encode_basestring_ascii(key) + ": " + (encode(v) if (encode := leaf(type(v)))
+                                                   else _encode(v, default, inner, depth + 1))
+            for key, v in sorted(value.items())]) + newline + "}"
+    return _encode(default(value), default, newline, depth + 1)
