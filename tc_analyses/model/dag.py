@@ -286,10 +286,18 @@ def lexicographic_order(nodes: Sequence[N], succ: Mapping[N, Sequence[N]], key: 
     left out, so a shorter order means a cycle."""
     index = {node: i for i, node in enumerate(nodes)}
     waiting = [0] * len(nodes)
-    for node in nodes:
+    forward = True
+    for i, node in enumerate(nodes):
         for successor in succ[node]:
-            waiting[index[successor]] += 1
-    ready = [(key(node), i) for i, node in enumerate(nodes) if not waiting[i]]
+            j = index[successor]
+            waiting[j] += 1
+            forward = forward and j > i
+    keys = [key(node) for node in nodes]
+    if forward and all(a <= b for a, b in zip(keys, keys[1:])):
+        # every edge goes forward and the keys never decrease: the lowest ready node is always the
+        # next one in `nodes` (its inputs all come before it), so that is the order
+        return list(nodes)
+    ready = [(keys[i], i) for i in range(len(nodes)) if not waiting[i]]
     heapq.heapify(ready)
     order = []
     while ready:
@@ -299,5 +307,5 @@ def lexicographic_order(nodes: Sequence[N], succ: Mapping[N, Sequence[N]], key: 
             i = index[successor]
             waiting[i] -= 1
             if not waiting[i]:
-                heapq.heappush(ready, (key(successor), i))
+                heapq.heappush(ready, (keys[i], i))
     return order

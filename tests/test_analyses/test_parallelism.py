@@ -147,6 +147,11 @@ def test_errors_name_the_graph() -> None:
     g.graph[K.SOURCE] = "/x/trace"
     with pytest.raises(GraphError, match="^/x/trace: .*cycle"):
         plan_streams(g)
+    g = dag({"a": 1, "b": 1, "c": 1}, [("a", "b"), ("c", "a"), ("b", "c")])  # a cycle behind a backward edge
+    with pytest.raises(GraphError, match="cycle"):
+        plan_streams(g)
+    backward = dag({"d": 5_000, "c": 20_000, "b": 30_000, "a": 10_000}, DIAMOND["edges"])  # type: ignore[arg-type]
+    assert plan_streams(backward, sync_ns=2_000).plan_ns == plan_streams(dag(**DIAMOND), sync_ns=2_000).plan_ns
     with pytest.raises(ConfigurationError, match="no device 'tpu' in the trace"):  # a usage error: exit 2
         plan_streams(dag(**DIAMOND), device="tpu")
     assert issubclass(AnalysisUnavailable, DfcompassError)

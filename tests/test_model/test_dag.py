@@ -100,12 +100,15 @@ def test_lexicographic_order_is_networkx_s_and_stops_short_on_a_cycle() -> None:
     from tc_analyses.model.dag import lexicographic_order
 
     rng = random.Random(3)
-    for _ in range(200):
+    for _ in range(400):
         n = rng.randint(1, 15)
         names = [f"t{i}" for i in range(n)]
         succ = {name: sorted({names[j] for j in rng.sample(range(i + 1, n), min(n - i - 1, rng.randint(0, 3)))})
                 for i, name in enumerate(names)}
-        key = {name: rng.random() for name in names}
+        roll = rng.random()  # keys in no order; never decreasing (the shortcut), with ties; names shuffled
+        key = {name: (rng.random() if roll < .4 else i // 2 if roll < .7 else i) for i, name in enumerate(names)}
+        if rng.random() < .3:
+            rng.shuffle(names)  # edges that go backward in `names`: no shortcut
         graph: nx.DiGraph[str] = nx.DiGraph()
         graph.add_nodes_from(names)
         graph.add_edges_from((u, v) for u, vs in succ.items() for v in vs)

@@ -60,17 +60,30 @@ def match(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], critical:
     path on one lane (no sync on it): match the critical path's edges first and the rest around
     them; that matching is used when it is as large as an unconstrained maximum matching.
     """
-    free = max_matching(n, succ, rank, {})
+    edges = _ranked_edges(n, succ, rank)
+    free = max_matching(n, edges, {})
     fixed = dict(zip(critical, critical[1:]))
     if not fixed:
         return free
-    kept = max_matching(n, succ, rank, fixed)
+    kept = max_matching(n, edges, fixed)
     return kept if len(kept) >= len(free) else free
 
 
-def max_matching(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], fixed: dict[int, int]
-                 ) -> dict[int, int]:
-    """Hopcroft-Karp (scipy, compiled) with the edges of `fixed` forced into the matching.
+def _ranked_edges(n: int, succ: dict[int, list[int]], rank: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols) of the distinct edges, by row, each row's successors heaviest path first, then by task."""
+    sizes = np.fromiter((len(succ[u]) for u in range(n)), dtype=np.int64, count=n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    cols = np.fromiter((v for u in range(n) for v in succ[u]), dtype=np.int64, count=len(rows))
+    pairs = np.unique(rows * max(n, 1) + cols)  # each edge once
+    rows, cols = pairs // max(n, 1), pairs % max(n, 1)
+    ranks = np.array([rank[t] for t in range(n)])  # ints (ns) or floats, as upward_rank gave them
+    order = np.lexsort((cols, -ranks[cols], rows))  # per row: heaviest path first, then by task
+    return rows[order], cols[order]
+
+
+def max_matching(n: int, edges: tuple[np.ndarray, np.ndarray], fixed: dict[int, int]) -> dict[int, int]:
+    """Hopcroft-Karp (scipy, compiled) on the `edges` of :func:`_ranked_edges`, with the edges of
+    `fixed` forced into the matching.
 
     Rows are u_out, columns v_in. Each row lists its successors heaviest path first, so the
     greedy first phase follows the longest paths; the result is deterministic.
@@ -78,23 +91,18 @@ def max_matching(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], fi
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
-    rows = np.fromiter((u for u in range(n) for _ in succ[u]), dtype=np.int64)
-    cols = np.fromiter((v for u in range(n) for v in succ[u]), dtype=np.int64, count=len(rows))
-    pairs = np.unique(rows * max(n, 1) + cols)  # each edge once
-    rows, cols = pairs // max(n, 1), pairs % max(n, 1)
+    rows, indices = edges
     if fixed:
         keep = ~np.isin(rows, np.fromiter(fixed, np.int64, len(fixed))) \
-            & ~np.isin(cols, np.fromiter(fixed.values(), np.int64, len(fixed)))
-        rows, cols = rows[keep], cols[keep]
-    ranks = np.array([rank[t] for t in range(n)])  # ints (ns) or floats, as upward_rank gave them
-    order = np.lexsort((cols, -ranks[cols], rows))  # per row: heaviest path first, then by task
-    indices = cols[order]
+            & ~np.isin(indices, np.fromiter(fixed.values(), np.int64, len(fixed)))
+        rows, indices = rows[keep], indices[keep]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     graph = csr_matrix((np.ones(len(indices), dtype=np.int8), indices.astype(np.int32), indptr.astype(np.int32)),
                        shape=(n, n))
     column_of_row = maximum_bipartite_matching(graph, perm_type="column") if len(indices) else np.full(n, -1)
-    found = {u: int(v) for u, v in enumerate(column_of_row) if v >= 0}
+    matched = np.flatnonzero(column_of_row >= 0)
+    found = dict(zip(matched.tolist(), column_of_row[matched].tolist()))
     found.update(fixed)
     return found
 
