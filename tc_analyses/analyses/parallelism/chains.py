@@ -163,8 +163,13 @@ def prune_syncs(n: int, cross: list[tuple[int, int]], stream: list[int], pos: li
 def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int:
     """Most ops running at once when each starts as soon as its inputs are done (unlimited lanes)."""
     start = [0] * n
-    for t in range(n):
-        start[t] = max((start[p] + work[p] for p in pred[t]), default=0)
+    for t in range(n):  # a loop, not max() over a generator: 333 k tasks in a 1M-event trace
+        earliest: int | None = None
+        for p in pred.get(t, ()):
+            ready = start[p] + work[p]
+            if earliest is None or ready > earliest:
+                earliest = ready
+        start[t] = 0 if earliest is None else earliest
     busy = np.flatnonzero(np.asarray(work, dtype=np.int64) > 0)
     begin = np.asarray(start, dtype=np.int64)[busy]
     times = np.concatenate([begin, begin + np.asarray(work, dtype=np.int64)[busy]])
