@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tc_analyses.analyses.states import iter_rows
@@ -176,3 +177,25 @@ def test_a_point_query_gives_the_interval_query_range_gives() -> None:
                         for name in ("a", "b") for p in ss.paths() for i in ss.query_range(p, at, at)]
             got = [(r.analysis, r.path, r.start, r.end, r.value) for r in rows(built, "*", at)]  # type: ignore[arg-type]
             assert got == expected, at
+
+
+def test_shared_digits_rebuild_every_time() -> None:
+    """digits + str(t - base) is str(t) for every time: absolute ns, small, across a power of ten,
+    one time, zeros, negatives (no shared digits then)."""
+    import random
+
+    from tc_analyses.export.states_csv import _shared_digits
+
+    rng = random.Random(5)
+    shared = 0
+    for _ in range(400):
+        low = rng.choice([0, 1, 9, 10, 99_999, 10**9, 1_795_787_064_993_454_937, 2**63 - 10**6, -50])
+        span = rng.choice([0, 1, 9, 10, 1_000, 10**9, 10**12])
+        times = np.array(sorted(min(low + rng.randint(0, span), 2**63 - 1) for _ in range(rng.randint(1, 30))),
+                         dtype=np.int64)
+        starts, ends = times[:-1] if len(times) > 1 else times, times[1:] if len(times) > 1 else times
+        digits, base = _shared_digits(starts, ends)
+        shared += bool(digits)
+        for t in times.tolist():
+            assert digits + str(t - base) == str(t), (t, digits, base)
+    assert shared > 100
