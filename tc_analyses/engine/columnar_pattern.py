@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from array import array
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -191,7 +191,12 @@ class ColumnarPattern(Evaluator):
             and self.compiler._defined(path[1].get("value"), path[1]) == attribute
 
     # ------------------------------------------------------------------ running
-    def run(self, classes: list[EventClassRows], span: tuple[int, int]) -> tuple[Sequence[Segment], PatternStateSystem]:
+    def run(self, classes: list[EventClassRows], span: tuple[int, int], deferred: bool = False
+            ) -> tuple[Sequence[Segment], PatternStateSystem | Callable[[], PatternStateSystem]]:
+        """The segments and the state system; with `deferred`, the state system may come as a function
+        that builds it (from the write log, kept until then): `analyze` reads only the segments, and
+        building the system was a third of its time on a 1M-event trace. Only a log whose types
+        agree is deferred, so a type error is still raised here, as Trace Compass raises it."""
         total = max((int(r.positions.max()) + 1 for r in classes if len(r)), default=0)
         Evaluator.__init__(self, self.compiler, (total + 1) * K * STEPS + 1)
         self._classes = [rows for rows in classes if len(rows)]
@@ -199,6 +204,7 @@ class ColumnarPattern(Evaluator):
         self._unit = 0
         self._slot_attrs: dict[str, IntArray] = {}
         self._fields: dict[str, dict[str, IntArray]] = {}  # class -> field -> value ids, for every frame
+        self._span = span
         ts = timestamps_by_position(classes)
         self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
         batches: list[_Batch] = []
@@ -208,9 +214,15 @@ class ColumnarPattern(Evaluator):
             if fsm.kind == "pair" and fsm.id in self.initial:
                 batches += [batch._replace(fsm=index) for batch in self._run_pair(fsm)]
         segments = self._segment_columns(batches)
-        system = self.state_system(self._ts, span, K, PatternStateSystem)
+        if deferred and self.types_agree():
+            self._classes, self._fields, self._slot_attrs = [], {}, {}  # what building the system does not read
+            return segments, self._built_system
+        return segments, self._built_system()
+
+    def _built_system(self) -> PatternStateSystem:
+        system = self.state_system(self._ts, self._span, K, PatternStateSystem)
         assert isinstance(system, PatternStateSystem)
-        return segments, system
+        return system
 
     def _segment_columns(self, batches: list["_Batch"]) -> SegmentColumns:
         """The batches' segments in the interpreter's order: by end event, then by fsm, then as emitted."""
@@ -521,4 +533,12 @@ def _text(element: Any) -> str:
 def run_columnar_pattern(pattern: Pattern, classes: list[EventClassRows], span: tuple[int, int]
                          ) -> tuple[Sequence[Segment], PatternStateSystem]:
     """The pattern's segments and state system, on columns; NotColumnar for other shapes."""
-    return ColumnarPattern(pattern).run(classes, span)
+    segments, system = ColumnarPattern(pattern).run(classes, span)
+    assert isinstance(system, PatternStateSystem)
+    return segments, system
+
+
+def run_columnar_pattern_deferred(pattern: Pattern, classes: list[EventClassRows], span: tuple[int, int]
+                                  ) -> tuple[Sequence[Segment], PatternStateSystem | Callable[[], PatternStateSystem]]:
+    """:func:`run_columnar_pattern`, the state system as a function that builds it where it can wait."""
+    return ColumnarPattern(pattern).run(classes, span, deferred=True)

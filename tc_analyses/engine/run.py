@@ -8,7 +8,7 @@ trace) when the user names none. Returns a :class:`BuiltAnalyses` that the summa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +17,52 @@ from typing import Any, Callable, Iterator
 from tc_analyses.engine.columnar import NotColumnar, run_columnar
 from tc_analyses.engine.events import LOST_EVENT, EventClassRows, EventOrder, iter_ctf_events, rows_of
 from tc_analyses.engine.state_system import StateSystem
-from tc_analyses.engine.columnar_pattern import run_columnar_pattern
+from tc_analyses.engine.columnar_pattern import run_columnar_pattern_deferred
 from tc_analyses.engine.xml_pattern import Pattern, Segment, load_patterns
 from tc_analyses.engine.xml_provider import Event, load_providers
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, read_trace
 from tc_analyses.reader.metadata import is_dfcompass_trace
+
+
+class Systems(MutableMapping[str, StateSystem]):
+    """Analysis id -> state system, in the order they were added. A system may be added as a function
+    that builds it (:meth:`defer`): it is built the first time it is read, and kept."""
+
+    def __init__(self, systems: Mapping[str, StateSystem] | None = None) -> None:
+        self._items: dict[str, StateSystem | _Deferred] = dict(systems or {})
+
+    def defer(self, key: str, build: Callable[[], StateSystem]) -> None:
+        self._items[key] = _Deferred(build)
+
+    def __getitem__(self, key: str) -> StateSystem:
+        item = self._items[key]
+        if isinstance(item, _Deferred):
+            item = self._items[key] = item.build()  # the same key: the order stays
+        return item
+
+    def __setitem__(self, key: str, system: StateSystem) -> None:
+        self._items[key] = system
+
+    def __delitem__(self, key: str) -> None:
+        del self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getstate__(self) -> dict[str, StateSystem]:  # sent to another process: built first
+        return {key: self[key] for key in self}
+
+    def __setstate__(self, state: dict[str, StateSystem]) -> None:
+        self._items = dict(state)
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    build: Callable[[], StateSystem]
 
 
 @dataclass
@@ -33,7 +73,7 @@ class BuiltAnalyses:
     events: int = 0
     lost: int = 0  # events the tracer reported lost
     classes: tuple[str, ...] = ()  # event names seen
-    systems: dict[str, StateSystem] = field(default_factory=dict)  # analysis id -> state system
+    systems: Systems = field(default_factory=Systems)  # analysis id -> state system
     segments: dict[str, Sequence[Segment]] = field(default_factory=dict)  # pattern id -> segments
     engines: dict[str, str] = field(default_factory=dict)  # analysis id -> how it ran: "columns" or "events"
 
@@ -136,9 +176,23 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
         with _malformed(pattern.id, [path]):
             segments, system = _run(pattern, events, names, engine, progress, span, built)
         built.segments[pattern.id] = segments
-        built.systems[pattern.id] = system
-        _spill_if_large(system, spill_bytes, spill_dir)
+        if isinstance(system, StateSystem):
+            built.systems[pattern.id] = system
+            _spill_if_large(system, spill_bytes, spill_dir)
+        else:  # built when first read (analyze reads the segments only)
+            built.systems.defer(pattern.id, _later(pattern.id, [path], system, spill_bytes, spill_dir))
     _check_matches(built)
+    return built
+
+
+def _later(analysis: str, paths: list[Path], build: Callable[[], StateSystem], limit: int | None,
+           folder: str | Path | None) -> Callable[[], StateSystem]:
+    def built() -> StateSystem:
+        with _malformed(analysis, paths):
+            system = build()
+        _spill_if_large(system, limit, folder)
+        return system
+
     return built
 
 
@@ -158,7 +212,7 @@ def _run(analysis: Any, source: _Source, names: set[str], engine: str, progress:
     handled = analysis.handled(names)
     if engine == "auto":
         try:
-            result = (run_columnar_pattern if pattern else run_columnar)(analysis, source.classes(), span)
+            result = (run_columnar_pattern_deferred if pattern else run_columnar)(analysis, source.classes(), span)
             built.engines[analysis.id] = "columns"
             _advance(progress, source, handled)
             return result
@@ -210,9 +264,11 @@ def _counted(events: Iterator[Event], progress: Callable[[int], None] | None) ->
 
 def _check_matches(built: BuiltAnalyses) -> None:
     """A trace that does not match the analyses gives a clear message, not empty output."""
+    if any(built.segments.values()):
+        return  # before the state systems: a pattern's is built only when read
     useful = [p for p, ss in built.systems.items() if any(
         any(v is not None for v in ss.columns(path)[2]) for path in ss.paths())]  # no interval objects
-    if not useful and not any(built.segments.values()):
+    if not useful:
         shown = ", ".join(built.classes[:12]) + (" ..." if len(built.classes) > 12 else "")
         raise DfcompassError(f"{built.path}: none of the analyses found events they handle in this trace "
                              f"(its events: {shown or 'none'})")
