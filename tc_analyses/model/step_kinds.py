@@ -109,6 +109,15 @@ def choose(kinds: list[StepKind], index: int | None) -> StepKind:
     return kinds[index]
 
 
+def nodes_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> int:
+    """How many nodes :func:`graph_of_kind`'s graph has, counted on the columns (no graph built)."""
+    from tc_analyses.model import graph_columns  # noqa: PLC0415 - as graph_of_kind imports the graph
+
+    kinds = step_kinds(activity)
+    steps = set(choose(kinds, index).kept) if kinds else None
+    return len(graph_columns.fold(graph_columns.executions(trace, activity, None), steps).first_row)
+
+
 def graph_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[nx.DiGraph, StepKind | None]:
     """The computation graph of one step kind (warm-up left out; the steady state unless
     `index` names one) and that kind; the whole trace's graph and None when it has no steps."""

@@ -325,6 +325,43 @@ def test_trace_without_edges_is_refused(tmp_path: Path) -> None:
         plan_trace(out)
 
 
+def test_no_edges_is_decided_before_a_graph_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace without edges (a Kineto import), with steps or not, says so from its columns; a single
+    node still gets its (trivial) plan, as when the graph decided."""
+    from tc_analyses.analyses.parallelism import plan as plan_module
+    from tc_analyses.model import step_kinds
+    from tc_analyses.model.activity import read_activity
+
+    def trace_of(name: str, nodes: int, steps: int) -> Path:
+        out = tmp_path / name
+        with TraceBuilder(out, clock_offset_ns=0) as b:
+            cpu = b.device("cpu", 10)
+            for step in range(steps or 1):
+                base = 1_000 * step
+                if steps:
+                    b.add("step_begin", "1", base + 50, step, 1)
+                for k in range(nodes):
+                    nid = step * nodes + k
+                    b.add("node_begin", "1", base + 100 + 100 * k, nid, "op", f"n{k}", cpu, 1, step)
+                    b.add("node_end", "1", base + 150 + 100 * k, nid, cpu, 1)
+                if steps:
+                    b.add("step_end", "1", base + 900, step, 1)
+        return out
+
+    for name, nodes, steps in (("flat", 3, 0), ("stepped", 3, 4), ("one", 1, 4), ("one-flat", 1, 0)):
+        trace = read_trace(trace_of(name, nodes, steps))
+        activity = read_activity(trace)
+        assert step_kinds.nodes_of_kind(trace, activity) == step_kinds.graph_of_kind(trace, activity)[0].number_of_nodes()
+    with monkeypatch.context() as patched:
+        patched.setattr(plan_module, "build_graph", lambda *a, **k: pytest.fail("a graph was built"))
+        patched.setattr(plan_module, "graph_of_kind", lambda *a, **k: pytest.fail("a graph was built"))
+        for name in ("flat", "stepped"):
+            with pytest.raises(AnalysisUnavailable, match="no dfc:tensor_edge events"):
+                plan_trace(tmp_path / name)
+    for name in ("one", "one-flat"):  # one node: no parallelism to promise, the plan is made
+        assert plan_trace(tmp_path / name).nodes == 1
+
+
 def test_large_graphs_skip_the_reduction(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past REDUCTION_LIMIT ops the plan matches on the recorded edges: a -> c stays, and it says so."""
     from tc_analyses.analyses.parallelism import chains

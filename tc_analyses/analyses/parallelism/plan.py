@@ -26,7 +26,7 @@ from tc_analyses.model.dag import (critical_path, lexicographic_order, reachabil
                                   upward_rank, width)
 from tc_analyses.model.graph import build_graph
 from tc_analyses.model.step_inference import infer_steps, with_steps
-from tc_analyses.model.step_kinds import graph_of_kind, step_kinds
+from tc_analyses.model.step_kinds import graph_of_kind, nodes_of_kind, step_kinds
 from tc_analyses.perf.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
                                       PlacementProblem, Slot, Task)
 from tc_analyses.perf.simulate import simulate
@@ -120,6 +120,13 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
         # No step marks (`dfcompass record`, no code change): plan one iteration of the loop, not
         # the set-up and warm-up folded in with it.
         activity = with_steps(activity, inferred)
+    if not len(trace.table("tensor_edge")) and (
+            graph.number_of_nodes() if graph is not None and not step_kinds(activity)
+            else nodes_of_kind(trace, activity)) > 1:
+        # Decided before a graph is built (a Kineto import has no edges: a second of `analyze`'s time
+        # there went into a graph for this message). Without edges every op looks independent: a
+        # plan would promise parallelism that is not there.
+        raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
     if step_kinds(activity):  # plan one kind of step, warm-up left out, as placement does
         graph, _ = graph_of_kind(trace, activity)
     graph = graph if graph is not None else build_graph(trace, activity)
