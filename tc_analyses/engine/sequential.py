@@ -70,7 +70,7 @@ class SequentialRunner:
         self.written: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
         self.order = 0  # of the change running; its writes take the next steps
         self.step = 0
-        self._compared: dict[tuple[int, int, str], bool] = {}
+        self._compared: dict[str, dict[int, bool]] = {}  # operator -> (held << 31 | other) -> outcome
         self._sums: dict[tuple[int, int], int] = {}
         # the same expressions recur in a provider's branches (gpu.xml: the lane path in every
         # one): each is computed once per frame, keyed by its shape
@@ -140,7 +140,18 @@ class SequentialRunner:
             current[attr] = value
             write(attr, value)
 
-        return change
+        if queried is not None or add is not None or any(skip):
+            return change
+
+        def plain(row: int) -> None:  # the usual change (gpu.xml's): no query, increment or null element
+            key = keys[row]
+            attr = made[key]
+            if attr < 0:
+                attr = attr_of(paths, key)
+            value = current[attr] = values[row]
+            write(attr, value)
+
+        return plain
 
     def _adder(self, element: Any) -> Callable[[int, int, int], int]:
         """An increment's new value id from the held one and the increment's (each pair once)."""
@@ -193,7 +204,8 @@ class SequentialRunner:
         second, queried = self._value(values[0], frame, rows)
         operator = element.get("operator", "eq")
         keys, skip, made, attr_of = paths.keys, paths.skip, paths.attr, self._attribute
-        current, compared = self.current, self._compared
+        current = self.current
+        compared = self._compared.setdefault(operator, {})  # (held, other) as one int: ids are below 2^31
         item = self.ev.values.item
 
         def test(row: int) -> bool:
@@ -204,13 +216,27 @@ class SequentialRunner:
             first = 0 if skip[key] else current.get(attr, 0)
             if queried is not None and queried.attr[queried.keys[row]] < 0:  # the query's attribute, made
                 attr_of(queried, queried.keys[row])
-            pair = (first, second[row], operator)
-            found = compared.get(pair)
+            other = second[row]
+            found = compared.get(first << 31 | other)
             if found is None:
-                found = compared[pair] = _compare(item(first), item(pair[1]), operator)
+                found = compared[first << 31 | other] = _compare(item(first), item(other), operator)
             return found
 
-        return test
+        if queried is not None or any(skip):
+            return test
+
+        def plain(row: int) -> bool:  # no query to make and no null element: gpu.xml's lane tests
+            key = keys[row]
+            attr = made[key]
+            if attr < 0:
+                attr = attr_of(paths, key)
+            pair = current.get(attr, 0) << 31 | second[row]
+            found = compared.get(pair)
+            if found is None:
+                found = compared[pair] = _compare(item(pair >> 31), item(pair & 0x7FFFFFFF), operator)
+            return found
+
+        return plain
 
     def _value(self, element: Any, frame: Frame, rows: IntArray) -> tuple[list[int], _Paths | None]:
         """A stateValue's value id per row, and for a query the paths whose attributes reading
@@ -283,9 +309,10 @@ class SequentialRunner:
     def _write(self, attr: int, value: int) -> None:
         attrs, orders, values = self.written
         attrs.append(attr)
-        orders.append(self.order + min(self.step, STEPS - 1))
+        step = self.step
+        orders.append(self.order + (step if step < STEPS - 1 else STEPS - 1))
         values.append(value)
-        self.step += 1
+        self.step = step + 1
 
 
 def _shape(element: Any) -> Any:
