@@ -36,6 +36,12 @@ class _QuietCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates kept between runs (compiling them was 0.1 s of every command that writes
     analyses); a cache folder that cannot be written only costs that time again."""
 
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # noqa: BLE001 - a damaged cache file (jinja2 checks the magic, not the rest)
+            bucket.reset()  # compiled again, and stored over it
+
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
             super().dump_bytecode(bucket)
