@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import gzip
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -30,21 +31,30 @@ if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
 _KEPT_TID, _MOVED_TID = 1_000, 2_000  # pseudo-thread ids: + device index
 
 
+@contextmanager
+def plan_trace_builder(out: Path, problem: PlacementProblem, plan: Placement, start_ns: int,
+                       clock_offset_ns: int) -> Iterator[TraceBuilder]:
+    """The predicted trace's builder, its process, devices, two rows per device and the step begun;
+    the step is ended at the plan's makespan when the block closes."""
+    with TraceBuilder(out, clock_offset_ns=clock_offset_ns, overwrite=True,
+                      trace_uuid=uuid.uuid5(uuid.NAMESPACE_URL, f"dfcompass-plan-{plan.algorithm}-{plan.makespan_ns}"),
+                      env={"dfcompass_plan": plan.algorithm or "plan"}) as builder:
+        builder.add("process_info", "plan", start_ns, 0, f"recommended placement ({plan.algorithm})", "")
+        for i, device in enumerate(problem.devices):
+            builder.device(device.name, start_ns, device.model)
+            builder.add("thread_info", "plan", start_ns, 0, _KEPT_TID + i, f"{device.name}: kept here")
+            builder.add("thread_info", "plan", start_ns, 0, _MOVED_TID + i, f"{device.name}: moved here")
+        builder.add("step_begin", "plan", start_ns, 0, _KEPT_TID)
+        yield builder
+        builder.add("step_end", "plan", start_ns + plan.makespan_ns, 0, _KEPT_TID)
+
+
 def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement, start_ns: int,
                           clock_offset_ns: int) -> Path:
     """The predicted schedule as a dfcompass trace in `out` (replaced if present)."""
     tasks = {t.id: t for t in problem.tasks}
     index = {d.name: i for i, d in enumerate(problem.devices)}
-    with TraceBuilder(out, clock_offset_ns=clock_offset_ns, overwrite=True,
-                      trace_uuid=uuid.uuid5(uuid.NAMESPACE_URL, f"dfcompass-plan-{plan.algorithm}-{plan.makespan_ns}"),
-                      env={"dfcompass_plan": plan.algorithm or "plan"}) as builder:
-        builder.add("process_info", "plan", start_ns, 0, f"recommended placement ({plan.algorithm})", "")
-        for device in problem.devices:
-            builder.device(device.name, start_ns, device.model)
-            i = index[device.name]
-            builder.add("thread_info", "plan", start_ns, 0, _KEPT_TID + i, f"{device.name}: kept here")
-            builder.add("thread_info", "plan", start_ns, 0, _MOVED_TID + i, f"{device.name}: moved here")
-        builder.add("step_begin", "plan", start_ns, 0, _KEPT_TID)
+    with plan_trace_builder(out, problem, plan, start_ns, clock_offset_ns) as builder:
         # Rows per pseudo-thread, added as columns (a Python call per event was most of this file's
         # cost on 10k nodes); the strings are interned in the order events one by one would use them.
         device_of = {device.name: builder.device(device.name, start_ns) for device in problem.devices}
@@ -72,7 +82,6 @@ def write_predicted_trace(out: Path, problem: PlacementProblem, plan: Placement,
         for tid, rows in transfers.items():
             begins, *columns = (np.array(c, dtype=np.int64) for c in zip(*rows))
             builder.add_columns("tensor_edge", f"t{tid}", begins, np.zeros(len(rows), dtype=np.int64), columns)
-        builder.add("step_end", "plan", start_ns + plan.makespan_ns, 0, _KEPT_TID)
     return out
 
 

@@ -4,30 +4,19 @@ its events one at a time writes, file for file and byte for byte."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from pathlib import Path
 
 from tc_analyses.analyses.placement.generate import random_layered
-from tc_analyses.export.placement_views import _KEPT_TID, _MOVED_TID, write_predicted_trace
-from tc_analyses.perf.problem import Placement, PlacementProblem
 from tc_analyses.analyses.placement.heft import list_schedule
-from tracer.builder import TraceBuilder
+from tc_analyses.export.placement_views import _KEPT_TID, _MOVED_TID, plan_trace_builder, write_predicted_trace
+from tc_analyses.perf.problem import Placement, PlacementProblem
 
 
 def _one_event_at_a_time(out: Path, problem: PlacementProblem, plan: Placement, start_ns: int, offset: int) -> None:
     """The reference: the predicted trace as a loop of TraceBuilder.add calls (the writer before columns)."""
     tasks = {t.id: t for t in problem.tasks}
     index = {d.name: i for i, d in enumerate(problem.devices)}
-    with TraceBuilder(out, clock_offset_ns=offset, overwrite=True,
-                      trace_uuid=uuid.uuid5(uuid.NAMESPACE_URL, f"dfcompass-plan-{plan.algorithm}-{plan.makespan_ns}"),
-                      env={"dfcompass_plan": plan.algorithm or "plan"}) as builder:
-        builder.add("process_info", "plan", start_ns, 0, f"recommended placement ({plan.algorithm})", "")
-        for device in problem.devices:
-            builder.device(device.name, start_ns, device.model)
-            i = index[device.name]
-            builder.add("thread_info", "plan", start_ns, 0, _KEPT_TID + i, f"{device.name}: kept here")
-            builder.add("thread_info", "plan", start_ns, 0, _MOVED_TID + i, f"{device.name}: moved here")
-        builder.add("step_begin", "plan", start_ns, 0, _KEPT_TID)
+    with plan_trace_builder(out, problem, plan, start_ns, offset) as builder:  # the header: not under test
         end_of = {}
         for slot in sorted(plan.schedule, key=lambda s: (s.start_ns, s.task)):
             task = tasks[slot.task]
@@ -43,7 +32,6 @@ def _one_event_at_a_time(out: Path, problem: PlacementProblem, plan: Placement, 
                 begin, dst, tid = end_of[v]
                 builder.add("tensor_edge", f"t{tid}", begin, u, v, v, nbytes,
                             builder.device(end_of[u][1], start_ns), builder.device(dst, start_ns))
-        builder.add("step_end", "plan", start_ns + plan.makespan_ns, 0, _KEPT_TID)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
