@@ -292,12 +292,16 @@ def lexicographic_order(nodes: Sequence[N], succ: Mapping[N, Sequence[N]], key: 
             j = index[successor]
             waiting[j] += 1
             forward = forward and j > i
-    keys = [key(node) for node in nodes]
-    if forward and all(a <= b for a, b in zip(keys, keys[1:])):
-        # every edge goes forward and the keys never decrease: the lowest ready node is always the
-        # next one in `nodes` (its inputs all come before it), so that is the order
-        return list(nodes)
-    ready = [(keys[i], i) for i in range(len(nodes)) if not waiting[i]]
+    if forward:
+        try:
+            keys = [key(node) for node in nodes]  # no cycle: every node is keyed anyway
+        except Exception:  # noqa: BLE001 - the heap below meets it in its own order, as it always did
+            keys = [None]
+        if all(type(k) is int for k in keys) and all(a <= b for a, b in zip(keys, keys[1:])):
+            # every edge goes forward and the (integer) keys never decrease: the lowest ready node is
+            # always the next one in `nodes` (its inputs all come before it), so that is the order
+            return list(nodes)
+    ready = [(key(node), i) for i, node in enumerate(nodes) if not waiting[i]]
     heapq.heapify(ready)
     order = []
     while ready:
@@ -307,5 +311,5 @@ def lexicographic_order(nodes: Sequence[N], succ: Mapping[N, Sequence[N]], key: 
             i = index[successor]
             waiting[i] -= 1
             if not waiting[i]:
-                heapq.heappush(ready, (keys[i], i))
+                heapq.heappush(ready, (key(successor), i))
     return order

@@ -89,9 +89,10 @@ class PlacementProblem:
     # what validate() last passed, so the optimisers that each validate do it once (a changed problem
     # changes one of these sizes or objects, and is checked again)
     _validated: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
-    # the last topological order and the tasks and edges it was made from: the optimisers, the
-    # scheduler and validate() each ask for it (four passes over a 10k-task problem otherwise)
-    _order: tuple[tuple[int, ...], list[int]] = field(default=((), []), init=False, repr=False, compare=False)
+    # the last topological order, with the task ids and edges it was made from (compared whole, so an
+    # edit in place is seen): the optimisers, the scheduler and validate() each ask for it
+    _order: tuple[list[int], list[tuple[int, int]], list[int]] = field(default=([], [], []), init=False, repr=False,
+                                                                        compare=False)
 
     def carried_into(self) -> dict[int, list[tuple[int, int]]]:
         """consumer -> [(producer, bytes)] of the tensors it reads from the previous step."""
@@ -145,9 +146,9 @@ class PlacementProblem:
 
     def topological_order(self) -> list[int]:
         """Tasks in dependency order; PlacementError naming a task on a cycle if there is one."""
-        fingerprint = (id(self.tasks), len(self.tasks), id(self.edges), len(self.edges))
-        if fingerprint == self._order[0]:
-            return list(self._order[1])
+        ids, edges = [t.id for t in self.tasks], list(self.edges)
+        if self._order[2] and ids == self._order[0] and edges == self._order[1]:
+            return list(self._order[2])
         preds = {t: len(p) for t, p in self.predecessors().items()}
         succs = self.successors()
         ready = deque(sorted(t for t, n in preds.items() if n == 0))
@@ -162,7 +163,7 @@ class PlacementProblem:
         if len(order) != len(self.tasks):
             stuck = sorted(set(preds) - set(order))[:5]
             raise PlacementError(f"the graph has a cycle (through tasks {stuck}): placement needs a DAG")
-        self._order = (fingerprint, order)
+        self._order = (ids, edges, order)
         return list(order)
 
     def validate(self) -> None:

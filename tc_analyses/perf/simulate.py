@@ -102,9 +102,12 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
     slots: dict[int, Slot] = {}
     # Each task's cost and host share on its device, looked up once (the loop below is the hot path
     # of every prediction: 333 k tasks in a 1M-event trace's parallelism plan).
-    cost = {task.id: problem.cost(task.id, assignment[task.id]) for task in problem.tasks}
-    held_of = ({task.id: problem.host(task.id, assignment[task.id]) for task in problem.tasks}
-               if problem.blocking or any(v > 0 for v in problem.host_ns.values()) else None)
+    try:
+        cost: dict[int, int] | None = {task.id: problem.cost(task.id, assignment[task.id]) for task in problem.tasks}
+        held_of = ({task.id: problem.host(task.id, assignment[task.id]) for task in problem.tasks}
+                   if problem.blocking or any(v > 0 for v in problem.host_ns.values()) else None)
+    except KeyError:  # a cost missing: looked up as each task starts, so the error is the one it always was
+        cost = held_of = None
     edge_bytes = problem.edges
     heappush, heappop = heapq.heappush, heapq.heappop
 
@@ -120,8 +123,9 @@ def simulate(problem: PlacementProblem, assignment: dict[int, str], order: list[
         if waiting[t] > 0:
             return
         start = max(now, busy_until[dev], ready_at[t], host_free)
-        end = start + cost[t]
-        if held_of is not None and (held := held_of[t]) > 0:  # the host issues tasks one at a time, in start order
+        end = start + (cost[t] if cost is not None else problem.cost(t, dev))
+        held = held_of[t] if held_of is not None else (0 if cost is not None else problem.host(t, dev))
+        if held > 0:  # the host thread issues tasks one at a time, in start order
             host_free = start + held
         running[dev] = True
         head[dev] += 1

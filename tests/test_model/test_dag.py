@@ -115,3 +115,5 @@ def test_lexicographic_order_is_networkx_s_and_stops_short_on_a_cycle() -> None:
         assert lexicographic_order(names, succ, key.__getitem__) == \
             list(nx.lexicographical_topological_sort(graph, key=key.__getitem__))
     assert lexicographic_order(["a", "b", "c"], {"a": ["b"], "b": ["a"], "c": []}, str) == ["c"]
+    # keys the heap never compares (one node ready at a time) are not compared by the shortcut either
+    assert lexicographic_order([0, 1], {0: [1], 1: []}, {0: 1, 1: None}.__getitem__) == [0, 1]

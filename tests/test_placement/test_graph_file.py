@@ -142,7 +142,7 @@ def test_node_link_reading_matches_networkx() -> None:
             data["multigraph"] = False
         graph = nx.node_link_graph(data, directed=True, edges="edges")
         multigraph = "multigraph" not in data
-        read_nodes, read_edges = _node_link(Path("g.json"), *_entries_from_json(Path("g.json"), data), multigraph)
+        read_nodes, read_edges = _node_link(Path("g.json"), *_entries_from_json(data), multigraph)
         assert list(read_nodes.items()) == list(graph.nodes(data=True))
         assert read_edges == list(graph.edges(data=True))
         typed = _typed_graph(json.dumps(data).encode())  # the typed route: the same, less the keys it does not read
@@ -208,3 +208,18 @@ def test_the_typed_decoder_never_passes_what_the_schema_fails(tmp_path: Path) ->
                 graph_file._typed_graph = graph_file_typed
         assert outcomes[0] == outcomes[1], text
     assert accepted > 100
+
+
+@pytest.mark.parametrize("data, message", [
+    (b'{"nodes": [{"id": 1, "costs": {"cpu": 1, "cuda:0": 1}, "x": "\xff"}]}', "can't decode byte 0xff"),
+    (b'{"nodes": [{"id": 1, "name": "\xed\xa0\x80", "costs": {"cpu": 1, "cuda:0": 1}}]}', "can't decode byte 0xed"),
+    (b'{"nodes": [], "links": [{"source": {}, "target": 1}, {"target": 2}]}', "(unhashable type: 'dict')"),
+    (b'{"nodes": [], "links": [{"source": 1, "target": 1}, {"target": 2}]}', "('source')"),
+], ids=["bad-utf8-in-a-key-not-read", "bad-utf8-in-a-name", "links-unhashable-first", "links-missing-key"])
+def test_what_the_typed_decoder_skips_still_fails_as_before(tmp_path: Path, data: bytes, message: str) -> None:
+    """Bytes msgspec would skip unchecked, and errors of the older "links" route in file order."""
+    path = tmp_path / "g.json"
+    path.write_bytes(data)
+    with pytest.raises(PlacementError) as caught:
+        problem_from_graph_file(path, parse_devices(DEVICES))
+    assert str(caught.value).startswith(f"{path}: not a node-link JSON graph") and message in str(caught.value)

@@ -190,3 +190,29 @@ def test_the_replay_runs_each_thread_as_its_own_lane(tmp_path: Path) -> None:
     assert {slot.device for slot in replay.schedule} == {"cpu#1", "cpu#2"}
     held = heldout_replay(problem, g, activity)
     assert held is not None and held.error <= 0.02
+
+
+def test_a_problem_missing_a_cost_fails_as_it_always_did() -> None:
+    """The simulator looks each task's cost up once before its loop; where one is missing it looks
+    them up as tasks start, so the error is the one a task meets first (a missing link here, a
+    deadlock there), not a KeyError from the look-ahead."""
+    devices = [Device("a", "H100"), Device("b", "H100")]
+    tasks = [Task(0, "t0", "op", None), Task(1, "t1", "op", None)]
+    no_link = PlacementProblem(tasks, devices, {(0, "a"): Cost(5, CostSource.MEASURED)}, {(0, 1): 10}, {})
+    with pytest.raises(PlacementError, match="no transfer model from a to b"):
+        simulate(no_link, {0: "a", 1: "b"}, [0, 1])
+    loop = PlacementProblem(tasks[:1], devices, {}, {(0, 0): 1}, {})
+    with pytest.raises(PlacementError, match="deadlocked"):
+        simulate(loop, {0: "a"}, [0])
+
+
+def test_the_kept_topological_order_sees_edges_edited_in_place() -> None:
+    devices = [Device("a", "H100")]
+    tasks = [Task(0, "t0", "op", None), Task(1, "t1", "op", None)]
+    costs = {(t.id, "a"): Cost(5, CostSource.MEASURED) for t in tasks}
+    problem = PlacementProblem(tasks, devices, costs, {(0, 1): 1}, {})
+    assert problem.topological_order() == [0, 1]
+    del problem.edges[(0, 1)]
+    problem.edges[(1, 0)] = 1  # the same dict, the same length
+    assert problem.topological_order() == [1, 0]
+    assert [s.task for s in simulate(problem, {0: "a", 1: "a"}).schedule] == [1, 0]

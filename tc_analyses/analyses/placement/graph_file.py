@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Iterator, Literal
 
 import msgspec
 
@@ -98,10 +98,12 @@ _DECODER = msgspec.json.Decoder(_FileSpec)
 
 
 def _typed_graph(text: bytes) -> _FileSpec | None:
-    """The file as the schema's types, or None where the schema's route must decide."""
+    """The file as the schema's types, or None where the schema's route must decide. msgspec skips
+    the keys it does not read without checking their UTF-8, so the whole text is checked first."""
     try:
+        text.decode("utf-8")
         spec = _DECODER.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return spec if spec.links is msgspec.UNSET else None
 
@@ -142,7 +144,7 @@ def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProbl
             {"src": k.src, "dst": k.dst, "latency_ns": k.latency_ns, "gb_per_s": k.gb_per_s} for k in typed.graph.links]
     else:
         data = read_graph_file(path)
-        nodes, edge_list = _node_link(path, *_entries_from_json(path, data), multigraph=data.get("multigraph", True))
+        nodes, edge_list = _node_link(path, *_entries_from_json(data), multigraph=data.get("multigraph", True))
         link_specs = data.get("graph", {}).get("links", [])
     names = [d.name for d in devices]
     ids = {node: i for i, node in enumerate(nodes)}
@@ -177,17 +179,14 @@ def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProbl
     return problem
 
 
-def _entries_from_json(path: Path, data: dict[str, Any]) -> tuple[list[tuple[Any, dict[str, Any]]],
-                                                                   list[tuple[Any, Any, dict[str, Any]]]]:
+def _entries_from_json(data: dict[str, Any]) -> tuple[Iterator[tuple[Any, dict[str, Any]]],
+                                                                   Iterator[tuple[Any, Any, dict[str, Any]]]]:
     """(id, attributes) per node and (source, target, attributes) per edge of a node-link JSON
     graph (the edges under "edges", else networkx's older "links")."""
-    key = "edges" if "edges" in data else "links"
-    try:
-        nodes = [(entry["id"], {k: v for k, v in entry.items() if k != "id"}) for entry in data.get("nodes", [])]
-        edges = [(entry["source"], entry["target"], {k: a for k, a in entry.items() if k not in ("source", "target")})
-                 for entry in data.get(key, [])]
-    except (KeyError, TypeError) as exc:
-        raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
+    key = "edges" if "edges" in data else "links"  # read as _node_link takes them: its errors come in file order
+    nodes = ((entry["id"], {k: v for k, v in entry.items() if k != "id"}) for entry in data.get("nodes", []))
+    edges = ((entry["source"], entry["target"], {k: a for k, a in entry.items() if k not in ("source", "target")})
+             for entry in data.get(key, []))
     return nodes, edges
 
 
@@ -212,7 +211,7 @@ def _node_link(path: Path, node_entries: Iterable[tuple[Any, dict[str, Any]]],
                 parallel.append(attrs)
             else:
                 parallel[0].update(attrs)
-    except TypeError as exc:  # an unhashable id (a JSON object) in a file the schema did not check
+    except (KeyError, TypeError) as exc:  # an entry without its keys, an unhashable id: the "links" route
         raise PlacementError(f"{path}: not a node-link JSON graph ({' '.join(str(exc).split())})") from None
     edges = [(u, v, attrs) for u in nodes for v, parallel in adjacency.get(u, {}).items() for attrs in parallel]
     return nodes, edges
