@@ -180,14 +180,9 @@ def compile_problem(problem: PlacementProblem) -> CompiledProblem:
                            [index[t] for t in problem.topological_order()], allowed, host, tie, carried, external)
 
 
-def mean_transfer(c: CompiledProblem, nbytes: int) -> float:
-    """HEFT's mean transfer time of `nbytes` over all ordered device pairs (same-device pairs cost 0)."""
-    return _mean_transfers(c, [nbytes])[0]
-
-
-def _mean_transfers(c: CompiledProblem, sizes: list[int]) -> list[float]:
-    """:func:`mean_transfer` of each of `sizes`, the linked pairs looked up once (a sum in the same
-    order, so the same floats)."""
+def mean_transfers(c: CompiledProblem, sizes: list[int]) -> list[float]:
+    """HEFT's mean transfer time of each of `sizes` bytes over all ordered device pairs (same-device
+    pairs cost 0 and count), the linked pairs looked up once."""
     nd = len(c.devices)
     if nd < 2:
         return [0.0] * len(sizes)
@@ -211,7 +206,7 @@ def rank_order(c: CompiledProblem, assign: list[int] | None = None) -> list[int]
     n = len(c.ids)
     if assign is None:
         work = [sum(k for k, ok in zip(row, oks) if ok) / sum(oks) for row, oks in zip(c.cost, c.allowed)]
-        means = iter(_mean_transfers(c, [nbytes for out in c.succs for _, nbytes in out]))
+        means = iter(mean_transfers(c, [nbytes for out in c.succs for _, nbytes in out]))
         weights = [[next(means) for _ in out] for out in c.succs]
     else:
         work = [float(c.cost[i][assign[i]]) for i in range(n)]
