@@ -326,7 +326,7 @@ class ColumnarPattern(Evaluator):
         """StateSystem.removeAttribute of each scenario: every attribute under it becomes null."""
         parent = self.attrs.find(("scenarios", fsm.id))
         below: dict[int, list[int]] = {}  # slot -> the attributes under it, by id
-        for slot_attr in self.attrs.children.get(parent, []) if parent is not None else []:
+        for slot_attr in self.attrs.children_of(parent) if parent is not None else []:
             found = sorted(a for a in self.attrs.subtree(slot_attr)[1:]
                            if "/".join(self.attrs.paths[a][3:]) not in skip)
             if found and self.attrs.paths[slot_attr][2].isdigit():

@@ -95,7 +95,9 @@ class Evaluator:
     def __init__(self, compiler: Compiler, span: int) -> None:
         self.compiler = compiler
         self._scope = compiler._scope
-        self.values, self.names, self.attrs = Values(), Names(), Attributes()
+        self.values, self.names = Values(), Names()
+        self.attrs = Attributes(self.names)
+        self._value_names = np.zeros(0, dtype=np.int64)  # value id -> its name id (-1 null, -2 not yet)
         self.log = WriteLog(span)
         self.creating = True  # paths make their attributes, as Trace Compass's do; off for look-ahead
 
@@ -203,12 +205,23 @@ class Evaluator:
         """Value ids (or with `text` plain integers) as path elements: String.valueOf, null -1."""
         if not len(values):
             return values
-        unique, inverse = np.unique(values, return_inverse=True)
         if text:
+            unique, inverse = np.unique(values, return_inverse=True)
             return np.array([self.names.intern(str(i)) for i in unique.tolist()], dtype=np.int64)[inverse]
-        intern = self.names.intern
-        ids = [-1 if t is None else intern(t) for t in self.values.texts(unique)]
-        return np.array(ids, dtype=np.int64)[inverse]
+        # a value's name never changes: each value id is named once per engine run, the same field
+        # columns making the paths of many changes
+        known = self._value_names
+        if len(known) < len(self.values):
+            known = self._value_names = np.concatenate(
+                [known, np.full(len(self.values) - len(known), -2, dtype=np.int64)])
+        out = known[values]
+        missing = out == -2
+        if missing.any():
+            unique = np.unique(values[missing])
+            intern = self.names.intern
+            known[unique] = [-1 if t is None else intern(t) for t in self.values.texts(unique)]
+            out = known[values]
+        return out
 
     def _query(self, path: list[Any], frame: Frame, rows: IntArray) -> IntArray:
         """The value each row's path holds when the change runs (null where the path is null)."""

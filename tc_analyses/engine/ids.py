@@ -147,41 +147,61 @@ class Values:
 
 
 class Attributes:
-    """The attribute tree: ids for paths, made with their parents as Trace Compass makes them."""
+    """The attribute tree: ids for paths, made with their parents as Trace Compass makes them.
+
+    Children are found by one integer key, (parent + 1) << 32 | the name's id in `names` (the
+    evaluator's table, which every column of names is numbered in), so a column of (parent, name)
+    pairs is looked up without making a tuple or hashing a string per pair."""
 
     ROOT = 0
 
-    def __init__(self) -> None:
+    def __init__(self, names: "Names | None" = None) -> None:
+        self.names = names if names is not None else Names()
         self.paths: list[tuple[str, ...]] = [()]
-        self._child: dict[tuple[int, str], int] = {}
-        self.children: dict[int, list[int]] = {}
+        self._parents = array("q", [-1])
+        self._child_key: dict[int, int] = {}  # (parent + 1) << 32 | name id -> child
+        self._children: dict[int, list[int]] = {}  # built when asked, from _parents
+        self._children_made = 1  # the number of attributes _children was built for
         self._by_path: dict[tuple[str, ...], int] = {}  # id_of's cache, for event-by-event callers
 
     def child(self, parents: IntArray, names: list[str] | IntArray, texts: list[str], create: bool = True
               ) -> IntArray:
         """The attribute `texts[name]` below each parent: made when missing, or with `create`
-        false -1 (and -1 below a parent of -1)."""
+        false -1 (and -1 below a parent of -1). `texts` is the name table's list (names are its ids)."""
         if not len(parents):
             return np.zeros(0, dtype=np.int64)
-        names = np.asarray(names, dtype=np.int64)
-        width = int(names.max()) + 1
-        unique, inverse = np.unique((parents + 1) * width + names, return_inverse=True)  # one int key per pair
-        out = np.empty(len(unique), dtype=np.int64)
-        for i, key in enumerate(unique.tolist()):
-            parent, name = divmod(key, width)
-            parent -= 1
-            found = self._child.get((parent, texts[name]))
-            if found is None and (not create or parent < 0):
-                found = -1
-            elif found is None:
-                found = self._make(parent, texts[name])
-            out[i] = found
-        return out[inverse.reshape(-1)]
+        assert texts is self.names.texts, "names must be ids of the attribute tree's name table"
+        keys = (np.asarray(parents, dtype=np.int64) + 1) << 32 | np.asarray(names, dtype=np.int64)
+        low = keys.min()
+        if low == keys.max():  # one (parent, name) pair for every row: a constant below a constant
+            return np.full(len(keys), self._child_of(int(low), create), dtype=np.int64)
+        unique, inverse = np.unique(keys, return_inverse=True)
+        get = self._child_key.get
+        keys_list = unique.tolist()
+        found = [get(key, -1) for key in keys_list]
+        if create:
+            missing = [i for i, f in enumerate(found) if f < 0 and keys_list[i] >= 1 << 32]  # not below a missing parent
+            if missing:
+                for at, made in zip(missing, self._make([keys_list[i] for i in missing])):
+                    found[at] = made
+        return np.array(found, dtype=np.int64)[inverse.reshape(-1)]
 
-    def _make(self, parent: int, name: str) -> int:
-        made = self._child[(parent, name)] = len(self.paths)
-        self.paths.append(self.paths[parent] + (name,))
-        self.children.setdefault(parent, []).append(made)
+    def _child_of(self, key: int, create: bool) -> int:
+        found = self._child_key.get(key)
+        if found is None:
+            found = self._make([key])[0] if create and key >= 1 << 32 else -1
+        return found
+
+    def _make(self, keys: list[int]) -> range:
+        """The children of the keys, numbered in the keys' order (sorted keys: as Trace Compass makes
+        them, one (parent, name) after the other)."""
+        start = len(self.paths)
+        made = range(start, start + len(keys))
+        parents = [(key >> 32) - 1 for key in keys]
+        texts, paths = self.names.texts, self.paths
+        paths.extend([paths[parent] + (texts[key & 0xFFFFFFFF],) for parent, key in zip(parents, keys)])
+        self._parents.extend(parents)
+        self._child_key.update(zip(keys, made))
         return made
 
     def id_of(self, path: tuple[str, ...]) -> int:
@@ -189,20 +209,35 @@ class Attributes:
         node = self._by_path.get(path)
         if node is None:
             node = self.ROOT
+            intern = self.names.intern
             for name in path:
-                found = self._child.get((node, name))
-                node = self._make(node, name) if found is None else found
+                node = self._child_of((node + 1) << 32 | intern(name), True)
             self._by_path[path] = node
         return node
 
     def find(self, path: tuple[str, ...]) -> int | None:
         """The attribute at `path` if it exists."""
         node: int | None = self.ROOT
+        ids = self.names._ids
         for name in path:
-            node = self._child.get((node, name))  # type: ignore[arg-type]
+            name_id = ids.get(name)
+            if name_id is None:
+                return None
+            node = self._child_key.get((node + 1) << 32 | name_id)  # type: ignore[operator]
             if node is None:
                 return None
         return node
+
+    def children_of(self, attr: int) -> list[int]:
+        """The attributes directly below `attr`, in the order they were made."""
+        if self._children_made != len(self.paths):
+            parents = np.frombuffer(self._parents, dtype=np.int64)[1:]
+            order = np.argsort(parents, kind="stable")
+            grouped = parents[order]
+            cuts = [0, *(np.flatnonzero(np.diff(grouped)) + 1).tolist(), len(order)]
+            self._children = {int(grouped[a]): (order[a:b] + 1).tolist() for a, b in zip(cuts, cuts[1:]) if b > a}
+            self._children_made = len(self.paths)
+        return self._children.get(attr, [])
 
     def subtree(self, attr: int) -> list[int]:
         """`attr` and every attribute below it."""
@@ -210,7 +245,7 @@ class Attributes:
         while todo:
             node = todo.pop()
             out.append(node)
-            todo.extend(self.children.get(node, ()))
+            todo.extend(self.children_of(node))
         return out
 
 
