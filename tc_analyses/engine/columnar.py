@@ -40,6 +40,7 @@ from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotCo
 from tc_analyses.engine.events import EventClassRows
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported
+from tc_analyses.engine.speculative import solve
 from tc_analyses.engine.state_system import StateSystem, Value
 from tc_analyses.engine.xml_provider import StateProvider, XmlAnalysisError
 
@@ -267,20 +268,28 @@ class ColumnarProvider(Evaluator):
     # ------------------------------------------------------------------ units that keep state
     def _run_sequential(self, u: int, unit: _Unit, classes: list[EventClassRows]) -> None:
         """Changes that read each other's writes, event by event over the rows they take, after
-        replaying what the units before wrote: on precomputed columns where the changes allow
-        (:mod:`tc_analyses.engine.sequential`), else with the interpreter's compiled changes."""
+        replaying what the units before wrote: solved by array passes where they settle
+        (:mod:`tc_analyses.engine.speculative`), else event by event on precomputed columns where
+        the changes allow (:mod:`tc_analyses.engine.sequential`), else with the interpreter's
+        compiled changes."""
         changes: dict[tuple[int, int], int] = {}  # (handler, change) -> a leaf of it, for its frames
         for i in unit.leaves:
             changes.setdefault((self.leaves[i].handler, self.leaves[i].change), i)
         frames = [(frame, h, c) for (h, c), i in changes.items() for frame in self._leaf_frames[i]]
         if not frames:
             return
+        state, programs = self._sequential_programs(unit, frames)
+        replay_attrs, replay_orders, replay_values = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
+        if isinstance(state, SequentialRunner):  # array passes first; the loop where they do not settle
+            solved = solve(state, programs, [frame.base for frame, _, _ in frames],
+                           (replay_attrs, replay_orders, replay_values))
+            if solved is not None:
+                self.log.add(u, *solved)
+                return
         bases = np.concatenate([frame.base for frame, _, _ in frames])
         which = np.concatenate([np.full(len(frame.base), n, dtype=np.int64) for n, (frame, _, _) in enumerate(frames)])
         rows = np.concatenate([np.arange(len(frame.base), dtype=np.int64) for frame, _, _ in frames])
         order = np.argsort(bases, kind="stable")
-        state, programs = self._sequential_programs(unit, frames)
-        replay_attrs, replay_orders, replay_values = self._replay([r for i in unit.leaves for r in self.leaves[i].reads], u)
         current, next_replay, replays = state.current, 0, len(replay_orders)
         for base, n, row in zip(bases[order].tolist(), which[order].tolist(), rows[order].tolist()):
             at = base * STEPS

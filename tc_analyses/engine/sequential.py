@@ -48,11 +48,13 @@ class Unsupported(Exception):
 class _Paths:
     """A path expression over a class's rows: per row a key into the distinct paths it resolves to."""
 
-    def __init__(self, keys: list[int], names: list[list[int]], skip: list[bool], texts: list[str]) -> None:
+    def __init__(self, keys: list[int], names: list[list[int]], skip: list[bool], texts: list[str],
+                 matrix: IntArray) -> None:
         self.keys = keys
         self.names = names  # each distinct path's name ids, -1 from a null element on
         self.skip = skip  # a null element: the change is skipped (the part before it is still made)
         self.texts = texts
+        self.matrix = matrix  # `names` as one array (distinct paths x elements)
         self.attr = [-1] * len(names)  # the attribute of each distinct path, once made
 
     def path(self, key: int) -> tuple[str, ...]:
@@ -75,6 +77,16 @@ class SequentialRunner:
         # the same expressions recur in a provider's branches (gpu.xml: the lane path in every
         # one): each is computed once per frame, keyed by its shape
         self._cache: dict[tuple[int, str, Any], Any] = {}
+        # what each compiled function does, for tc_analyses.engine.speculative (which runs the
+        # unit with array passes where it can): a tuple per function, see _spec
+        self.specs: dict[Callable[..., Any], tuple[Any, ...]] = {}
+
+    def _spec(self, function: Any, *spec: Any) -> Any:
+        """Keep what `function` does: ("if", test, then, else), ("write", paths, values, queried,
+        adder or None), ("attribute", paths, values, queried, operator), ("fields", outcomes),
+        ("and" | "or", parts), ("not", inner)."""
+        self.specs[function] = spec
+        return function
 
     def _cached(self, frame: Frame, kind: str, shape: Any, make: Callable[[], Any]) -> Any:
         key = (id(frame), kind, shape)
@@ -113,7 +125,7 @@ class SequentialRunner:
                 elif other is not None:
                     other(row)
 
-            return conditional
+            return self._spec(conditional, "if", test, then, other)
         value_element = element.find("stateValue")
         if value_element is None or element.find("futureTime") is not None:
             raise Unsupported("no stateValue, or a futureTime")
@@ -141,7 +153,7 @@ class SequentialRunner:
             write(attr, value)
 
         if queried is not None or add is not None or any(skip):
-            return change
+            return self._spec(change, "write", paths, values, queried, add)
 
         def plain(row: int) -> None:  # the usual change (gpu.xml's): no query, increment or null element
             key = keys[row]
@@ -151,7 +163,7 @@ class SequentialRunner:
             value = current[attr] = values[row]
             write(attr, value)
 
-        return plain
+        return self._spec(plain, "write", paths, values, queried, None)
 
     def _adder(self, element: Any) -> Callable[[int, int, int], int]:
         """An increment's new value id from the held one and the increment's (each pair once)."""
@@ -181,15 +193,15 @@ class SequentialRunner:
             parts = [self._condition(c, frame, rows) for c in element if isinstance(c.tag, str)]
             if tag == "not":
                 inner = parts[0]
-                return lambda row: not inner(row)
+                return self._spec(lambda row: not inner(row), "not", inner)
             if len(parts) == 2:  # the usual shape (gpu.xml: null or idle); and/or short-circuit as all/any
                 left, right = parts
                 if tag == "and":
-                    return lambda row: left(row) and right(row)
-                return lambda row: left(row) or right(row)
+                    return self._spec(lambda row: left(row) and right(row), tag, parts)
+                return self._spec(lambda row: left(row) or right(row), tag, parts)
             if tag == "and":
-                return lambda row: all(p(row) for p in parts)
-            return lambda row: any(p(row) for p in parts)
+                return self._spec(lambda row: all(p(row) for p in parts), tag, parts)
+            return self._spec(lambda row: any(p(row) for p in parts), tag, parts)
         attributes = self.ev._inline(element.findall("stateAttribute"))
         values = element.findall("stateValue")
         if not attributes:  # on fields and constants only: decided for every row at once
@@ -197,7 +209,7 @@ class SequentialRunner:
                 raise Unsupported("a condition on fields and a query")
             outcome = self._cached(frame, "condition", _shape(element),
                                    lambda: self.ev._condition(element, frame, rows).tolist())
-            return outcome.__getitem__
+            return self._spec(outcome.__getitem__, "fields", outcome)
         if element.find("field") is not None or len(values) != 1:
             raise Unsupported("a condition of another shape")
         paths = self._paths(attributes, frame, rows)
@@ -223,7 +235,7 @@ class SequentialRunner:
             return found
 
         if queried is not None or any(skip):
-            return test
+            return self._spec(test, "attribute", paths, second, queried, operator)
 
         def plain(row: int) -> bool:  # no query to make and no null element: gpu.xml's lane tests
             key = keys[row]
@@ -236,7 +248,7 @@ class SequentialRunner:
                 found = compared[pair] = _compare(item(pair >> 31), item(pair & 0x7FFFFFFF), operator)
             return found
 
-        return plain
+        return self._spec(plain, "attribute", paths, second, queried, operator)
 
     def _value(self, element: Any, frame: Frame, rows: IntArray) -> tuple[list[int], _Paths | None]:
         """A stateValue's value id per row, and for a query the paths whose attributes reading
@@ -276,7 +288,7 @@ class SequentialRunner:
         for element in path:
             columns += self._cached(frame, "names", _shape(element), partial(self.ev._elements, element, frame, rows))
         if not columns:
-            return _Paths([0] * len(rows), [[]], [False], [])
+            return _Paths([0] * len(rows), [[]], [False], [], np.zeros((1, 0), dtype=np.int64))
         # the distinct paths, an element at a time: (path so far, next name) pairs numbered densely
         widths = [int(names.max(initial=0)) + 2 for names in columns]  # names + 1 run from 0 to width - 1
         keys = np.zeros(len(rows), dtype=np.int64)
@@ -294,7 +306,7 @@ class SequentialRunner:
             levels.append(name - 1)
         matrix = np.stack(levels[::-1], axis=1)
         skip: list[bool] = np.any(matrix < 0, axis=1).tolist()
-        return _Paths(keys.tolist(), matrix.tolist(), skip, self.ev.names.texts)
+        return _Paths(keys.tolist(), matrix.tolist(), skip, self.ev.names.texts, matrix)
 
     # ------------------------------------------------------------------ running
     def _attribute(self, paths: _Paths, key: int) -> int:

@@ -2,10 +2,11 @@
 interpreter: random providers shaped like gpu.xml's first-free-lane choice (changes that read each
 other's writes), with the variations a user's XML can add (an increment inside the cycle, field
 conditions, operators, a string table read by query, mapping groups, forced types, null path
-elements, unknown strings, ties), over random events. Each provider runs three ways: the
-interpreter event by event, the columnar engine (the sequential unit on columns), and the
-columnar engine with the unit on the interpreter's compiled changes (as before); all three give
-the same attributes and intervals, or fail with the same error."""
+elements, unknown strings, ties), over random events. Each provider runs four ways: the
+interpreter event by event, the columnar engine with the unit solved by array passes
+(tc_analyses/engine/speculative.py, given the rounds to settle), the same with the unit's event
+loop on columns, and the columnar engine with the unit on the interpreter's compiled changes (as
+before); all four give the same attributes and intervals, or fail with the same error."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from lxml import etree
 
-from tc_analyses.engine import build
+from tc_analyses.engine import build, columnar, speculative
 from tc_analyses.engine.columnar import ColumnarProvider, run_columnar
 from tc_analyses.engine.events import rows_of
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported
@@ -142,12 +143,43 @@ def test_random_lane_providers_match_the_interpreter(seed: int, monkeypatch: pyt
     provider = StateProvider(element)
     assert any(unit.kind == "sequential" for unit in ColumnarProvider(provider).units)
     reference = _outcome(lambda: provider.run(events, span))
-    columns = _outcome(lambda: run_columnar(provider, rows_of(events), span))
     with monkeypatch.context() as patched:
+        patched.setattr(speculative, "ROUNDS", 64)  # these dense random events take up to 27 rounds
+        solved = _outcome(lambda: run_columnar(provider, rows_of(events), span))
+        patched.setattr(speculative, "ROUNDS", 0)
+        looped = _outcome(lambda: run_columnar(provider, rows_of(events), span))
         patched.setattr(SequentialRunner, "compile", _on_interpreter_changes)
         before = _outcome(lambda: run_columnar(provider, rows_of(events), span))
-    assert columns == reference
+    assert solved == reference
+    assert looped == reference
     assert before == reference
+
+
+def test_the_lane_providers_are_solved_by_array_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The array passes settle on the random providers that do not fail (the loop runs only where
+    they do not settle), and a unit short of rounds goes to the loop."""
+    outcomes: list[bool] = []
+    original = speculative.solve
+
+    def watching(*args: Any) -> Any:
+        got = original(*args)
+        outcomes.append(got is not None)
+        return got
+
+    monkeypatch.setattr(columnar, "solve", watching)
+    monkeypatch.setattr(speculative, "ROUNDS", 64)
+    for seed in range(20):
+        rng = random.Random(seed)
+        provider = StateProvider(etree.fromstring(provider_xml(rng)).find("stateProvider"))
+        events = random_events(rng)
+        if _outcome(lambda: provider.run(events, (events[0][1], max(e[1] for e in events))))[0] == "ok":
+            outcomes.clear()
+            run_columnar(provider, rows_of(events), (events[0][1], max(e[1] for e in events)))
+            assert outcomes == [True], seed
+    monkeypatch.setattr(speculative, "ROUNDS", 1)  # one round cannot show a guess reproducing itself
+    outcomes.clear()
+    run_columnar(provider, rows_of(events), (events[0][1], max(e[1] for e in events)))
+    assert outcomes == [False]
 
 
 def test_the_lane_providers_take_the_column_route(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,8 +245,18 @@ def test_gpu_queues_on_a_recorded_trace_take_the_column_route(tmp_path: Path,
     files = [f for f in generated_xml(trace, tmp_path) if f.name == "gpu.xml"]
     assert files
     refused = _refusals(monkeypatch)
+    solved: list[bool] = []
+    original = speculative.solve
+
+    def watching(*args: Any) -> Any:
+        got = original(*args)
+        solved.append(got is not None)
+        return got
+
+    monkeypatch.setattr(columnar, "solve", watching)
     built = build(trace, files)
     assert not refused
+    assert solved == [True]  # settled by array passes, not the event loop
     assert snapshot(built) == snapshot(build(trace, files, engine="events"))
     lanes = [p for ss in built.systems.values() for p in ss.paths() if "Lanes" in p]
     assert lanes  # the trace has GPU work: the unit ran

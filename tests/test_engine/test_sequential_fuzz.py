@@ -1,7 +1,8 @@
-"""Random providers with a sequential unit (tests/fuzz/sequential_providers.py), each run three
-ways: the interpreter event by event (the reference), the columnar engine with the unit on
+"""Random providers with a sequential unit (tests/fuzz/sequential_providers.py), each run four
+ways: the interpreter event by event (the reference), the columnar engine with the unit solved by
+array passes (tc_analyses/engine/speculative.py), the same with the unit's event loop on
 precomputed columns (tc_analyses/engine/sequential.py), and the columnar engine with the unit on the
-interpreter's compiled changes (the route before it). The two columnar routes give the same state
+interpreter's compiled changes (the route before them). The three columnar routes give the same state
 system or the same error on every seed; against the reference they give the same state system, and
 fail where it fails.
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from lxml import etree
 
+from tc_analyses.engine import columnar, speculative
 from tc_analyses.engine.columnar import ColumnarProvider, NotColumnar, run_columnar
 from tc_analyses.engine.events import rows_of
 from tc_analyses.engine.sequential import SequentialRunner
@@ -39,8 +41,18 @@ def test_random_sequential_providers(monkeypatch: pytest.MonkeyPatch) -> None:
         compiled += 1
         return got
 
-    sequential = 0
+    sequential = settled = called = 0
+    original_solve = speculative.solve
+
+    def solving(*args: Any) -> Any:
+        nonlocal settled, called
+        got = original_solve(*args)
+        called += speculative.ROUNDS > 0
+        settled += got is not None
+        return got
+
     for seed in SEEDS:
+        monkeypatch.setattr(columnar, "solve", solving)
         rng = random.Random(seed)
         xml = gen_provider(rng, typed=rng.random() < 0.5)
         events = gen_events(rng)
@@ -54,11 +66,16 @@ def test_random_sequential_providers(monkeypatch: pytest.MonkeyPatch) -> None:
         span = (events[0][1], max(e[1] for e in events))
         reference = _outcome(lambda: StateProvider(element).run(events, span))
         monkeypatch.setattr(SequentialRunner, "compile", counting)
+        monkeypatch.setattr(speculative, "ROUNDS", 64)
+        solved = _outcome(lambda: run_columnar(StateProvider(element), rows_of(events), span))
+        monkeypatch.setattr(speculative, "ROUNDS", 0)
         columns = _outcome(lambda: run_columnar(StateProvider(element), rows_of(events), span))
         monkeypatch.setattr(SequentialRunner, "compile", _on_interpreter_changes)
         before = _outcome(lambda: run_columnar(StateProvider(element), rows_of(events), span))
-        assert columns == before, seed
+        monkeypatch.undo()
+        assert solved == columns == before, seed
         assert columns[0] == reference[0], seed
         if reference[0] == "ok":
             assert columns == reference, seed
     assert sequential > 300 and compiled > 300, (sequential, compiled)  # most take the column route
+    assert called > 150 and settled >= 0.9 * called, (called, settled)  # and those settle by array passes
