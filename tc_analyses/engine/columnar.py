@@ -283,6 +283,7 @@ class ColumnarProvider(Evaluator):
         if isinstance(state, SequentialRunner):  # array passes first; the loop where they do not settle
             solved = solve(state, programs, [frame.base for frame, _, _ in frames],
                            (replay_attrs, replay_orders, replay_values))
+            state.specs.clear()  # they refer to the runner: a cycle, and analyses run with the collector off
             if solved is not None:
                 self.log.add(u, *solved)
                 return
