@@ -25,12 +25,13 @@ and :attr:`Device.is_gpu` tells CPUs from GPUs by the recorded kind. Interval un
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tc_analyses.model.tables import RunTable, encode
+from tc_analyses.model.tables import RunTable, encode, encode_keys
 from tc_analyses.reader.fast import DfcTrace, EventTable
 
 
@@ -313,7 +314,12 @@ def _device_names(devices: dict[int, Device], indexes: Array) -> Array:
 
 def _text(table: EventTable, column: str) -> Array:
     """A text column (object array), its missing strings read as ""."""
-    values = table.text(column)
+    return _texts_of(table, table[column])
+
+
+def _texts_of(table: EventTable, sids: Array) -> Array:
+    """The strings of string ids (object array), missing ones read as ""."""
+    values = table.decode(sids)
     return np.where(values == None, "", values) if len(values) else np.zeros(0, dtype=object)  # noqa: E711
 
 
@@ -383,9 +389,9 @@ def _nodes(trace: DfcTrace, devices: dict[int, Device]) -> tuple[NodeTable, int]
     columns = {"node_id": begin_ids[rows], "tid": tids, "step": begins["step"].astype(np.int64)[rows],
                "start": start, "end": end, "outermost": _outermost(tids, start, end)}
     labels = {}
-    for name, values in (("op", _text(begins, "op")[rows]), ("name", _text(begins, "name")[rows]),
-                         ("device", _device_names(devices, begins["device"][rows]))):
-        columns[name], labels[name] = encode(values)
+    for name in ("op", "name"):
+        columns[name], labels[name] = encode_keys(begins[name][rows], partial(_texts_of, begins))
+    columns["device"], labels["device"] = encode_keys(begins["device"][rows], partial(_device_names, devices))
     return NodeTable(columns, labels), int(unpaired)
 
 
@@ -525,17 +531,41 @@ def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[GpuTable, int]:
     if not parts:
         return GpuTable.empty(), unpaired
     joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    device = _device_names(devices, joined.pop("device_index"))
-    device_codes, device_labels = encode(device)  # labels sorted: codes order as names do
+    device_codes, device_labels = encode_keys(joined.pop("device_index"), partial(_device_names, devices))
     order = np.lexsort((joined["queue"], device_codes, joined["start"]))  # stable: kinds keep their order
     columns: dict[str, Array] = {"device": device_codes[order]}
     labels: dict[str, Array] = {"device": device_labels}
+    texts = trace.table(_GPU_CLASSES[0][1])  # the trace's string table (every table shares it)
+    named: dict[str, Callable[[Array], Array | list[str]]] = {
+             "kind": lambda keys: [_GPU_CLASSES[k][0] for k in keys.tolist()],
+             "name": partial(_gpu_names, texts),
+             "src_device": partial(_peer_names, devices), "dst_device": partial(_peer_names, devices)}
     for name, values in joined.items():
-        if values.dtype == object:
-            columns[name], labels[name] = encode(values[order])
+        if name in named:
+            columns[name], labels[name] = encode_keys(values[order], named[name])
         else:
             columns[name] = values[order]
     return GpuTable(columns, labels), unpaired
+
+
+_MEMSET = -2  # the name key of a memset (memsets have no name field)
+_NO_PEER = -(2**63)  # the source and destination key of a kernel or a memset (no device index is this)
+
+
+def _peer_names(devices: dict[int, Device], keys: Array) -> Array:
+    """Copy sources and destinations by device index; "" for _NO_PEER."""
+    out = np.full(len(keys), "", dtype=object)
+    peers = keys != _NO_PEER
+    out[peers] = _device_names(devices, keys[peers])
+    return out
+
+
+def _gpu_names(texts: EventTable, keys: Array) -> Array:
+    """Names of GPU operations by key: a string id, or _MEMSET."""
+    out = np.full(len(keys), "memset", dtype=object)
+    sids = keys != _MEMSET
+    out[sids] = _texts_of(texts, keys[sids])
+    return out
 
 
 def _pair_slow(begins: EventTable, ends: EventTable) -> tuple[Array, Array, int]:
@@ -570,18 +600,19 @@ def _fifo_pair(begin_keys: Iterable[tuple[Any, ...]], begin_ts: list[int], end_k
 
 def _gpu_part(kind: str, begins: EventTable, rows: Array, end_times: Array,
               devices: dict[int, Device]) -> dict[str, Array]:
-    """The columns of one class's paired operations (device as indexes, texts as object arrays)."""
+    """The columns of one class's paired operations, texts as integer keys: the kind's index in
+    _GPU_CLASSES, the name's string id (_MEMSET for memsets), devices' indexes (_NO_PEER: none)."""
     n = len(rows)
-    blank = np.full(n, "", dtype=object)
+    blank = np.full(n, _NO_PEER, dtype=np.int64)
     if kind == "kernel":
-        name, nbytes, src, dst = _text(begins, "name")[rows], np.zeros(n, np.int64), blank, blank
+        name, nbytes, src, dst = begins["name"][rows].astype(np.int64), np.zeros(n, np.int64), blank, blank
     elif kind == "memset":
-        name, nbytes, src, dst = np.full(n, "memset", dtype=object), begins["bytes"][rows], blank, blank
+        name, nbytes, src, dst = np.full(n, _MEMSET, dtype=np.int64), begins["bytes"][rows], blank, blank
     else:
-        name, nbytes = _text(begins, "copy_kind")[rows], begins["bytes"][rows]
-        src = _device_names(devices, begins["src_device"][rows])
-        dst = _device_names(devices, begins["dst_device"][rows])
-    return {"kind": np.full(n, kind, dtype=object), "device_index": begins["device"][rows].astype(np.int64),
+        name, nbytes = begins["copy_kind"][rows].astype(np.int64), begins["bytes"][rows]
+        src, dst = begins["src_device"][rows].astype(np.int64), begins["dst_device"][rows].astype(np.int64)
+    index = [k for k, _, _ in _GPU_CLASSES].index(kind)
+    return {"kind": np.full(n, index, dtype=np.int64), "device_index": begins["device"][rows].astype(np.int64),
             "queue": begins["queue"][rows].astype(np.int64),
             "correlation_id": begins["correlation_id"][rows].astype(np.int64),
             "start": begins["timestamp"][rows].astype(np.int64), "end": np.asarray(end_times, dtype=np.int64),

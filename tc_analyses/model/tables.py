@@ -185,6 +185,16 @@ class RunTable(MadeOnRead[R], Generic[R]):
 TableT = TypeVar("TableT", bound=RunTable[Any])
 
 
+def encode_keys(keys: Array, labels_of: Callable[[Array], Sequence[Any] | Array]) -> tuple[Array, Array]:
+    """encode() of a text column given as integer keys (string ids, device indexes), `labels_of`
+    naming the distinct keys: a text per distinct key, not per row; the same codes and labels."""
+    if not len(keys):
+        return encode([])
+    unique, inverse = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+    codes, labels = encode(labels_of(unique))
+    return codes[inverse.reshape(-1)], labels
+
+
 def encode(values: Sequence[Any] | Array) -> tuple[Array, Array]:
     """(int32 codes, object array of labels) of a sequence of texts; labels sorted."""
     if not len(values):

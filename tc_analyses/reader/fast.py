@@ -54,7 +54,10 @@ class EventTable:
 
     def text(self, column: str) -> np.ndarray[Any, Any]:
         """A sid column decoded to strings (None where the string table lacks the id)."""
-        sids = self.records[column]
+        return self.decode(self.records[column])
+
+    def decode(self, sids: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Sids as strings (None where the string table lacks the id)."""
         if len(sids) and int(sids.max()) >= len(self.strings):
             known = sids < len(self.strings)  # a damaged id must not size anything
             out = np.full(len(sids), None, dtype=object)
