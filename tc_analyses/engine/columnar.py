@@ -284,6 +284,7 @@ class ColumnarProvider(Evaluator):
             solved = solve(state, programs, [frame.base for frame, _, _ in frames],
                            (replay_attrs, replay_orders, replay_values))
             state.specs.clear()  # they refer to the runner: a cycle, and analyses run with the collector off
+            state.arrays.clear()
             if solved is not None:
                 self.log.add(u, *solved)
                 return

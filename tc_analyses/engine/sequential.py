@@ -80,6 +80,13 @@ class SequentialRunner:
         # what each compiled function does, for tc_analyses.engine.speculative (which runs the
         # unit with array passes where it can): a tuple per function, see _spec
         self.specs: dict[Callable[..., Any], tuple[Any, ...]] = {}
+        self.arrays: dict[int, IntArray] = {}  # id of a list the loop reads -> the array it was made from
+
+    def _listed(self, column: IntArray) -> list[Any]:
+        """The column as the list the loop indexes, its array kept for the array passes."""
+        listed: list[Any] = column.tolist()
+        self.arrays[id(listed)] = column
+        return listed
 
     def _spec(self, function: Any, *spec: Any) -> Any:
         """Keep what `function` does: ("if", test, then, else), ("write", paths, values, queried,
@@ -208,7 +215,7 @@ class SequentialRunner:
             if any(_reads_state(self.ev, v) for v in values):
                 raise Unsupported("a condition on fields and a query")
             outcome = self._cached(frame, "condition", _shape(element),
-                                   lambda: self.ev._condition(element, frame, rows).tolist())
+                                   lambda: self._listed(self.ev._condition(element, frame, rows)))
             return self._spec(outcome.__getitem__, "fields", outcome)
         if element.find("field") is not None or len(values) != 1:
             raise Unsupported("a condition of another shape")
@@ -261,7 +268,7 @@ class SequentialRunner:
         if element.get("type") != "query" or element.get("stack") == "peek":
             if _reads_state(self.ev, element):
                 raise Unsupported("a peek, or a mapping group that reads the state")
-            return self.ev._value(element, frame, rows).tolist(), None
+            return self._listed(self.ev._value(element, frame, rows)), None
         if any(_reads_state(self.ev, v) for entry in self.ev._scope.mappings.get(element.get("mappingGroup", ""), [])
                for v in entry):
             raise Unsupported("a mapping group that reads the state")
@@ -271,7 +278,7 @@ class SequentialRunner:
         queried = self._paths(inner, frame, rows)
         self.ev.creating = False  # the attributes are made in the loop, for the rows that read them
         try:
-            return self.ev._value(element, frame, rows).tolist(), queried
+            return self._listed(self.ev._value(element, frame, rows)), queried
         finally:
             self.ev.creating = True
 
@@ -306,7 +313,7 @@ class SequentialRunner:
             levels.append(name - 1)
         matrix = np.stack(levels[::-1], axis=1)
         skip: list[bool] = np.any(matrix < 0, axis=1).tolist()
-        return _Paths(keys.tolist(), matrix.tolist(), skip, self.ev.names.texts, matrix)
+        return _Paths(self._listed(keys), matrix.tolist(), skip, self.ev.names.texts, matrix)
 
     # ------------------------------------------------------------------ running
     def _attribute(self, paths: _Paths, key: int) -> int:

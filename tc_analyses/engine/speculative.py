@@ -42,7 +42,7 @@ class _Round:
     def __init__(self, solver: "_Solver", guess: "_Guess") -> None:
         self.solver, self.guess = solver, guess
         self.written: list[tuple[IntArray, IntArray, IntArray]] = []
-        self.resolved: list[IntArray] = []  # path ids resolved (attributes the loop makes)
+        self.resolved = np.zeros(len(solver.matrix), dtype=bool)  # path ids resolved (attributes the loop makes)
 
     def change(self, function: Callable[..., Any], rows: IntArray, orders: IntArray) -> None:
         spec = self.solver.specs[function]
@@ -55,11 +55,11 @@ class _Round:
             return
         _, paths, values, queried, add = spec
         ids, skip = self.solver.path_ids(paths, rows)
-        self.resolved.append(ids)
+        self.resolved[ids] = True
         live = ~skip
         rows, orders, ids = rows[live], orders[live], ids[live]
         if queried is not None:  # the query's attribute, made when the change runs
-            self.resolved.append(self.solver.path_ids(queried, rows)[0])
+            self.resolved[self.solver.path_ids(queried, rows)[0]] = True
         new = self.solver.column(values)[rows]
         if add is not None:  # an increment reads what the attribute holds (a null increment assigns null)
             new = self.solver.added(add, self.guess.read(ids, orders), new)
@@ -83,9 +83,9 @@ class _Round:
             return out
         _, paths, second, queried, operator = spec
         ids, skip = self.solver.path_ids(paths, rows)
-        self.resolved.append(ids)
+        self.resolved[ids] = True
         if queried is not None:
-            self.resolved.append(self.solver.path_ids(queried, rows)[0])
+            self.resolved[self.solver.path_ids(queried, rows)[0]] = True
         held = self.guess.read(ids, orders)
         held[skip] = 0  # a path cut by a null element reads null
         return self.solver.compare(held, self.solver.column(second)[rows], operator)
@@ -112,7 +112,8 @@ class _Solver:
     def column(self, values: list[Any]) -> IntArray:
         found = self._columns.get(id(values))
         if found is None:
-            found = self._columns[id(values)] = np.asarray(values, dtype=np.int64)
+            found = self.runner.arrays.get(id(values))
+            found = self._columns[id(values)] = np.asarray(values if found is None else found, dtype=np.int64)
         return found
 
     def number(self, all_paths: list[_Paths]) -> None:
@@ -169,12 +170,12 @@ class _Solver:
             out[at] = np.array(sums, dtype=np.int64)[inverse.reshape(-1)]
         return out
 
-    def attributes(self, ids: IntArray, create: bool = True) -> IntArray:
-        """The attribute of each path id (by id), made with its parents as the loop's resolution
-        makes them; with `create` false only those that exist (-1 for the others)."""
+    def attributes(self, wanted: IntArray, create: bool = True) -> IntArray:
+        """The attribute of each path id (by id), for the distinct ids `wanted`, made with their
+        parents as the loop's resolution makes them; with `create` false only those that exist
+        (-1 for the others)."""
         ev = self.runner.ev
         out = np.full(len(self.matrix), -1, dtype=np.int64)
-        wanted = np.unique(ids)
         attrs = np.zeros(len(wanted), dtype=np.int64)
         matrix = self.matrix[wanted]
         for level in range(matrix.shape[1]):
@@ -239,7 +240,7 @@ def solve(runner: SequentialRunner, programs: list[Callable[[int], None]], bases
     before: list[Writes] = []
     if replay[0]:  # only the writes to paths this unit reads or writes matter
         path_of_attr = np.full(len(runner.ev.attrs.paths), -1, dtype=np.int64)
-        existing = solver.attributes(np.arange(len(solver.matrix)), create=False)
+        existing = solver.attributes(np.arange(len(solver.matrix), dtype=np.int64), create=False)
         path_of_attr[existing[existing >= 0]] = np.flatnonzero(existing >= 0)
         ids = path_of_attr[np.asarray(replay[0], dtype=np.int64)]
         kept = ids >= 0
@@ -256,8 +257,7 @@ def solve(runner: SequentialRunner, programs: list[Callable[[int], None]], bases
             return None
         writes = attempt.writes()
         if previous is not None and all(np.array_equal(a, b) for a, b in zip(writes, previous)):
-            attrs = solver.attributes(np.concatenate(attempt.resolved) if attempt.resolved
-                                      else np.zeros(0, dtype=np.int64))
+            attrs = solver.attributes(np.flatnonzero(attempt.resolved))
             return attrs[writes[0]], writes[1], writes[2]
         previous = writes
         guess = _Guess(span, before + [writes])
