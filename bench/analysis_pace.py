@@ -15,6 +15,8 @@ Rows and targets (issue 34):
 * ``info /nonexistent`` against ``--help``: ≤ 1.2×;
 * ``recommend-placement`` of a 10k-node graph file: ≤ 2 s of CPU (HEFT alone, in process, beside it);
 * with ``--big``: ``analyze --no-sections`` on 10M events against babeltrace2, ≤ 20 s, RSS ≤ 2×;
+* ``recommend-placement`` of a ~27k-op LSTM-cell trace (``pace_lstm.py``, recorded once) against
+  recording that program (``dfcompass record``, each round): ≤ 1×; skipped without torch;
 * ``analyze`` with every section on a GPU trace (the shared nccl Kineto trace x25, ~1M events,
   imported once) against babeltrace2 on it (issue 34's "imported GPU trace" row; no target of its
   own: the all-sections target applies). Skipped, and said so, without ``../shared``.
@@ -47,7 +49,8 @@ print(time.perf_counter() - start, os.waitstatus_to_exitcode(status), usage.ru_m
 """
 
 TARGETS = {"no_sections": 0.5, "all_sections": 0.25, "rss_per_trace": 2.0, "csv_extra": 0.5,
-           "missing_path": 1.2, "placement_cpu_s": 2.0, "big_s": 20.0}
+           "missing_path": 1.2, "placement_cpu_s": 2.0, "big_s": 20.0, "lstm_placement": 1.0}
+LSTM_PROGRAM = Path(__file__).with_name("pace_lstm.py")
 
 
 def _measure(argv: list[str], code: int = 0) -> dict[str, float]:
@@ -117,6 +120,20 @@ def _gpu_trace(dfcompass: str) -> Path | None:
     return trace
 
 
+def _lstm_trace(dfcompass: str) -> Path | None:
+    """The ~27k-op LSTM-cell trace (pace_lstm.py under ``dfcompass record``), recorded once."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        log("analysis pace: no LSTM placement row (torch is not installed)")
+        return None
+    trace = OUT_DIR / "lstm-27k"
+    if not any(trace.glob("*/metadata")):
+        subprocess.run([dfcompass, "--no-progress", "record", "-o", str(trace), "--overwrite", "--", sys.executable,
+                        str(LSTM_PROGRAM)], check=True, capture_output=True)
+    return trace
+
+
 def run(rounds: int = 3, big: bool = False) -> dict[str, Any]:
     dfcompass = str(Path(sys.executable).parent / "dfcompass")
     trace = OUT_DIR / "trace-1m"
@@ -150,6 +167,14 @@ def run(rounds: int = 3, big: bool = False) -> dict[str, Any]:
     if gpu_trace is not None:
         cases["babeltrace2 dummy GPU"] = lambda: _measure(["babeltrace2", "--output-format=dummy", str(gpu_trace)])
         cases["analyze GPU (all sections)"] = lambda: _measure([dfcompass, "--no-progress", "analyze", str(gpu_trace)])
+    lstm = _lstm_trace(dfcompass)
+    if lstm is not None:  # the recorded run and the plan of its trace, side by side
+        cases["record LSTM"] = lambda: _measure([dfcompass, "--no-progress", "record", "-o",
+                                                 str(work / f"lstm-{time.monotonic_ns()}"), "--", sys.executable,
+                                                 str(LSTM_PROGRAM)])
+        cases["recommend-placement LSTM"] = lambda: _measure([dfcompass, "--no-progress", "recommend-placement",
+                                                              str(lstm), "--devices", "cpu,cuda:0=H100", "-o",
+                                                              str(work / f"lstm-plan-{time.monotonic_ns()}")])
     got = _medians(cases, rounds)
     if big:
         trace10 = OUT_DIR / "trace-10m"
@@ -173,6 +198,8 @@ def run(rounds: int = 3, big: bool = False) -> dict[str, Any]:
         "missing_path": got["info /nonexistent"]["wall_s"] / got["--help"]["wall_s"],
         "placement_cpu_s": got["recommend-placement 10k"]["cpu_s"],
     }
+    if lstm is not None:
+        result["lstm_placement"] = got["recommend-placement LSTM"]["wall_s"] / got["record LSTM"]["wall_s"]
     if gpu_trace is not None:
         result["gpu_all_sections"] = got["babeltrace2 dummy GPU"]["wall_s"] / got["analyze GPU (all sections)"]["wall_s"]
     if big:

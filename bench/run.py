@@ -370,9 +370,14 @@ def pace_rows(r: dict[str, Any]) -> list[Row]:
         ("recommend-placement, 10k-node graph", f"{r['placement_cpu_s']:.1f} s CPU (HEFT alone {r['heft_cpu_s']:.2f} s)",
          f"target <= {t['placement_cpu_s']:.0f} s CPU: {verdict(ok['placement_cpu_s'])}"),
     ]
+    if "lstm_placement" in r:
+        rows.append(("recommend-placement, 27k-op LSTM-cell trace / its recorded run",
+                     f"{_x(r['lstm_placement'])} ({c['recommend-placement LSTM']['wall_s']:.1f} s / "
+                     f"{c['record LSTM']['wall_s']:.1f} s)",
+                     f"target <= {t['lstm_placement']:.0f}x: {verdict(ok['lstm_placement'])}"))
     if "gpu_all_sections" in r:
         rows.append(("analyze (all sections), 1M-event Kineto GPU import / babeltrace2 dummy",
-                     f"{_x(r['gpu_all_sections'])} ({c['analyze GPU (all sections)']['wall_s']:.1f} s, "
+                     f"{r['gpu_all_sections']:.3f}x ({c['analyze GPU (all sections)']['wall_s']:.1f} s, "
                      f"{c['analyze GPU (all sections)']['rss_kib'] / 1024:.0f} MiB)",
                      f"target >= {t['all_sections']}x: {verdict(r['gpu_all_sections'] >= t['all_sections'])}"))
     if "big_s" in r:
