@@ -31,8 +31,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar,
-                                        timestamps_by_position)
+from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
+                                        timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
@@ -202,6 +202,7 @@ class ColumnarPattern(Evaluator):
         self._classes = [rows for rows in classes if len(rows)]
         self._total = total
         self._unit = 0
+        self._templates: dict[int, tuple[Template | None, bool]] = {}  # log part -> what it writes
         self._slot_attrs: dict[str, IntArray] = {}
         self._fields: dict[str, dict[str, IntArray]] = {}  # class -> field -> value ids, for every frame
         self._span = span
@@ -252,9 +253,26 @@ class ColumnarPattern(Evaluator):
                 out.append((Frame(rows, rows.positions * K, self._fields.setdefault(rows.name, {})), matching))
         return out
 
-    def _add(self, attrs: IntArray, orders: IntArray, values: IntArray) -> None:
+    def _add(self, attrs: IntArray, orders: IntArray, values: IntArray, template: Template | None = None,
+             below: bool = False) -> None:
+        """Log some writes as one part; `template` says which attributes they may be (or with
+        `below` be under), so that a read skips the parts that cannot hold what it reads."""
         self.log.add(self._unit, attrs, orders, values)
+        self._templates[self._unit] = (template, below)
         self._unit += 1
+
+    def _writers(self, template: Template) -> tuple[int, ...]:
+        """The parts that may have written an attribute of `template` (the scenario's own
+        attributes are many parts, and most reads want one kind of them)."""
+        out = []
+        for unit in self.log.parts:
+            written, below = self._templates.get(unit, (None, False))
+            if written is None or (under(written, template) if below else unify(written, template)):
+                out.append(unit)
+        return tuple(out)
+
+    def _scenario_template(self, fsm: "_Fsm", *names: str) -> Template:
+        return ("scenarios", fsm.id, None, *names)
 
     def _scenario_attr(self, fsm: _Fsm, slots: IntArray, *names: str) -> IntArray:
         """scenarios/<fsm>/<slot>/<names...> per slot."""
@@ -281,11 +299,13 @@ class ColumnarPattern(Evaluator):
         orders = (at * K + step) * STEPS
         state_value = self.values.intern(Value("string", state))
         mask = np.ones(len(slots), dtype=bool) if previous_differs is None else previous_differs
-        self._add(self._scenario_attr(fsm, slots[mask], "state", state, "startTime"), orders[mask], when[mask])
-        self._add(self._scenario_attr(fsm, slots, "state"), orders + 1, np.full(len(slots), state_value))
+        self._add(self._scenario_attr(fsm, slots[mask], "state", state, "startTime"), orders[mask], when[mask],
+                  self._scenario_template(fsm, "state", state, "startTime"))
+        self._add(self._scenario_attr(fsm, slots, "state"), orders + 1, np.full(len(slots), state_value),
+                  self._scenario_template(fsm, "state"))
         if status is not None:
             self._add(self._scenario_attr(fsm, slots, "status"), orders + 2,
-                      np.full(len(slots), self.values.intern(Value("int", status))))
+                      np.full(len(slots), self.values.intern(Value("int", status))), self._scenario_template(fsm, "status"))
 
     def values_of_times(self, positions: IntArray) -> IntArray:
         return self.values.longs(self._ts[positions])
@@ -298,7 +318,8 @@ class ColumnarPattern(Evaluator):
                 at = Frame(frame.rows, frame.rows.positions * K + step + index, frame.fields, frame.scenario)
                 alive, attrs = self._path(self._inline(change.findall("stateAttribute")), at, rows)
                 values = self._value(change.find("stateValue"), at, alive)
-                self._add(attrs, at.base[alive] * STEPS, values)
+                self._add(attrs, at.base[alive] * STEPS, values,
+                          self._template(self._inline(change.findall("stateAttribute"))))
                 index += 1
 
     def _run_table(self, fsm: _Fsm) -> None:
@@ -318,7 +339,8 @@ class ColumnarPattern(Evaluator):
         if not taken or not sum(len(t) for t in taken):
             return
         first = np.array([min(int(t.min()) for t in taken if len(t))], dtype=np.int64)
-        self._add(self._scenario_attr(fsm, slot0, "startTime"), (first * K + _STARTED) * STEPS, self.values_of_times(first))
+        self._add(self._scenario_attr(fsm, slot0, "startTime"), (first * K + _STARTED) * STEPS, self.values_of_times(first),
+                  self._scenario_template(fsm, "startTime"))
         self._control(fsm, slot0, first, _STARTED + 1, fsm.initial, IN_PROGRESS, np.zeros(1, dtype=bool))
         self._null_slots(fsm, slot0, np.array([self._total], dtype=np.int64), 0)  # abandoned at the end
 
@@ -342,7 +364,7 @@ class ColumnarPattern(Evaluator):
         within = np.arange(int(per_slot.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_slot) - per_slot, per_slot)
         attrs = table[np.repeat(first[slots], per_slot) + within]
         orders = np.repeat((at * K + step) * STEPS, per_slot)
-        self._add(attrs, orders, np.zeros(len(attrs), dtype=np.int64))
+        self._add(attrs, orders, np.zeros(len(attrs), dtype=np.int64), self._scenario_template(fsm), below=True)
 
     def _run_pair(self, fsm: _Fsm) -> list["_Batch"]:
         self.scenario_fsm = fsm.id  # what #CurrentScenario names
@@ -365,7 +387,7 @@ class ColumnarPattern(Evaluator):
             for t in matching:
                 self._run_actions(fsm.starts[t], frame, taken[choice == t], _START)
         self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
-                  self.values_of_times(start_at))
+                  self.values_of_times(start_at), self._scenario_template(fsm, "startTime"))
         self._control(fsm, start_slot, start_at, _STARTED + 1, fsm.running, IN_PROGRESS)
         end_slot, end_at = as_numpy(decided.end_slot), as_numpy(decided.end_at)
         started_at = self._started_at(decided)
