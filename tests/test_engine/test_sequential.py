@@ -155,9 +155,8 @@ def test_random_lane_providers_match_the_interpreter(seed: int, monkeypatch: pyt
     assert before == reference
 
 
-def test_the_lane_providers_are_solved_by_array_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The array passes settle on the random providers that do not fail (the loop runs only where
-    they do not settle), and a unit short of rounds goes to the loop."""
+def _solved(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each sequential unit the columnar engine runs was settled by array passes."""
     outcomes: list[bool] = []
     original = speculative.solve
 
@@ -167,6 +166,13 @@ def test_the_lane_providers_are_solved_by_array_passes(monkeypatch: pytest.Monke
         return got
 
     monkeypatch.setattr(columnar, "solve", watching)
+    return outcomes
+
+
+def test_the_lane_providers_are_solved_by_array_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The array passes settle on the random providers that do not fail (the loop runs only where
+    they do not settle), and a unit short of rounds goes to the loop."""
+    outcomes = _solved(monkeypatch)
     monkeypatch.setattr(speculative, "ROUNDS", 64)
     for seed in range(20):
         rng = random.Random(seed)
@@ -245,15 +251,7 @@ def test_gpu_queues_on_a_recorded_trace_take_the_column_route(tmp_path: Path,
     files = [f for f in generated_xml(trace, tmp_path) if f.name == "gpu.xml"]
     assert files
     refused = _refusals(monkeypatch)
-    solved: list[bool] = []
-    original = speculative.solve
-
-    def watching(*args: Any) -> Any:
-        got = original(*args)
-        solved.append(got is not None)
-        return got
-
-    monkeypatch.setattr(columnar, "solve", watching)
+    solved = _solved(monkeypatch)
     built = build(trace, files)
     assert not refused
     assert solved == [True]  # settled by array passes, not the event loop
