@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,22 +47,32 @@ def _value_texts(ids: np.ndarray[Any, Any], item: Callable[[int], Any]) -> tuple
 
 
 def write_states_csv(built: BuiltAnalyses, path_glob: str, csv_out: Path) -> int:
-    """Every interval of the attributes matching `path_glob` into `csv_out`; how many were written."""
+    """Every interval of the attributes matching `path_glob` into `csv_out`; how many were written.
+
+    Slices of rows are joined on a few threads (pyarrow's kernels let go of the GIL) and written
+    in order as they are done; at most a few slices' text is held at once."""
     count = 0
-    with open(csv_out, "wb") as out:
+    workers = max(1, min(4, os.cpu_count() or 1))
+    with open(csv_out, "wb") as out, ThreadPoolExecutor(max_workers=workers) as pool:
         out.write((",".join(HEADER) + "\r\n").encode())
-        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _SLICE):
+        pending: deque[Future[memoryview]] = deque()
+        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _GROUP):
             name = csv_field(analysis)
             prefixes = [f"{name},{csv_field(path)}" for path in paths]
             for first in range(0, len(starts), _SLICE):
                 part = slice(first, first + _SLICE)
-                texts, where = _value_texts(ids[part], item)
-                out.write(_lines(prefixes, which[part], starts[part], ends[part], texts, where))
+                texts, where = _value_texts(ids[part], item)  # Python objects: on this thread
+                pending.append(pool.submit(_lines, prefixes, which[part], starts[part], ends[part], texts, where))
+                while len(pending) > workers:
+                    out.write(pending.popleft().result())
             count += len(starts)
+        while pending:
+            out.write(pending.popleft().result())
     return count
 
 
-_SLICE = 1 << 20  # rows joined at once: a string array's 32-bit offsets hold up to 2 GiB
+_GROUP = 1 << 20  # rows gathered from the state systems at once
+_SLICE = 1 << 18  # rows joined at once (a string array's 32-bit offsets hold up to 2 GiB)
 
 
 def _lines(prefixes: list[str], which: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
@@ -106,7 +119,7 @@ def write_states_parquet(built: BuiltAnalyses, path_glob: str, parquet_out: Path
                         ("start", pa.int64()), ("end", pa.int64()), ("value", pa.string())])
     count, pending, held = 0, [], 0
     with pq.ParquetWriter(parquet_out, schema) as writer:
-        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _SLICE):
+        for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _GROUP):
             distinct, where = np.unique(ids, return_inverse=True)
             texts = [None if (value := item(v)) is None else str(value) for v in distinct.tolist()]
             n = len(starts)
@@ -116,7 +129,7 @@ def write_states_parquet(built: BuiltAnalyses, path_glob: str, parquet_out: Path
                 pa.array(starts, pa.int64()), pa.array(ends, pa.int64()),
                 pa.array(texts, pa.string()).take(pa.array(where.reshape(-1)))], schema=schema))
             count, held = count + n, held + n
-            if held >= _SLICE:
+            if held >= _GROUP:
                 writer.write_table(pa.concat_tables(pending).unify_dictionaries().combine_chunks())
                 pending, held = [], 0
         if pending:

@@ -99,7 +99,7 @@ def test_parquet_holds_the_rows_of_the_csv(tmp_path: Path, glob: str, monkeypatc
     """Odd names and values, nulls kept as nulls; several row groups (a small group size here)."""
     from tc_analyses.export import states_csv
 
-    monkeypatch.setattr(states_csv, "_SLICE", 50)
+    monkeypatch.setattr(states_csv, "_GROUP", 50)
     built = SimpleNamespace(systems={"an,odd \"id\"": _odd_system(), "plain.id": _odd_system()})
     out = tmp_path / "states.parquet"
     count = states_csv.write_states_parquet(built, glob, out)  # type: ignore[arg-type]
@@ -154,8 +154,9 @@ def test_a_block_of_attributes_written_in_groups(tmp_path: Path, glob: str, monk
 
     built = SimpleNamespace(systems={"odd,\"x\"": _columnar_odd_system()})
     assert built.systems["odd,\"x\""].block_counts(built.systems["odd,\"x\""].paths()) is not None
-    for size in (7, 1 << 20):
-        monkeypatch.setattr(states_csv, "_SLICE", size)
+    for size, joined in ((7, 7), (50, 7), (1 << 20, 1 << 18)):  # slices of a group joined on threads, in order
+        monkeypatch.setattr(states_csv, "_GROUP", size)
+        monkeypatch.setattr(states_csv, "_SLICE", joined)
         out = tmp_path / f"{size}.csv"
         count = write_states_csv(built, glob, out)  # type: ignore[arg-type]
         assert out.read_bytes() == _row_by_row(built, glob)
