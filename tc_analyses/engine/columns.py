@@ -399,9 +399,14 @@ class Evaluator:
         locked = np.repeat(k[first], np.diff(np.append(first, len(a))))
         bad = np.flatnonzero(k != locked)
         if len(bad):
-            at = written[bad[0]]
+            # the earliest clash, as the interpreter meets it (at one time: the first path by name),
+            # not the lowest attribute id: ids depend on the order the engine made the attributes
+            when = times[written[bad]]
+            tied = bad[when == when.min()]
+            first_bad = min(tied.tolist(), key=lambda i: self.attrs.paths[int(attrs[written[i]])])
+            at = written[first_bad]
             value = self.values.item(int(values[at]))
-            held = [name for name, i in kind_ids.items() if i == locked[bad[0]]][0]
+            held = [name for name, i in kind_ids.items() if i == locked[first_bad]][0]
             assert value is not None
             raise StateTypeError(f"attribute {'/'.join(self.attrs.paths[int(attrs[at])])} holds {held} values, "
                                  f"cannot take a {value.kind} ({value.value!r}) at t={int(times[at])}")

@@ -16,7 +16,8 @@ settles in two or three rounds; after :data:`ROUNDS` rounds the loop runs instea
 The attributes the loop would make (a path made when first resolved, also by a condition that only
 reads it, and the part before a null element) are made at the end, from the resolutions of the
 last round's evaluated branches, with their parents, as the loop makes them (the state system
-sorts its paths, so the order they are made in is not seen). An increment is a read too (of what
+sorts its paths, and a type clash is reported by time and path, not by attribute id, so the
+order they are made in is not seen). An increment is a read too (of what
 the attribute holds before it). Anything that fails in a round (an increment of the wrong kind that
 a wrong guess made) leaves the unit to the loop, which fails or not as it would have.
 """

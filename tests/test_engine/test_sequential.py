@@ -349,3 +349,29 @@ def test_a_timestamp_field_some_events_lack_is_the_event_time(sequential: bool) 
     got = _outcome(lambda: run_columnar(provider, rows_of(events), (1, 3)))
     assert got == _outcome(lambda: provider.run(events, (1, 3)))
     assert [i[2].value for i in got[1][("S", "2")] if i[2] is not None] == [2]
+
+
+@pytest.mark.parametrize("stamps", [(("e", 1), ("f", 2), ("e", 1), ("f", 2)), (("e", 1), ("e", 2), ("e", 2), ("e", 1))])
+def test_a_type_clash_is_named_as_the_interpreter_names_it(stamps: tuple[tuple[str, int], ...],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clash reported is the earliest one (not the attribute made first, which depends on the
+    route): the interpreter, the array passes and the event loop name the same attribute and time."""
+    path = '<stateAttribute type="constant" value="S"/><stateAttribute type="eventField" value="a"/>'
+    change = (f'<stateChange><if><condition>{path}<stateValue type="null"/></condition></if>'
+              f'<then>{path}<stateValue type="long" value="1"/></then>'
+              f'<else>{path}<stateValue type="string" value="x"/></else></stateChange>')
+    xml = (f'<tmfxml><stateProvider id="t.clash" version="1"><eventHandler eventName="f">{change}</eventHandler>'
+           f'<eventHandler eventName="e">{change}</eventHandler></stateProvider></tmfxml>')
+    provider = StateProvider(etree.fromstring(xml).find("stateProvider"))
+    events = [(name, t, {"a": a}) for t, (name, a) in enumerate(stamps, 1)]
+
+    def message(run: Any) -> str:
+        with pytest.raises(DfcompassError) as raised:
+            run()
+        return str(raised.value)
+
+    expected = message(lambda: provider.run(events, (1, len(events))))
+    assert "at t=3" in expected
+    for rounds in (64, 0):  # the array passes, the event loop
+        monkeypatch.setattr(speculative, "ROUNDS", rounds)
+        assert message(lambda: run_columnar(provider, rows_of(events), (1, len(events)))) == expected
