@@ -235,7 +235,7 @@ class ColumnarPattern(Evaluator):
         fsms = joined(lambda b: np.full(len(b.positions), b.fsm), np.int64)
         order = np.lexsort((np.arange(len(positions)), fsms, positions))
         names: dict[str, int] = {}
-        name_ids = joined(lambda b: [names.setdefault(n, len(names)) for n in b.names], np.int32)
+        name_ids = joined(lambda b: _global_ids(b.texts, b.text_ids, names), np.int32)
         fields: dict[str, IntArray] = {}
         for name in dict.fromkeys(f for b in batches for f in b.fields):
             fields[name] = joined(lambda b: b.fields.get(name, np.zeros(len(b.positions), np.int64)), np.int32)[order]
@@ -373,8 +373,10 @@ class ColumnarPattern(Evaluator):
         end_choice, end_key = self._end_facts(fsm, ends)
         self._check_keys(start_key, end_key)
         decided = decide_slots(self._total, start_choice, start_key, end_choice, end_key)
-        for frame, matching in starts:  # the tests the pending scenario ran, now making what they read
-            self._touch_start_tests(fsm, frame, matching, as_numpy(decided.pending_saw))
+        if self.missed:  # the tests the pending scenario ran, now making what they read (a subset of
+            # the look-ahead's reads: when it found every path, there is nothing to make)
+            for frame, matching in starts:
+                self._touch_start_tests(fsm, frame, matching, as_numpy(decided.pending_saw))
         made_slot, made_at = as_numpy(decided.made_slot), as_numpy(decided.made_at)
         self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
         start_slot, start_at = as_numpy(decided.start_slot), as_numpy(decided.start_at)
@@ -405,6 +407,7 @@ class ColumnarPattern(Evaluator):
         choice = np.full(self._total, -2, dtype=np.int64)
         keys = np.full(self._total, -1, dtype=np.int64)
         creating, self.creating = self.creating, False  # a look-ahead: attributes are made after the loop
+        self.missed = False
         try:
             for at, matching in starts:  # read after the table FSMs' changes at the same event
                 frame = Frame(at.rows, at.rows.positions * K + _START, at.fields)
@@ -501,12 +504,12 @@ class ColumnarPattern(Evaluator):
         fixed = seg_type.get("segName") if seg_type is not None else None
         name_value = seg_type.find("segName/stateValue") if seg_type is not None else None
         if fixed or name_value is None:
-            labels = [fixed or ""] * len(rows)
+            texts, text_ids = [fixed or ""], np.zeros(len(rows), dtype=np.int64)
         else:
             ids = self._value(name_value, frame, rows)
             unique, inverse = np.unique(ids, return_inverse=True)
-            text = ["null" if (v := self.values.item(i)) is None else str(v) for i in unique.tolist()]
-            labels = [text[i] for i in inverse.reshape(-1).tolist()]
+            texts = ["null" if (v := self.values.item(i)) is None else str(v) for i in unique.tolist()]
+            text_ids = inverse.reshape(-1)
         fields: dict[str, IntArray] = {}
         for seg_field in element.iterfind("segContent/segField"):
             name, kind, value = seg_field.get("name"), seg_field.get("type"), seg_field.find("stateValue")
@@ -526,7 +529,7 @@ class ColumnarPattern(Evaluator):
             earlier = fields.get(name)
             fields[name] = ids if earlier is None else np.where(ids != 0, ids, earlier)  # a null keeps the earlier one
         positions = frame.rows.positions[rows]
-        return _Batch(positions, self._ts[start_of[positions]], self._ts[positions], labels, fields)
+        return _Batch(positions, self._ts[start_of[positions]], self._ts[positions], texts, text_ids, fields)
 
 
 class _Batch(NamedTuple):
@@ -535,9 +538,22 @@ class _Batch(NamedTuple):
     positions: IntArray  # the end event of each
     starts: IntArray
     stops: IntArray
-    names: list[str]
+    texts: list[str]  # the names the segments have
+    text_ids: IntArray  # each segment's name, as an index into texts
     fields: dict[str, IntArray]  # field -> value id of each segment, 0 where it has none
     fsm: int = 0
+
+
+def _global_ids(texts: list[str], text_ids: IntArray, names: dict[str, int]) -> IntArray:
+    """A batch's name indexes as ids of `names`, new names numbered in the order the batch's
+    segments first show them (as one name at a time would number them)."""
+    if not len(text_ids):
+        return text_ids
+    seen, first = np.unique(text_ids, return_index=True)
+    mapping = np.zeros(len(texts), dtype=np.int64)
+    for local in seen[np.argsort(first)].tolist():
+        mapping[local] = names.setdefault(texts[local], len(names))
+    return mapping[text_ids]
 
 
 def _array(code: str, column: IntArray) -> array[int]:

@@ -100,6 +100,7 @@ class Evaluator:
         self._value_names = np.zeros(0, dtype=np.int64)  # value id -> its name id (-1 null, -2 not yet)
         self.log = WriteLog(span)
         self.creating = True  # paths make their attributes, as Trace Compass's do; off for look-ahead
+        self.missed = False  # a look-ahead met a path that does not exist yet (it would have made it)
 
     def _writers(self, template: Template) -> tuple[int, ...]:
         """The log units a read of `template` must see (all of them, unless a planner knows better)."""
@@ -176,6 +177,8 @@ class Evaluator:
                 if not ok.all():
                     rows, attrs, names = rows[ok], attrs[ok], names[ok]
                 attrs = self.attrs.child(attrs, names, self.names.texts, self.creating)
+        if not self.creating and not self.missed and (attrs < 0).any():  # -1 below a missing parent too
+            self.missed = True
         return rows, attrs
 
     def _elements(self, element: Any, frame: Frame, rows: IntArray) -> list[IntArray]:
