@@ -29,8 +29,9 @@ from typing import Any, Callable
 import numpy as np
 
 from tc_analyses.engine.columns import STEPS, IntArray
-from tc_analyses.engine.sequential import SequentialRunner, _Paths
+from tc_analyses.engine.sequential import SequentialRunner, Unsupported, _Paths
 from tc_analyses.engine.xml_provider import _compare
+from tc_analyses.errors import DfcompassError
 
 ROUNDS = 8  # a unit that has not settled by then (long chains of overlapping work) runs event by event
 
@@ -254,7 +255,9 @@ def solve(runner: SequentialRunner, programs: list[Callable[[int], None]], bases
         try:
             for program, base in zip(programs, bases):
                 attempt.change(program, np.arange(len(base), dtype=np.int64), base * STEPS)
-        except Exception:  # noqa: BLE001 - a guess can take branches the loop never takes: the loop decides
+        except (DfcompassError, Unsupported, ArithmeticError):
+            # a guess can take branches the loop never takes (an increment of a string, a type
+            # clash): the loop decides. Anything else is a fault of this module and is raised
             return None
         writes = attempt.writes()
         if previous is not None and all(np.array_equal(a, b) for a, b in zip(writes, previous)):

@@ -305,11 +305,11 @@ _NONE_U32 = 4294967295  # "none" in a u32 field of the catalogue
 Array = np.ndarray[Any, Any]
 
 
-def _device_names(devices: dict[int, Device], indexes: Array) -> Array:
-    """The name of the device of each index (object array): as described, else ``device<index>``."""
+def _device_names(devices: dict[int, Device], indexes: Array) -> list[str]:
+    """The name of the device of each index (encode_keys gives distinct ones): as described, else
+    ``device<index>``."""
     names = _names(devices)
-    seen, inverse = np.unique(np.asarray(indexes, dtype=np.int64), return_inverse=True)
-    return np.array([_name(names, i) for i in seen.tolist()] + [""], dtype=object)[:-1][inverse.reshape(-1)]
+    return [_name(names, i) for i in np.asarray(indexes, dtype=np.int64).tolist()]
 
 
 def _text(table: EventTable, column: str) -> Array:
