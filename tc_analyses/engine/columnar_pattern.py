@@ -34,6 +34,7 @@ import numpy as np
 from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
 from tc_analyses.engine.state_system import Value
@@ -507,7 +508,7 @@ class ColumnarPattern(Evaluator):
             texts, text_ids = [fixed or ""], np.zeros(len(rows), dtype=np.int64)
         else:
             ids = self._value(name_value, frame, rows)
-            unique, inverse = np.unique(ids, return_inverse=True)
+            unique, inverse = unique_inverse(ids)
             texts = ["null" if (v := self.values.item(i)) is None else str(v) for i in unique.tolist()]
             text_ids = inverse.reshape(-1)
         fields: dict[str, IntArray] = {}

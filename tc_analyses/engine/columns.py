@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.engine.ids import Attributes, IntArray, Names, Values
 from tc_analyses.engine.state_system import Block, StateSystem, StateTypeError, Value
 from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, force_type, typed_value
@@ -209,7 +210,7 @@ class Evaluator:
         if not len(values):
             return values
         if text:
-            unique, inverse = np.unique(values, return_inverse=True)
+            unique, inverse = unique_inverse(values)
             return np.array([self.names.intern(str(i)) for i in unique.tolist()], dtype=np.int64)[inverse]
         # a value's name never changes: each value id is named once per engine run, the same field
         # columns making the paths of many changes
@@ -313,7 +314,7 @@ class Evaluator:
         if not len(rows):
             return np.zeros(0, dtype=bool)
         width = int(second.max()) + 1
-        pairs, inverse = np.unique(first * width + second, return_inverse=True)  # one key per pair
+        pairs, inverse = unique_inverse(first * width + second)  # one key per pair
         item = self.values.item
         outcome = np.array([_compare(item(a), item(b), operator) for a, b in
                             (divmod(pair, width) for pair in pairs.tolist())], dtype=bool)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tc_analyses.engine.grouping import pair_keys, unique_inverse
 from tc_analyses.engine.state_system import Value
 from tc_analyses.engine.xml_provider import typed_value
 
@@ -107,7 +108,7 @@ class Values:
         if not len(numbers):
             return np.zeros(0, dtype=np.int64)
         self._long_keys, self._long_ids = self._long_index()
-        unique, inverse = np.unique(numbers, return_inverse=True)
+        unique, inverse = unique_inverse(numbers)
         at = np.searchsorted(self._long_keys, unique)
         known = at < len(self._long_keys)
         known[known] = self._long_keys[at[known]] == unique[known]
@@ -127,7 +128,7 @@ class Values:
         """fn applied to each distinct value of `ids` once."""
         if not len(ids):
             return ids
-        unique, inverse = np.unique(ids, return_inverse=True)
+        unique, inverse = unique_inverse(ids)
         mapped_ids: list[int] = []
         for i in unique.tolist():
             value = self.item(i)
@@ -175,9 +176,9 @@ class Attributes:
         low = keys.min()
         if low == keys.max():  # one (parent, name) pair for every row: a constant below a constant
             return np.full(len(keys), self._child_of(int(low), create), dtype=np.int64)
-        unique, inverse = np.unique(keys, return_inverse=True)
+        above, below, inverse = pair_keys(np.asarray(parents, dtype=np.int64) + 1, np.asarray(names, dtype=np.int64))
         get = self._child_key.get
-        keys_list = unique.tolist()
+        keys_list = (above << 32 | below).tolist()
         found = [get(key, -1) for key in keys_list]
         if create:
             missing = [i for i, f in enumerate(found) if f < 0 and keys_list[i] >= 1 << 32]  # not below a missing parent

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tc_analyses.engine.columns import STEPS, Evaluator, Frame, IntArray, Template
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.engine.state_system import Value
 from tc_analyses.engine.xml_provider import XmlAnalysisError, _compare
 
@@ -303,7 +304,7 @@ class SequentialRunner:
         null = np.zeros(len(rows), dtype=bool)
         for names, width in zip(columns, widths):
             null |= names < 0  # from the first null element on, the path stays its prefix
-            distinct, keys = np.unique(keys * width + np.where(null, -1, names) + 1, return_inverse=True)
+            distinct, keys = unique_inverse(keys * width + np.where(null, -1, names) + 1)
             keys = keys.reshape(-1)
             pairs.append(distinct)
         levels = []  # each distinct path's name ids (-1: null), walked back from its last element

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tc_analyses.engine.columns import STEPS, IntArray
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported, _Paths
 from tc_analyses.engine.xml_provider import _compare
 from tc_analyses.errors import DfcompassError
@@ -132,7 +133,7 @@ class _Solver:
         ids = np.zeros(len(stacked), dtype=np.int64)
         width = int(stacked.max(initial=0)) + 2
         for level in range(depth):  # (the path so far, the next name) numbered densely
-            ids = np.unique(ids * width + stacked[:, level] + 1, return_inverse=True)[1].reshape(-1)
+            ids = unique_inverse(ids * width + stacked[:, level] + 1)[1]
         first = np.zeros(int(ids.max(initial=-1)) + 1, dtype=np.int64)
         first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1, dtype=np.int64)  # each id's first row
         self.matrix = stacked[first]
@@ -151,7 +152,7 @@ class _Solver:
         """Each (held, other) pair of value ids compared once, with Trace Compass's rules."""
         if not len(held):
             return np.zeros(0, dtype=bool)
-        pairs, inverse = np.unique(held << 31 | other, return_inverse=True)
+        pairs, inverse = unique_inverse(held << 31 | other)
         compared = self.runner._compared.setdefault(operator, {})
         item = self.runner.ev.values.item
         outcome = []
@@ -167,7 +168,7 @@ class _Solver:
         out = by.copy()
         at = np.flatnonzero(by)
         if len(at):
-            pairs, inverse = np.unique(held[at] << 31 | by[at], return_inverse=True)
+            pairs, inverse = unique_inverse(held[at] << 31 | by[at])
             sums = [add(pair >> 31, pair & 0x7FFFFFFF, 0) for pair in pairs.tolist()]
             out[at] = np.array(sums, dtype=np.int64)[inverse.reshape(-1)]
         return out

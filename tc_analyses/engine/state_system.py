@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.errors import DfcompassError
 from tc_analyses.model.tables import MadeOnRead
 
@@ -337,7 +338,7 @@ class StateSystem:
         """The half-open ``[start, end + 1)`` of the intervals of `path` whose value is not null and
         whose raw value passes `holds`, called once per distinct value."""
         starts, ends, ids, item = self.arrays(path)
-        distinct, inverse = np.unique(ids, return_inverse=True)
+        distinct, inverse = unique_inverse(ids)
         passes = np.array([v is not None and bool(holds(v.value)) for v in map(item, distinct.tolist())], dtype=bool)
         keep = passes[inverse.reshape(-1)] if len(ids) else np.zeros(0, dtype=bool)
         return starts[keep], ends[keep] + 1

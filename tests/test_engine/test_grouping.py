@@ -1,0 +1,44 @@
+"""unique_inverse and pair_keys give numpy's sort-based answer, on both of their routes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tc_analyses.engine.grouping import pair_keys, unique_inverse
+
+
+def _columns() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [
+        np.zeros(0, dtype=np.int64),
+        np.array([5]),
+        np.array([-3, -3, -1, -2**40]),  # wide: the sort route
+        rng.integers(-50, 50, 1000),  # dense, negative
+        rng.integers(0, 10**6, 1000) * 2**32 + 7,  # wide
+        rng.integers(0, 300_000, 200_000),  # dense, many distinct
+        np.array([2**62, -2**62, 0]),  # the range does not fit int64: only Python ints see it
+        rng.integers(0, 3, 5000).astype(np.int32),
+    ]
+
+
+@pytest.mark.parametrize("column", _columns(), ids=lambda c: f"{len(c)}-rows")
+def test_unique_inverse_is_numpys(column: np.ndarray) -> None:
+    unique, inverse = unique_inverse(column)
+    want_unique, want_inverse = np.unique(column, return_inverse=True)
+    assert unique.tolist() == want_unique.tolist()
+    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+    assert unique.dtype == np.int64 and inverse.dtype == np.int64
+
+
+@pytest.mark.parametrize("scale", [1, 2**31, 2**40])
+def test_pair_keys_sorts_pairs_first_by_first(scale: int) -> None:
+    rng = np.random.default_rng(scale % 97)
+    first = rng.integers(-5, 40, 3000) * scale
+    second = rng.integers(-9, 9, 3000) * scale
+    a, b, inverse = pair_keys(first, second)
+    want = sorted(set(zip(first.tolist(), second.tolist())))
+    assert list(zip(a.tolist(), b.tolist())) == want
+    assert [want[i] for i in inverse.tolist()] == list(zip(first.tolist(), second.tolist()))
+    empty = pair_keys(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    assert all(len(x) == 0 for x in empty)
