@@ -34,7 +34,7 @@ import numpy as np
 from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
-from tc_analyses.engine.grouping import unique_inverse
+from tc_analyses.engine.grouping import search_sorted, unique_inverse
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
 from tc_analyses.engine.state_system import Value
@@ -475,7 +475,7 @@ class ColumnarPattern(Evaluator):
         start_keys = as_numpy(run.start_slot) * total + as_numpy(run.start_at)
         order = np.argsort(start_keys)
         end_keys = as_numpy(run.end_slot) * total + as_numpy(run.end_at)
-        at = np.searchsorted(start_keys[order], end_keys) - 1
+        at = search_sorted(start_keys[order], end_keys) - 1
         return as_numpy(run.start_at)[order][at] if len(at) else np.zeros(0, dtype=np.int64)
 
     def _segments(self, fsm: _Fsm, ends: list[tuple[Frame, list[int]]], run: SlotRun,

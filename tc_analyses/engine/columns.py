@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tc_analyses.engine.events import EventClassRows
-from tc_analyses.engine.grouping import unique_inverse
+from tc_analyses.engine.grouping import search_sorted, unique_inverse
 from tc_analyses.engine.ids import Attributes, IntArray, Names, Values
 from tc_analyses.engine.state_system import Block, StateSystem, StateTypeError, Value
 from tc_analyses.engine.xml_provider import Compiler, _compare, content_field, force_type, typed_value
@@ -64,7 +64,7 @@ class WriteLog:
         values = np.concatenate([p[2] for p in parts])
         order = np.argsort(keys, kind="stable")  # equal keys: the later write last
         keys, values = keys[order], values[order]
-        at = np.searchsorted(keys, self._keys(attrs, before), side="left") - 1
+        at = search_sorted(keys, self._keys(attrs, before)) - 1
         hit = (at >= 0) & (keys[np.maximum(at, 0)] // self.span == attrs)
         return np.where(hit, values[np.maximum(at, 0)], 0)
 

@@ -60,3 +60,17 @@ def pair_keys(first: IntArray, second: IntArray) -> tuple[IntArray, IntArray, In
     inverse = np.empty(len(a), dtype=np.int64)
     inverse[order] = np.cumsum(starts) - 1
     return a[starts], b[starts], inverse
+
+
+def search_sorted(haystack: IntArray, needles: IntArray, side: str = "left") -> IntArray:
+    """``np.searchsorted(haystack, needles, side)``, the needles looked up in their sorted order when
+    they are not: a binary search for scattered needles misses the cache at every step (10x slower
+    for a million needles into a few million keys), and numpy narrows each search by the last
+    when the needles come in order."""
+    needles = np.asarray(needles)
+    if len(needles) < 4096 or not (needles[1:] < needles[:-1]).any():
+        return np.searchsorted(haystack, needles, side=side)  # type: ignore[call-overload]
+    order = np.argsort(needles)
+    out = np.empty(len(needles), dtype=np.int64)
+    out[order] = np.searchsorted(haystack, needles[order], side=side)  # type: ignore[call-overload]
+    return out

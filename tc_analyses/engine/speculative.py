@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tc_analyses.engine.columns import STEPS, IntArray
-from tc_analyses.engine.grouping import unique_inverse
+from tc_analyses.engine.grouping import search_sorted, unique_inverse
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported, _Paths
 from tc_analyses.engine.xml_provider import _compare
 from tc_analyses.errors import DfcompassError
@@ -203,7 +203,7 @@ class _Guess:
     def read(self, ids: IntArray, orders: IntArray) -> IntArray:
         if not len(self.keys):
             return np.zeros(len(ids), dtype=np.int64)
-        at = np.searchsorted(self.keys, ids * self.span + orders, side="left") - 1
+        at = search_sorted(self.keys, ids * self.span + orders) - 1
         safe = np.maximum(at, 0)
         hit = (at >= 0) & (self.keys[safe] // self.span == ids)
         return np.where(hit, self.values[safe], 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tc_analyses.engine.grouping import pair_keys, unique_inverse
+from tc_analyses.engine.grouping import pair_keys, search_sorted, unique_inverse
 
 
 def _columns() -> list[np.ndarray]:
@@ -42,3 +42,11 @@ def test_pair_keys_sorts_pairs_first_by_first(scale: int) -> None:
     assert [want[i] for i in inverse.tolist()] == list(zip(first.tolist(), second.tolist()))
     empty = pair_keys(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     assert all(len(x) == 0 for x in empty)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_sorted_is_numpys_for_scattered_and_ordered_needles(side: str) -> None:
+    rng = np.random.default_rng(3)
+    haystack = np.sort(rng.integers(0, 1000, 50_000))  # many equal keys: the side matters
+    for needles in (rng.integers(-5, 1005, 20_000), np.sort(rng.integers(0, 1000, 20_000)), np.array([7, 3])):
+        assert search_sorted(haystack, needles, side).tolist() == np.searchsorted(haystack, needles, side).tolist()
