@@ -107,10 +107,18 @@ class Writer:
         seq = np.concatenate([r.seq + f.slot for r, f in texts])
         ts = np.concatenate([r.ts for r, _ in texts])
         values = [v for _, f in texts for v in f.values]
-        index: dict[str, int] = {}
-        for k in np.argsort(seq, kind="stable").tolist():
-            index.setdefault(values[k], len(index))
-        codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+        # Strings are numbered in the order of their first use (by seq, ties by place): each text
+        # gets a number in one pass over the rows, and only the distinct texts are put in order.
+        seen: dict[str, int] = {}
+        found = np.fromiter(map(lambda v: seen.setdefault(v, len(seen)), values), dtype=np.int64, count=len(values))
+        first = np.full(len(seen), len(values), dtype=np.int64)
+        np.minimum.at(first, found[np.argsort(seq, kind="stable")], np.arange(len(values), dtype=np.int64))
+        by_first = np.argsort(first)
+        renumber = np.empty(len(seen), dtype=np.int64)
+        renumber[by_first] = np.arange(len(seen), dtype=np.int64)
+        codes = renumber[found]
+        distinct = list(seen)
+        index = {distinct[k]: sid for sid, k in enumerate(by_first.tolist())}
         earliest = np.full(len(index), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(earliest, codes, ts)
         for text, sid in index.items():
