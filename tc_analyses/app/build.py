@@ -4,7 +4,9 @@ and the intervals of their state systems; and the schema check of the user's own
 
 from __future__ import annotations
 
+import importlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -53,7 +55,10 @@ def states_csv(trace: Path, xml: Sequence[Path], path_glob: str, csv_out: Path,
     analysis id tells apart the state systems of several analyses, such as latency.xml's patterns."""
     from tc_analyses.export.states_csv import write_states_csv
 
-    return write_states_csv(TraceInputs(trace, progress).built(xml), path_glob, csv_out)
+    warm = _import_beside("pyarrow.compute")  # the writer's, loaded while the analyses run
+    built = TraceInputs(trace, progress).built(xml)
+    warm.join()
+    return write_states_csv(built, path_glob, csv_out)
 
 
 def states_parquet(trace: Path, xml: Sequence[Path], path_glob: str, parquet_out: Path,
@@ -61,7 +66,27 @@ def states_parquet(trace: Path, xml: Sequence[Path], path_glob: str, parquet_out
     """The rows of :func:`states_csv` as a Parquet file; the number of rows written."""
     from tc_analyses.export.states_csv import write_states_parquet
 
-    return write_states_parquet(TraceInputs(trace, progress).built(xml), path_glob, parquet_out)
+    warm = _import_beside("pyarrow.parquet")
+    built = TraceInputs(trace, progress).built(xml)
+    warm.join()
+    return write_states_parquet(built, path_glob, parquet_out)
+
+
+def _import_beside(module: str) -> threading.Thread:
+    """Import `module` on a daemon thread: most of the engine's time is numpy calls that let go
+    of the GIL, so a writer's library (pyarrow: 0.1 to 0.2 s) loads in their shadow. An import
+    that fails here fails again, with its message, where the writer imports it."""
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - reported by the writer's own import
+            pass
+
+    import numpy  # noqa: F401, PLC0415 - the one library both threads load: loaded here first
+
+    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
 
 
 def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:

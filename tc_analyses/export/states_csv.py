@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tc_analyses.analyses.states import iter_column_groups
+from tc_analyses.engine.grouping import unique_inverse
 from tc_analyses.engine.run import BuiltAnalyses
 
 HEADER = ("analysis", "path", "start", "end", "value")
@@ -38,12 +39,12 @@ def csv_field(text: str) -> str:
 
 def _value_texts(ids: np.ndarray[Any, Any], item: Callable[[int], Any]) -> tuple[list[str], np.ndarray[Any, Any]]:
     """Each distinct value id's CSV field and line end, and each interval's index into them."""
-    distinct, where = np.unique(ids, return_inverse=True)
+    distinct, where = unique_inverse(ids)
     texts = []
     for value_id in distinct.tolist():
         value = item(value_id)
         texts.append(("" if value is None else csv_field(str(value))) + "\r\n")
-    return texts, where.reshape(-1)
+    return texts, where
 
 
 def write_states_csv(built: BuiltAnalyses, path_glob: str, csv_out: Path) -> int:
@@ -120,7 +121,7 @@ def write_states_parquet(built: BuiltAnalyses, path_glob: str, parquet_out: Path
     count, pending, held = 0, [], 0
     with pq.ParquetWriter(parquet_out, schema) as writer:
         for analysis, paths, which, starts, ends, ids, item in iter_column_groups(built, path_glob, _GROUP):
-            distinct, where = np.unique(ids, return_inverse=True)
+            distinct, where = unique_inverse(ids)
             texts = [None if (value := item(v)) is None else str(value) for v in distinct.tolist()]
             n = len(starts)
             pending.append(pa.table([
