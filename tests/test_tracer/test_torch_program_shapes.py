@@ -99,13 +99,18 @@ def test_own_profiler_block_steps_the_recorder_aside(tmp_path: Path, dfcompass_e
 def test_compiled_programs_run_and_show_their_graphs(tmp_path: Path, dfcompass_exe: list[str], kind: str,
                                                      mode: str) -> None:
     job = tmp_path / "job"
-    done = _record(dfcompass_exe, job, str(PROGRAMS / "compiled.py"), kind, mode)
+    steps = 4
+    done = _record(dfcompass_exe, job, str(PROGRAMS / "compiled.py"), kind, mode, "cpu", str(steps))
     assert "loss" in done.stdout
     trace = single_trace(job)
     ops = _ops(trace)
     graphs = ops["inductor::compiled_graph"]
-    # forward and backward graphs, 3 steps; a graph break splits the forward in two
-    assert graphs >= (12 if mode == "graph-break" else 6), ops
+    # forward and backward graphs per step; a graph break splits the forward in two. KNOWN LOSS
+    # (issue 35): while the first step compiles (seconds on a cold inductor cache) a profile
+    # window can end and lose that step's graph calls, which torch.profiler alone shows; the
+    # steps after it must show every graph.
+    per_step = 4 if mode == "graph-break" else 2
+    assert graphs >= per_step * (steps - 1), ops
     assert ops["aten::_fused_sgd_"] + ops["aten::add_"] > 0  # the eager optimizer step is still there
     names = read_trace(trace).table("node_begin").text("name").tolist()
     assert all("[graph " in n for n, op in zip(names, read_trace(trace).table("node_begin").text("op").tolist())
