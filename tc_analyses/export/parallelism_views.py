@@ -15,7 +15,6 @@ every op's "actual device" is lane 0, the single lane of the baseline. So in the
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import networkx as nx
 
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
+from tc_analyses.export.json_text import dumps_indented
 from tc_analyses.export.parallelism_report import plan_json, plan_text
 from tc_analyses.export.placement_views import write_plan, write_plan_graph, write_predicted_trace
 from tc_analyses.model import graph_keys as K
@@ -79,7 +79,7 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     data = plan_json(plan)
     if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a CPU lane
         data.update(runnable_plan(plan))
-    plan_file = write_plan(out_dir, json.dumps(data, indent=2, sort_keys=True) + "\n", len(plan.ops))
+    plan_file = write_plan(out_dir, dumps_indented(data) + "\n", len(plan.ops))
     (out_dir / "report.txt").write_text(plan_text(plan))
     return {"predicted": predicted, "views": out_dir / "views", **{p.name: p for p in graph_files},
             plan_file.name: plan_file, "report.txt": out_dir / "report.txt"}

@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tc_analyses.analyses import machine_load
+from tc_analyses.analyses.result import one_level
 from tc_analyses.analyses.units import fmt_ms
-from tc_analyses.export.json_text import dumps_indented
+from tc_analyses.export.json_text import dumps_compact, dumps_indented
 from tc_analyses.export.tables import table
 
 if TYPE_CHECKING:  # only names for the annotations: a report of `info` must not load the optimiser
@@ -20,31 +21,28 @@ if TYPE_CHECKING:  # only names for the annotations: a report of `info` must not
     from tracer.importers import ImportSummary
 
 
-def _fields(value: Any) -> Any:
-    """A dataclass's fields as a dict, one level: the encoder comes back for the ones inside.
-    (dataclasses.asdict deep-copies every value first: 1 s of a 10k-node plan's JSON.)"""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return str(value)
+def _top_level(result: Any) -> Any:
+    """A result dataclass's fields and its derived properties, one level."""
+    data = one_level(result)
+    data.update({name: getattr(result, name) for name in getattr(result, "JSON_PROPERTIES", ())})
+    return data
 
 
 def to_json(result: Any) -> str:
     """Any result dataclass as stable, indented JSON (derived properties included)."""
-    data = _fields(result)
-    data.update({name: getattr(result, name) for name in getattr(result, "JSON_PROPERTIES", ())})
-    return dumps_indented(data, _fields) + "\n"
+    return dumps_indented(_top_level(result), one_level) + "\n"
 
 
 def to_json_document(parts: dict[str, Any]) -> str:
     """Several results (dataclasses, lists of them, None) as one JSON object."""
     def plain(value: Any) -> Any:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return json.loads(to_json(value))
+            return json.loads(dumps_compact(_top_level(value), one_level))  # the values to_json writes
         if isinstance(value, (list, tuple)):
             return [plain(v) for v in value]
         return value
 
-    return json.dumps({k: plain(v) for k, v in parts.items()}, indent=2, sort_keys=True, default=str) + "\n"
+    return dumps_indented({k: plain(v) for k, v in parts.items()}, str) + "\n"
 
 
 def edge_check_text(check: EdgeCheck) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tc_analyses.export.json_text import dumps_indented
-from tc_analyses.export.reports import _fields
+from tc_analyses.analyses.result import one_level as _fields, plain
 
 
 class Kind(enum.IntEnum):
@@ -81,3 +81,29 @@ def test_json_errors_are_json_errors() -> None:
     for _ in range(300):  # deep but not circular: the same text as json's
         deep = [deep]
     assert dumps_indented(deep, _fields) == json.dumps(deep, indent=2, sort_keys=True, default=_fields)
+
+
+def test_without_a_default_unknown_values_are_json_errors() -> None:
+    assert dumps_indented({"b": [1.5, None], "a": {}}) == json.dumps({"b": [1.5, None], "a": {}}, indent=2, sort_keys=True)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps_indented({"a": object()})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps_indented({"a": float("nan"), "b": object()})  # the writer for NaN refuses it too
+
+
+@dataclasses.dataclass
+class Result:
+    rows: tuple[Row, ...]
+    by_name: dict[Any, Any]
+    findings: tuple[str, ...] = ()
+
+
+def test_plain_data_is_what_asdict_gives() -> None:
+    """An analysis's data as JSON values: the dataclasses inside converted where the encoder meets
+    them, the same values as converting every one first (dataclasses.asdict) and the findings left out."""
+    rng = random.Random(5)
+    for _ in range(300):
+        data = Result(tuple(Row(rng.choice("xyü"), rng.random(), _value(rng, 2)) for _ in range(rng.randint(0, 3))),
+                      {rng.choice(["k", 3, "é"]): Row("r", 0.5, Kind.A)}, ("left out",))
+        expected = {k: v for k, v in dataclasses.asdict(data).items() if k != "findings"}
+        assert plain(data) == json.loads(json.dumps(expected, default=str))
