@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from dataclasses import replace
 from collections import defaultdict
-from typing import Hashable
 
 import networkx as nx
 
@@ -14,6 +14,7 @@ from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.parallelism import chains as decompose
 from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
+from tc_analyses.analyses.parallelism.lane_sim import simulate_lanes
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
                                                      LaneSummary, Node, PlannedOp, StreamPlan,
                                                      SyncEdge)
@@ -27,9 +28,7 @@ from tc_analyses.model.dag import (critical_path, lexicographic_order, reachabil
 from tc_analyses.model.graph import build_graph
 from tc_analyses.model.step_inference import infer_steps, with_steps
 from tc_analyses.model.step_kinds import graph_of_kind, nodes_of_kind, step_kinds
-from tc_analyses.perf.problem import (Cost, CostSource, Device, Link, Placement, PlacementError,
-                                      PlacementProblem, Slot, Task)
-from tc_analyses.perf.simulate import simulate
+from tc_analyses.perf.problem import Cost, CostSource, Device, Link, Placement, PlacementProblem, Slot, Task
 from tc_analyses.reader.fast import DfcTrace
 
 
@@ -190,20 +189,19 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     order = lexicographic_order(list(dag), dag, position.__getitem__)
     idx = {n: i for i, n in enumerate(order)}
     work = [keep[n] for n in order]
+    n = len(order)
     full: dict[int, list[int]] = defaultdict(list)
     for u, successors in dag.items():
         full[idx[u]] += [idx[v] for v in successors]
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
     reach = reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
-    red_edges = (transitive_reduction(len(order), full, reach) if reach is not None
-                 else sorted({(u, v) for u, vs in full.items() for v in vs}))
+    red_edges = transitive_reduction(len(order), full, reach) if reach is not None else _distinct_edges(full, n)
     succ: dict[int, list[int]] = defaultdict(list)
     pred: dict[int, list[int]] = defaultdict(list)
     for u, v in red_edges:
         succ[u].append(v)
         pred[v].append(u)
-    n = len(order)
     rank = upward_rank(range(n), work, succ)
     cp_tasks = critical_path(range(n), work, succ, rank=rank)
     nxt = decompose.match(n, succ, rank, cp_tasks)
@@ -232,19 +230,15 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         attrs = adjacency[order[u]].get(order[v])
         return int(attrs.get(K.BYTES, 0)) if attrs is not None else 0
 
-    sim_edges = {(u, v): edge_bytes(u, v) for u, v in red_edges if stream[u] == stream[v] or (u, v) in kept_set}
     node_attrs = dict(graph.nodes(data=True))
     ops = [str(node_attrs[n_].get(K.OP, "") or "") for n_ in order]
     names = [str(node_attrs[n_].get(K.NAME, "") or "") for n_ in order]
-    protos = [(op, _label(op, name, n_), w) for op, name, n_, w in zip(ops, names, order, work)]
-    problem = _problem_from(protos, lane, device, streams, sync, sim_edges)
-    override = {e: sync for e in kept_set}
+    # The simulator's run of the plan (the problem plan_placement gives, simulated), on lists.
+    sim_edges = [(u, v) for u, v in red_edges if stream[u] == stream[v] or (u, v) in kept_set]
     try:
-        planned = simulate(problem, {t: _lane_name(lane, stream[t]) for t in range(n)}, list(range(n)),
-                           transfer_override=override, algorithm=f"nimble {lane}s")
-    except PlacementError as exc:  # not expected: lanes follow a topological order
+        planned = simulate_lanes(stream, work, sim_edges, sync, streams)
+    except ValueError as exc:  # not expected: lanes follow a topological order
         raise AnalysisUnavailable(f"{source or 'graph'}: {exc}") from exc
-    slots = {s.task: s for s in planned.schedule}
     baseline_start = [0] * n
     clock = 0
     for t in range(n):
@@ -259,10 +253,9 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
         waits[v].append(u)
         records.add(u)
     waits_for = {t: tuple(order[u] for u in sorted(producers)) for t, producers in waits.items()}
-    # positional: PlannedOp's fields in their order (keywords cost a third more on 333 k ops)
-    planned_ops = tuple(PlannedOp(order[t], ops[t], names[t], stream[t], pos[t], chain_of[t], work[t],
-                                  slots[t].start_ns, slots[t].end_ns, baseline_start[t], waits_for.get(t, ()),
-                                  t in records, t in critical) for t in range(n))
+    planned_ops = PlannedOp.from_columns(
+        order, ops, names, stream, pos, chain_of, work, planned.start_ns, planned.end_ns, baseline_start,
+        [waits_for.get(t, ()) for t in range(n)], [t in records for t in range(n)], [t in critical for t in range(n)])
     sync_edges = tuple(SyncEdge(order[u], order[v], stream[u], stream[v], edge_bytes(u, v)) for u, v in sorted(kept))
     lanes = tuple(LaneSummary(s, _lane_name(lane, s), len(lane_tasks[s]), sum(work[t] for t in lane_tasks[s]),
                               tuple(c for c in range(len(chains)) if stream_of_chain[c] == s))
@@ -322,10 +315,15 @@ def _plan_edges(plan: StreamPlan, index: dict[Node, int]) -> dict[tuple[int, int
     return edges
 
 
-def _label(op: str, name: str, node: Hashable) -> str:
-    if name and op and name != op:
-        return f"{name} ({op})"
-    return name or op or str(node)
+def _distinct_edges(successors: dict[int, list[int]], n: int) -> list[tuple[int, int]]:
+    """The distinct ``(u, v)`` of `successors` (tasks ``0..n-1``), sorted: one sort of integer keys."""
+    import numpy as np
+
+    lists = list(successors.values())
+    tails = np.repeat(np.fromiter(successors.keys(), np.int64, len(lists)), [len(vs) for vs in lists])
+    heads = np.fromiter(itertools.chain.from_iterable(lists), np.int64, len(tails))
+    keys = np.unique(tails * max(n, 1) + heads)
+    return list(zip((keys // max(n, 1)).tolist(), (keys % max(n, 1)).tolist()))
 
 
 def _busiest_device(graph: nx.DiGraph) -> str:
