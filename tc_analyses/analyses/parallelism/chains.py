@@ -23,7 +23,7 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> dict[Any, list[Any]]:
     """The DAG on the kept nodes, as successor lists (nodes in graph order): u -> v when a path joins
     them through dropped nodes only, each node's successors in the order a depth-first search finds them."""
     if all(n in keep for n in graph.nodes):  # nothing dropped: the graph's edges, in that order
-        return {u: list(graph.successors(u))[::-1] for u in graph.nodes}
+        return {u: list(successors)[::-1] for u, successors in graph.succ.items()}
     dag: dict[Any, list[Any]] = {}
     for u in (n for n in graph.nodes if n in keep):
         found = dag[u] = []
@@ -74,7 +74,7 @@ def _ranked_edges(n: int, succ: dict[int, list[int]], rank: Mapping[int, int]) -
     sizes = np.fromiter((len(succ[u]) for u in range(n)), dtype=np.int64, count=n)
     rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
     cols = np.fromiter((v for u in range(n) for v in succ[u]), dtype=np.int64, count=len(rows))
-    pairs = np.unique(rows * max(n, 1) + cols)  # each edge once
+    pairs = distinct_sorted(rows * max(n, 1) + cols)  # each edge once
     rows, cols = pairs // max(n, 1), pairs % max(n, 1)
     ranks = np.array([rank[t] for t in range(n)])  # ints (ns) or floats, as upward_rank gave them
     order = np.lexsort((cols, -ranks[cols], rows))  # per row: heaviest path first, then by task
@@ -107,32 +107,42 @@ def max_matching(n: int, edges: tuple[np.ndarray, np.ndarray], fixed: dict[int, 
     return found
 
 
-def chains(n: int, nxt: dict[int, int], work: list[int]) -> list[list[int]]:
+def chains(n: int, nxt: dict[int, int], work: list[int]) -> tuple[list[list[int]], list[int]]:
+    """The chains the matching makes, heaviest first (ties: the earlier head), and each one's work."""
     has_prev = set(nxt.values())
-    chains = []
+    found = []
     for head in range(n):
         if head in has_prev:
             continue
         chain = [head]
         while chain[-1] in nxt:
             chain.append(nxt[chain[-1]])
-        chains.append(chain)
-    chains.sort(key=lambda c: (-sum(work[t] for t in c), c[0]))  # heaviest first: it gets lane 0
-    return chains
+        found.append(chain)
+    weight = [sum(map(work.__getitem__, chain)) for chain in found]
+    ranked = sorted(range(len(found)), key=lambda c: (-weight[c], found[c][0]))  # heaviest first: it gets lane 0
+    return [found[c] for c in ranked], [weight[c] for c in ranked]
 
 
-def merge(chains: list[list[int]], work: list[int], max_streams: int) -> tuple[list[int], int]:
-    """Chain -> lane: one lane each when they fit, else heaviest chain onto the least loaded lane."""
-    if len(chains) <= max_streams:
-        return list(range(len(chains))), len(chains)
+def merge(chain_work: list[int], max_streams: int) -> tuple[list[int], int]:
+    """Chain -> lane: one lane each when they fit, else heaviest chain onto the least loaded lane
+    (`chain_work`: each chain's work, heaviest first)."""
+    if len(chain_work) <= max_streams:
+        return list(range(len(chain_work))), len(chain_work)
     loads = [(0, s) for s in range(max_streams)]
     heapq.heapify(loads)
     lane_of = []
-    for chain in chains:  # already heaviest first
+    for weight in chain_work:
         load, s = heapq.heappop(loads)
         lane_of.append(s)
-        heapq.heappush(loads, (load + sum(work[t] for t in chain), s))
+        heapq.heappush(loads, (load + weight, s))
     return lane_of, max_streams
+
+
+def distinct_sorted(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)``; keys already strictly increasing (the edges of a reduction, in order) come back as they are."""
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        return keys
+    return np.unique(keys)
 
 
 def prune_syncs(n: int, cross: list[tuple[int, int]], stream: list[int], pos: list[int],

@@ -205,8 +205,8 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     rank = upward_rank(range(n), work, succ)
     cp_tasks = critical_path(range(n), work, succ, rank=rank)
     nxt = decompose.match(n, succ, rank, cp_tasks)
-    chains = decompose.chains(n, nxt, work)
-    stream_of_chain, streams = decompose.merge(chains, work, max_streams)
+    chains, chain_work = decompose.chains(n, nxt, work)
+    stream_of_chain, streams = decompose.merge(chain_work, max_streams)
     stream = [0] * n
     chain_of = [0] * n
     for c, chain in enumerate(chains):
@@ -268,7 +268,7 @@ def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, la
     result = dict(
         source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=sum(map(len, full.values())),
         components=decompose.weak_components(n, full),
-        reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(order[t] for t in c) for c in chains),
+        reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(map(order.__getitem__, c)) for c in chains),
         streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept),
         redundant_syncs=len(cross) - len(kept), ops=planned_ops, sync_edges=sync_edges, lanes=lanes,
         dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
@@ -322,7 +322,7 @@ def _distinct_edges(successors: dict[int, list[int]], n: int) -> list[tuple[int,
     lists = list(successors.values())
     tails = np.repeat(np.fromiter(successors.keys(), np.int64, len(lists)), [len(vs) for vs in lists])
     heads = np.fromiter(itertools.chain.from_iterable(lists), np.int64, len(tails))
-    keys = np.unique(tails * max(n, 1) + heads)
+    keys = decompose.distinct_sorted(tails * max(n, 1) + heads)
     return list(zip((keys // max(n, 1)).tolist(), (keys % max(n, 1)).tolist()))
 
 
