@@ -23,6 +23,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class State:
     debug = False
     progress = True
+    exits_after_command = False  # the dfcompass process's own command line, not a caller's in-process run
 
 
 def _fail(message: str, code: int) -> None:
@@ -67,7 +68,12 @@ def without_cycle_collector(func: F) -> F:
         try:
             return func(*args, **kwargs)
         finally:
-            if enabled:
+            if State.exits_after_command:
+                # The process ends next, and Python's last act is a full collection, collector on or
+                # off: it scanned every object the command made (3.4 of 19 s of analyze on a 1M-event
+                # trace). Frozen objects are left out of it; reference counting still frees them.
+                gc.freeze()
+            elif enabled:
                 gc.enable()
 
     return run  # type: ignore[return-value]
@@ -80,6 +86,7 @@ class OneLineErrors(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
+        State.exits_after_command = not args and kwargs.get("args") is None  # click reads sys.argv: the process's own
         try:
             code = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.NoArgsIsHelpError as exc:  # the bare command: its help, as click gives it
