@@ -84,9 +84,11 @@ class OneLineErrors(click.Group):
     option) are one line on stderr, with the usage in it, and exit code 2."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        # Only a standalone run on sys.argv is the process's own command line (it exits next).
+        State.exits_after_command = (kwargs.get("standalone_mode", True) and not args
+                                     and kwargs.get("args") is None)
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
-        State.exits_after_command = not args and kwargs.get("args") is None  # click reads sys.argv: the process's own
         try:
             code = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.NoArgsIsHelpError as exc:  # the bare command: its help, as click gives it

@@ -111,7 +111,8 @@ def plain(data: Any) -> Any:
     if isinstance(value, dict):
         value = {k: v for k, v in value.items() if k != "findings"}
     # The encoder asks for the dataclasses inside as it meets them (dataclasses.asdict deep-copies
-    # every value first: 15 s of a 333k-op plan's JSON); what JSON cannot hold becomes its text.
+    # every value first: 15 s of a 333k-op plan's JSON), also those inside a json_data() value;
+    # what JSON cannot hold becomes its text.
     return json.loads(json.dumps(value, default=one_level))
 
 

@@ -67,3 +67,17 @@ def test_the_process_freezes_what_the_command_made_before_its_last_collection() 
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert "frozen at exit: True" in ran.stderr
+
+
+def test_a_run_that_is_not_standalone_gets_its_collector_back() -> None:
+    """A caller's run with standalone_mode=False is never the process's own command line, even after
+    one that was (the flag is set per run, not left from the last)."""
+    from tc_analyses.cli_support import State
+
+    frozen = gc.get_freeze_count()
+    State.exits_after_command = True  # as a standalone run on sys.argv left it
+    try:
+        cli.main.main(["info", str(TRACE)], standalone_mode=False)
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        State.exits_after_command = False

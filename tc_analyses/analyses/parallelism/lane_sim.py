@@ -29,9 +29,9 @@ class LaneSchedule:
 def simulate_lanes(lane_of: Sequence[int], work: Sequence[int], edges: Sequence[tuple[int, int]], sync_ns: int,
                    lanes: int) -> LaneSchedule:
     """Tasks ``0..n-1`` (each lane runs its tasks in this order) on `lanes` lanes; `edges` are the
-    dependencies the plan keeps, each going forward, in the order the simulator's problem lists them:
-    within a lane an input arrives when its producer ends, across lanes ``sync_ns`` later, one sync
-    at a time per (producer lane, consumer lane)."""
+    dependencies the plan keeps, each going forward, each once, in the order the simulator's problem
+    lists them: within a lane an input arrives when its producer ends, across lanes ``sync_ns`` later
+    (every cross-lane edge the plan keeps is a sync), one sync at a time per (producer lane, consumer lane)."""
     n = len(work)
     successors: list[list[int]] = [[] for _ in range(n)]
     for u, v in edges:
