@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the heavy modules load when a part is first asked for, not 
     from tc_analyses.engine import BuiltAnalyses
     from tc_analyses.export.tracecompass.model import TraceFacts
     from tc_analyses.model.activity import Activity
+    from tc_analyses.model.graph_table import GraphTable
     from tc_analyses.model.window import Scope
     from tc_analyses.reader.fast import DfcTrace
 
@@ -155,12 +156,18 @@ class TraceInputs:
         return self._restricted[1]
 
     @cached_property
-    def graph(self) -> nx.DiGraph:
-        """The computation graph of the window (nodes folded across steps, tensor edges)."""
-        from tc_analyses.model.graph import build_graph
+    def graph_table(self) -> GraphTable:
+        """The computation graph of the window as columns (what :attr:`graph` is made from)."""
+        from tc_analyses.model.graph_table import graph_table
 
         kept = None if self.scope.dropped == 0 else {n.node_id for n in self.activity.nodes}
-        return build_graph(self.trace, self.activity, executions=kept)
+        return graph_table(self.trace, self.activity, executions=kept)
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The computation graph of the window (nodes folded across steps, tensor edges)."""
+        graph: nx.DiGraph = self.graph_table.to_networkx()
+        return graph
 
     @cached_property
     def facts(self) -> TraceFacts:

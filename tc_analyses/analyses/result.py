@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from tc_analyses.model.activity import Activity
+    from tc_analyses.model.graph_table import GraphTable
     from tc_analyses.model.window import Scope
     from tc_analyses.reader.fast import DfcTrace
 
@@ -41,6 +42,9 @@ class Inputs(Protocol):
 
     @property
     def graph(self) -> nx.DiGraph[int]: ...
+
+    @property
+    def graph_table(self) -> GraphTable: ...  # the same graph as columns (tc_analyses.model.graph_table)
 
     @property
     def scope(self) -> Scope: ...  # what the analysis window kept (tc_analyses.model.window)

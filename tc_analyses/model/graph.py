@@ -34,9 +34,10 @@ from typing import Hashable
 import networkx as nx
 
 from tc_analyses.errors import GraphError
-from tc_analyses.model import dag, graph_columns
+from tc_analyses.model import dag
 from tc_analyses.model import graph_keys as K
-from tc_analyses.model.activity import Activity, read_activity
+from tc_analyses.model.activity import Activity
+from tc_analyses.model.graph_table import graph_table
 from tc_analyses.reader.fast import DfcTrace
 
 
@@ -71,18 +72,8 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     structure differs could fold into a cycle, which :func:`critical_path` and :func:`slack`
     report as a :class:`~tc_analyses.errors.GraphError`.
     """
-    if activity is None:
-        activity = read_activity(trace)
-    rows = graph_columns.executions(trace, activity, executions)
-    nodes = graph_columns.fold(rows, steps)
-    g: nx.DiGraph[int] = nx.DiGraph()
-    g.add_nodes_from(graph_columns.node_attributes(rows, nodes))
-    intra, cross = graph_columns.edges(trace, rows, nodes)
-    g.add_edges_from(intra)
-    g.graph[K.EXECUTION_NODES] = dict(zip(rows.node_id[nodes.kept].tolist(), nodes.node.tolist()))
-    g.graph[K.CROSS_STEP_EDGES] = [{"src": u, "dst": v, **attrs} for u, v, attrs in cross]
-    g.graph[K.SOURCE] = str(trace.path)
-    return g
+    graph: nx.DiGraph = graph_table(trace, activity, steps, executions).to_networkx()
+    return graph
 
 
 def _check_dag(g: nx.DiGraph) -> None:

@@ -167,8 +167,47 @@ def _pick(group: Array, mask: Array, last: bool) -> Array:
     return out
 
 
-def node_attributes(rows: Executions, nodes: Folded) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(node, attributes) of every graph node, in node order."""
+@dataclass(frozen=True)
+class NodeColumns:
+    """Per graph node (in node order): its key, execution counts and duration statistics."""
+
+    name: Array  # codes into the executions' texts
+    op: Array
+    device: Array
+    occurrence: Array
+    executions: Array
+    measured: Array  # executions with their end event
+    total_ns: Array  # sum of the measured durations
+    low: Array  # the lower and upper middle durations (the median's parts)
+    high: Array
+    p10: Array
+    p90: Array
+    smallest: Array
+    largest: Array
+    shapes: Array  # codes (-1: none)
+    dtypes: Array
+    offsets: Array  # node i's measured durations are durations[offsets[i]:offsets[i + 1]]
+    durations: Array  # recorded order within each node
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def mean_ns(self) -> Array:
+        """``round(total / measured)`` per node (0 where none measured), as Python rounds it."""
+        has = self.measured > 0
+        quotient = np.divide(self.total_ns, self.measured, out=np.zeros(len(has)), where=has)
+        return np.rint(quotient).astype(np.int64)
+
+    def median_ns(self) -> Array:
+        """The median measured duration per node (0 where none measured): the middle one, or the
+        two middle ones' mean rounded half to even, as Python's ``round`` does."""
+        middle = np.rint((self.low + self.high) / 2).astype(np.int64)
+        median = np.where(self.measured % 2 == 1, self.low, middle)
+        return np.where(self.measured > 0, median, 0)
+
+
+def node_columns(rows: Executions, nodes: Folded) -> NodeColumns:
+    """The :class:`NodeColumns` of the folded executions: sort once, group once."""
     kept = nodes.kept
     duration = rows.duration[kept]
     paired = rows.paired[kept]
@@ -176,27 +215,34 @@ def node_attributes(rows: Executions, nodes: Folded) -> Iterator[tuple[int, dict
     measured = np.bincount(nodes.node[paired], minlength=len(nodes.first_row))
     in_order = np.lexsort((np.arange(len(kept)), nodes.node))  # each node's executions, in recorded order
     in_order = in_order[paired[in_order]]
-    recorded = duration[in_order].tolist()
     by_value = np.lexsort((duration[in_order], nodes.node[in_order]))
     ascending = duration[in_order][by_value]
-    offsets = np.concatenate([[0], np.cumsum(measured)])
+    offsets = np.concatenate([[0], np.cumsum(measured)]).astype(np.int64)
     sums = np.zeros(len(measured), dtype=np.int64)
     np.add.at(sums, nodes.node[paired], duration[paired])
     n = measured
     at = lambda index: ascending[np.clip(offsets[:-1] + index, 0, max(len(ascending) - 1, 0))] \
         if len(ascending) else np.zeros(len(n), np.int64)  # noqa: E731
-    low, high = at((n - 1) // 2), at(n // 2)
-    p10, p90 = at(np.round(0.1 * (n - 1)).astype(np.int64)), at(np.round(0.9 * (n - 1)).astype(np.int64))
-    smallest, largest = at(np.zeros(len(n), np.int64)), at(n - 1)
-    texts = rows.texts
     first = nodes.first_row
-    unmatched = (count - measured).tolist()
-    columns = zip(range(len(first)), rows.name[kept][first].tolist(), rows.op[kept][first].tolist(),
-                  rows.device[kept][first].tolist(), nodes.occurrence[kept][first].tolist(), count.tolist(),
-                  n.tolist(), sums.tolist(), low.tolist(),
-                  high.tolist(), p10.tolist(), p90.tolist(), smallest.tolist(), largest.tolist(), unmatched,
-                  nodes.shapes.tolist(), nodes.dtypes.tolist(), offsets.tolist())
-    for node, name, op, device, k, execs, m, total, lo, hi, q10, q90, least, most, lost, shape, dtype, begin in columns:
+    return NodeColumns(
+        name=rows.name[kept][first], op=rows.op[kept][first], device=rows.device[kept][first],
+        occurrence=nodes.occurrence[kept][first], executions=count, measured=n, total_ns=sums,
+        low=at((n - 1) // 2), high=at(n // 2),
+        p10=at(np.round(0.1 * (n - 1)).astype(np.int64)), p90=at(np.round(0.9 * (n - 1)).astype(np.int64)),
+        smallest=at(np.zeros(len(n), np.int64)), largest=at(n - 1), shapes=nodes.shapes, dtypes=nodes.dtypes,
+        offsets=offsets, durations=duration[in_order])
+
+
+def node_attributes(columns: NodeColumns, texts: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(node, attributes) of every graph node, in node order."""
+    recorded = columns.durations.tolist()
+    unmatched = (columns.executions - columns.measured).tolist()
+    rows = zip(range(len(columns)), columns.name.tolist(), columns.op.tolist(), columns.device.tolist(),
+               columns.occurrence.tolist(), columns.executions.tolist(), columns.measured.tolist(),
+               columns.total_ns.tolist(), columns.low.tolist(), columns.high.tolist(), columns.p10.tolist(),
+               columns.p90.tolist(), columns.smallest.tolist(), columns.largest.tolist(), unmatched,
+               columns.shapes.tolist(), columns.dtypes.tolist(), columns.offsets.tolist())
+    for node, name, op, device, k, execs, m, total, lo, hi, q10, q90, least, most, lost, shape, dtype, begin in rows:
         has = m > 0
         median = (lo if m % 2 else round((lo + hi) / 2)) if has else 0
         device_name = texts[device]
@@ -215,7 +261,30 @@ def node_attributes(rows: Executions, nodes: Folded) -> Iterator[tuple[int, dict
 Edge = tuple[int, int, dict[str, Any]]
 
 
-def edges(trace: DfcTrace, rows: Executions, nodes: Folded) -> tuple[list[Edge], list[Edge]]:
+@dataclass(frozen=True)
+class EdgeColumns:
+    """Tensor edges aggregated per (producer node, consumer node), in order of first appearance."""
+
+    producer: Array
+    consumer: Array
+    bytes: Array  # the largest step's bytes
+    count: Array  # tensor edges folded into it
+    src_device: Array  # codes into the executions' texts
+    dst_device: Array
+
+    def __len__(self) -> int:
+        return len(self.producer)
+
+    def tuples(self, texts: list[str]) -> list[Edge]:
+        """``(u, v, attributes)`` of each edge, as the graph holds them."""
+        return [(a, b, {K.KIND: EdgeKind.DATA if s == d else EdgeKind.TRANSFER, K.BYTES: size, K.COUNT: n,
+                        K.SRC_DEVICE: texts[s], K.DST_DEVICE: texts[d]})
+                for a, b, size, n, s, d in zip(self.producer.tolist(), self.consumer.tolist(), self.bytes.tolist(),
+                                               self.count.tolist(), self.src_device.tolist(),
+                                               self.dst_device.tolist())]
+
+
+def edge_columns(trace: DfcTrace, rows: Executions, nodes: Folded) -> tuple[EdgeColumns, EdgeColumns]:
     """(edges within a step, edges between steps), each aggregated per (producer node, consumer
     node) in order of first appearance: bytes summed per step, the largest step kept."""
     table = trace.table("tensor_edge")
@@ -230,7 +299,7 @@ def edges(trace: DfcTrace, rows: Executions, nodes: Folded) -> tuple[list[Edge],
     useful = ~same | (u != v)  # an execution feeding itself carries no dependency
     u, v, step_v, nbytes, same = u[useful], v[useful], step_v[useful], nbytes[useful], same[useful]
     device = rows.device[nodes.kept][nodes.first_row]
-    out: list[list[Edge]] = []
+    out: list[EdgeColumns] = []
     for part in (same, ~same):
         pu, pv, ps, pb = u[part], v[part], step_v[part], nbytes[part]
         pair, first = _groups(pu, pv)
@@ -242,10 +311,5 @@ def edges(trace: DfcTrace, rows: Executions, nodes: Folded) -> tuple[list[Edge],
         largest = np.zeros(len(first), dtype=np.int64)
         np.maximum.at(largest, pair_of_step, step_bytes)
         count = np.bincount(pair, minlength=len(first))
-        src, dst = device[pu[first]], device[pv[first]]
-        texts = rows.texts
-        out.append([(a, b, {K.KIND: EdgeKind.DATA if s == d else EdgeKind.TRANSFER, K.BYTES: size, K.COUNT: n,
-                            K.SRC_DEVICE: texts[s], K.DST_DEVICE: texts[d]})
-                    for a, b, size, n, s, d in zip(pu[first].tolist(), pv[first].tolist(), largest.tolist(),
-                                                   count.tolist(), src.tolist(), dst.tolist())])
+        out.append(EdgeColumns(pu[first], pv[first], largest, count, device[pu[first]], device[pv[first]]))
     return out[0], out[1]

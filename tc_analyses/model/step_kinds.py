@@ -33,6 +33,8 @@ from tracer.schema import NO_STEP
 if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
     import networkx as nx
 
+    from tc_analyses.model.graph_table import GraphTable
+
 WARMUP_STEPS = 1
 MIN_STEPS_FOR_WARMUP = 3
 
@@ -121,10 +123,17 @@ def nodes_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None)
 def graph_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[nx.DiGraph, StepKind | None]:
     """The computation graph of one step kind (warm-up left out; the steady state unless
     `index` names one) and that kind; the whole trace's graph and None when it has no steps."""
-    from tc_analyses.model.graph import build_graph  # noqa: PLC0415 - graph imports this module's siblings
+    table, kind = table_of_kind(trace, activity, index)
+    graph: nx.DiGraph = table.to_networkx()
+    return graph, kind
+
+
+def table_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[GraphTable, StepKind | None]:
+    """:func:`graph_of_kind`'s graph as columns (:mod:`tc_analyses.model.graph_table`)."""
+    from tc_analyses.model.graph_table import graph_table  # noqa: PLC0415 - as nodes_of_kind imports the columns
 
     kinds = step_kinds(activity)
     if not kinds:
-        return build_graph(trace, activity), None
+        return graph_table(trace, activity), None
     kind = choose(kinds, index)
-    return build_graph(trace, activity, steps=set(kind.kept)), kind
+    return graph_table(trace, activity, steps=set(kind.kept)), kind

@@ -353,8 +353,8 @@ def test_no_edges_is_decided_before_a_graph_is_built(tmp_path: Path, monkeypatch
         activity = read_activity(trace)
         assert step_kinds.nodes_of_kind(trace, activity) == step_kinds.graph_of_kind(trace, activity)[0].number_of_nodes()
     with monkeypatch.context() as patched:
-        patched.setattr(plan_module, "build_graph", lambda *a, **k: pytest.fail("a graph was built"))
-        patched.setattr(plan_module, "graph_of_kind", lambda *a, **k: pytest.fail("a graph was built"))
+        patched.setattr(plan_module, "graph_table", lambda *a, **k: pytest.fail("a graph was built"))
+        patched.setattr(plan_module, "table_of_kind", lambda *a, **k: pytest.fail("a graph was built"))
         for name in ("flat", "stepped"):
             with pytest.raises(AnalysisUnavailable, match="no dfc:tensor_edge events"):
                 plan_trace(tmp_path / name)

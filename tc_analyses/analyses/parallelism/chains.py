@@ -8,13 +8,16 @@ of the transitive reduction. Pure functions: no trace, no simulator. The generic
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections import defaultdict
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 import numpy as np
+
+Array = np.ndarray[Any, Any]
+Edges = tuple[Array, Array]  # (tails, heads) of distinct edges, sorted by tail then head
 
 REDUCTION_LIMIT = 20_000  # ops above which the transitive reduction (n^2 bits) is skipped
 
@@ -40,50 +43,44 @@ def contract(graph: nx.DiGraph, keep: dict[Any, int]) -> dict[Any, list[Any]]:
     return dag
 
 
-def weak_components(n: int, succ: Mapping[int, list[int]]) -> int:
-    """How many weakly connected components tasks 0..n-1 form."""
+def weak_components(n: int, tails: Array, heads: Array) -> int:
+    """How many weakly connected components tasks 0..n-1 form with the edges ``tails[i] -> heads[i]``."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
     if not n:
         return 0
-    rows = np.fromiter((u for u, vs in succ.items() for _ in vs), dtype=np.int64)
-    cols = np.fromiter((v for vs in succ.values() for v in vs), dtype=np.int64)
-    matrix = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n, n))
+    matrix = csr_matrix((np.ones(len(tails), dtype=np.int8), (tails, heads)), shape=(n, n))
     return int(connected_components(matrix, directed=True, connection="weak")[0])
 
 
-def match(n: int, succ: dict[int, list[int]], rank: Mapping[int, int], critical: list[int]) -> dict[int, int]:
-    """Maximum matching of u_out -> v_in over the reduced edges: task u -> the task after it.
+def match(n: int, edges: Edges, rank: Array, critical: list[int]) -> Array:
+    """Maximum matching of u_out -> v_in over the reduced `edges` (distinct, sorted): per task u, the
+    task after it on its chain (-1: none).
 
     Any maximum matching gives the fewest chains. Among them, prefer one that keeps the critical
     path on one lane (no sync on it): match the critical path's edges first and the rest around
     them; that matching is used when it is as large as an unconstrained maximum matching.
     """
-    edges = _ranked_edges(n, succ, rank)
-    free = max_matching(n, edges, {})
+    ranked = _ranked_edges(edges, rank)
+    free = max_matching(n, ranked, {})
     fixed = dict(zip(critical, critical[1:]))
     if not fixed:
         return free
-    kept = max_matching(n, edges, fixed)
-    return kept if len(kept) >= len(free) else free
+    kept = max_matching(n, ranked, fixed)
+    return kept if np.count_nonzero(kept >= 0) >= np.count_nonzero(free >= 0) else free
 
 
-def _ranked_edges(n: int, succ: dict[int, list[int]], rank: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols) of the distinct edges, by row, each row's successors heaviest path first, then by task."""
-    sizes = np.fromiter((len(succ[u]) for u in range(n)), dtype=np.int64, count=n)
-    rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    cols = np.fromiter((v for u in range(n) for v in succ[u]), dtype=np.int64, count=len(rows))
-    pairs = distinct_sorted(rows * max(n, 1) + cols)  # each edge once
-    rows, cols = pairs // max(n, 1), pairs % max(n, 1)
-    ranks = np.array([rank[t] for t in range(n)])  # ints (ns) or floats, as upward_rank gave them
-    order = np.lexsort((cols, -ranks[cols], rows))  # per row: heaviest path first, then by task
+def _ranked_edges(edges: Edges, rank: Array) -> Edges:
+    """The edges by row, each row's successors heaviest path first, then by task."""
+    rows, cols = edges
+    order = np.lexsort((cols, -rank[cols], rows))
     return rows[order], cols[order]
 
 
-def max_matching(n: int, edges: tuple[np.ndarray, np.ndarray], fixed: dict[int, int]) -> dict[int, int]:
+def max_matching(n: int, edges: Edges, fixed: dict[int, int]) -> Array:
     """Hopcroft-Karp (scipy, compiled) on the `edges` of :func:`_ranked_edges`, with the edges of
-    `fixed` forced into the matching.
+    `fixed` forced into the matching: the matched column of each row, -1 where none.
 
     Rows are u_out, columns v_in. Each row lists its successors heaviest path first, so the
     greedy first phase follows the longest paths; the result is deterministic.
@@ -100,27 +97,47 @@ def max_matching(n: int, edges: tuple[np.ndarray, np.ndarray], fixed: dict[int, 
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     graph = csr_matrix((np.ones(len(indices), dtype=np.int8), indices.astype(np.int32), indptr.astype(np.int32)),
                        shape=(n, n))
-    column_of_row = maximum_bipartite_matching(graph, perm_type="column") if len(indices) else np.full(n, -1)
-    matched = np.flatnonzero(column_of_row >= 0)
-    found = dict(zip(matched.tolist(), column_of_row[matched].tolist()))
-    found.update(fixed)
+    found = maximum_bipartite_matching(graph, perm_type="column").astype(np.int64) if len(indices) \
+        else np.full(n, -1, dtype=np.int64)
+    if fixed:
+        found[np.fromiter(fixed, np.int64, len(fixed))] = np.fromiter(fixed.values(), np.int64, len(fixed))
     return found
 
 
-def chains(n: int, nxt: dict[int, int], work: list[int]) -> tuple[list[list[int]], list[int]]:
-    """The chains the matching makes, heaviest first (ties: the earlier head), and each one's work."""
-    has_prev = set(nxt.values())
-    found = []
-    for head in range(n):
-        if head in has_prev:
-            continue
-        chain = [head]
-        while chain[-1] in nxt:
-            chain.append(nxt[chain[-1]])
-        found.append(chain)
-    weight = [sum(map(work.__getitem__, chain)) for chain in found]
-    ranked = sorted(range(len(found)), key=lambda c: (-weight[c], found[c][0]))  # heaviest first: it gets lane 0
-    return [found[c] for c in ranked], [weight[c] for c in ranked]
+@dataclass(frozen=True)
+class Chains:
+    """The chains a matching makes, heaviest first (ties: the earlier head)."""
+
+    of_task: Array  # chain index of each task
+    tasks: Array  # the tasks chain by chain, each chain in task order
+    sizes: Array  # tasks per chain
+    work: list[int]  # per chain
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+
+def chains(nxt: Array, work: Array) -> Chains:
+    """The chains of the matching `nxt` (task -> the next task on its chain, -1 at a chain's end;
+    every next task comes later: tasks are numbered in a topological order)."""
+    n = len(nxt)
+    head = np.arange(n, dtype=np.int64)
+    linked = np.flatnonzero(nxt >= 0)
+    head[nxt[linked]] = linked  # first each task's predecessor on its chain, then, doubling, its head
+    while True:
+        further = head[head]
+        if np.array_equal(further, head):
+            break
+        head = further
+    heads, chain_of_head = np.unique(head, return_inverse=True)
+    weight = np.zeros(len(heads), dtype=np.int64)
+    np.add.at(weight, chain_of_head, work)
+    ranked = np.lexsort((heads, -weight))  # heaviest first: it gets lane 0
+    rank = np.empty(len(heads), dtype=np.int64)
+    rank[ranked] = np.arange(len(heads))
+    of_task = rank[chain_of_head.reshape(-1)]
+    tasks = np.lexsort((np.arange(n), of_task))
+    return Chains(of_task, tasks, np.bincount(of_task, minlength=len(heads)), weight[ranked].tolist())
 
 
 def merge(chain_work: list[int], max_streams: int) -> tuple[list[int], int]:
@@ -138,44 +155,61 @@ def merge(chain_work: list[int], max_streams: int) -> tuple[list[int], int]:
     return lane_of, max_streams
 
 
-def distinct_sorted(keys: np.ndarray) -> np.ndarray:
+def distinct_sorted(keys: Array) -> Array:
     """``np.unique(keys)``; keys already strictly increasing (the edges of a reduction, in order) come back as they are."""
     if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
         return keys
     return np.unique(keys)
 
 
-def prune_syncs(n: int, cross: list[tuple[int, int]], stream: list[int], pos: list[int],
-                 lane_tasks: dict[int, list[int]], streams: int) -> list[tuple[int, int]]:
-    """Drop the cross-lane edges already implied by lane order and the syncs kept (vector clocks).
+def prune_syncs(cross: Edges, stream: Array, pos: Array, streams: int) -> Edges:
+    """Drop the cross-lane edges already implied by lane order and the syncs kept (vector clocks);
+    the kept ones, sorted.
 
     ``clock[t][s]`` is the last position of lane ``s`` known to be done when ``t`` ends. A sync
-    ``u -> v`` is redundant when the clock ``v`` starts with already covers ``u``.
+    ``u -> v`` is redundant when the clock ``v`` starts with already covers ``u``. A task's clock
+    is its lane predecessor's, its own position set, merged with the clocks of the syncs it
+    keeps; so a lane's clock changes only at the tasks that keep a sync, and only those changes
+    are kept (per lane, by position), the rest looked up.
     """
-    incoming: dict[int, list[int]] = defaultdict(list)
-    for u, v in cross:
-        incoming[v].append(u)
-    prev = {t: tasks[i - 1] for tasks in lane_tasks.values() for i, t in enumerate(tasks) if i}
-    clock: list[list[int]] = [[] for _ in range(n)]
-    kept = []
-    for t in range(n):  # a topological order of lane order and syncs
-        base = list(clock[prev[t]]) if t in prev else [-1] * streams
-        for u in sorted(incoming[t], reverse=True):  # later producers first: they imply more
-            if base[stream[u]] >= pos[u]:
+    producers, consumers = cross
+    by_consumer = np.lexsort((-producers, consumers))  # per consumer, later producers first: they imply more
+    us, vs = producers[by_consumer].tolist(), consumers[by_consumer].tolist()
+    lane_of, position = stream.tolist(), pos.tolist()
+    changed_at: list[list[int]] = [[-1] for _ in range(streams)]  # per lane: positions where its clock changed
+    clock_at: list[list[list[int]]] = [[[-1] * streams] for _ in range(streams)]  # and the clock from there
+    kept_u, kept_v = [], []
+    i = 0
+    while i < len(vs):
+        t, lane = vs[i], lane_of[vs[i]]
+        base = clock_at[lane][-1]
+        changed = False
+        while i < len(vs) and vs[i] == t:
+            u = us[i]
+            i += 1
+            other, at = lane_of[u], position[u]
+            if base[other] >= at:
                 continue
-            kept.append((u, t))
-            base = [max(a, b) for a, b in zip(base, clock[u])]
-        base[stream[t]] = pos[t]
-        clock[t] = base
-    return sorted(kept)
+            kept_u.append(u)
+            kept_v.append(t)
+            known = clock_at[other][bisect.bisect_right(changed_at[other], at) - 1]
+            base = [max(a, b) for a, b in zip(base, known)]
+            base[other] = max(base[other], at)
+            changed = True
+        if changed:
+            base[lane] = position[t]
+            changed_at[lane].append(position[t])
+            clock_at[lane].append(base)
+    order = np.lexsort((np.asarray(kept_v, dtype=np.int64), np.asarray(kept_u, dtype=np.int64)))
+    return np.asarray(kept_u, dtype=np.int64)[order], np.asarray(kept_v, dtype=np.int64)[order]
 
 
-def peak_concurrency(n: int, work: list[int], pred: dict[int, list[int]]) -> int:
+def peak_concurrency(n: int, work: list[int], pred: list[list[int]]) -> int:
     """Most ops running at once when each starts as soon as its inputs are done (unlimited lanes)."""
     start = [0] * n
     for t in range(n):  # a loop, not max() over a generator: 333 k tasks in a 1M-event trace
         earliest: int | None = None
-        for p in pred.get(t, ()):
+        for p in pred[t]:
             ready = start[p] + work[p]
             if earliest is None or ready > earliest:
                 earliest = ready

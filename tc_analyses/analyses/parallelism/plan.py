@@ -6,12 +6,16 @@ import itertools
 import os
 from pathlib import Path
 from dataclasses import replace
+from collections.abc import Sequence
 from collections import defaultdict
 
 import networkx as nx
+import numpy as np
 
 from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.parallelism import chains as decompose
+from tc_analyses.analyses.parallelism import plan_dag
+from tc_analyses.analyses.parallelism.plan_dag import PlanDag
 from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.lane_sim import simulate_lanes
@@ -25,9 +29,9 @@ from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
 from tc_analyses.model.dag import (critical_path, lexicographic_order, reachability, transitive_reduction,
                                   upward_rank, width)
-from tc_analyses.model.graph import build_graph
+from tc_analyses.model.graph_table import GraphTable, graph_table
 from tc_analyses.model.step_inference import infer_steps, with_steps
-from tc_analyses.model.step_kinds import graph_of_kind, nodes_of_kind, step_kinds
+from tc_analyses.model.step_kinds import nodes_of_kind, step_kinds, table_of_kind
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, Placement, PlacementProblem, Slot, Task
 from tc_analyses.reader.fast import DfcTrace
 
@@ -85,7 +89,15 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
 
             raise AnalysisUnavailable(nothing_to_analyse(where))
         raise AnalysisUnavailable(f"{where}: no ops to plan on device {device!r}")
-    lane = lane or (STREAM if TraceDevice.named(str(device)).is_gpu else THREAD)
+    lane, max_streams, sync = _settings(where, str(device), lane, max_streams, sync_ns)
+    return _plan(plan_dag.of_graph(graph, keep), source, str(device), lane, work_kind, max_streams, sync, unattributed_ns,
+                 framework)
+
+
+def _settings(where: str, device: str, lane: str | None, max_streams: int | None,
+              sync_ns: int | None) -> tuple[str, int, int]:
+    """The lane kind, lanes and sync cost: checked, defaults filled in."""
+    lane = lane or (STREAM if TraceDevice.named(device).is_gpu else THREAD)
     if lane not in (STREAM, THREAD):
         raise ConfigurationError(f"{where}: lane must be 'stream' or 'thread', not {lane!r}")
     if max_streams is None:
@@ -95,8 +107,25 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
     sync = DEFAULT_SYNC_NS[lane] if sync_ns is None else int(sync_ns)
     if sync < 0:
         raise ConfigurationError(f"{where}: sync_ns must not be negative, not {sync}")
-    return _plan(graph, keep, source, str(device), lane, work_kind, max_streams, sync, unattributed_ns, framework)
+    return lane, max_streams, sync
 
+
+def _plan_table(table: GraphTable, device: str | None, max_streams: int | None, sync_ns: int | None,
+                framework: str) -> StreamPlan | None:
+    """:func:`plan_streams` on the graph's columns, without making the graph: when every node runs
+    on `device` (default: the only one) and every edge goes forward (the graph is a DAG, its node
+    order a topological order). None otherwise: the caller plans the networkx graph."""
+    nodes = table.nodes
+    codes = np.unique(nodes.device)
+    intra = table.intra
+    if len(codes) != 1 or (device is not None and table.texts[int(codes[0])] != device) \
+            or not bool(np.all(intra.producer < intra.consumer)):
+        return None
+    device = table.texts[int(codes[0])]
+    lane, max_streams, sync = _settings(table.source or "graph", device, None, max_streams, sync_ns)
+    mean, median = nodes.mean_ns(), nodes.median_ns()
+    return _plan(plan_dag.of_table(table, np.where(median != 0, median, mean)), table.source, device, lane,
+                 "op duration", max_streams, sync, 0, framework)
 
 
 NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unknown (Kineto imports carry "
@@ -104,11 +133,14 @@ NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unkn
 
 
 def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None = None,
-               max_streams: int | None = None, sync_ns: int | None = None, graph: nx.DiGraph | None = None,
-               activity: Activity | None = None, cores: int | None = None) -> StreamPlan:
+               max_streams: int | None = None, sync_ns: int | None = None,
+               graph: nx.DiGraph | GraphTable | None = None, activity: Activity | None = None,
+               cores: int | None = None) -> StreamPlan:
     """Read a trace and plan it: its GPU work when it has any (or `device` names a GPU), else the
     ops of `device` (default: the busiest) on threads, never more threads than the free cores give
-    (`cores`, default this machine's, over the intra-op threads each op used)."""
+    (`cores`, default this machine's, over the intra-op threads each op used). `graph`: the trace's
+    computation graph when the caller has it, as networkx or as columns (a one-device CPU plan
+    reads the columns and makes no graph)."""
     if not isinstance(trace, DfcTrace):
         from tc_analyses.reader import read_trace  # noqa: PLC0415 - callers with a DfcTrace skip it
 
@@ -119,37 +151,48 @@ def plan_trace(trace: str | os.PathLike[str] | DfcTrace, *, device: str | None =
         # No step marks (`dfcompass record`, no code change): plan one iteration of the loop, not
         # the set-up and warm-up folded in with it.
         activity = with_steps(activity, inferred)
+    table = graph if isinstance(graph, GraphTable) else None
+    network = graph if not isinstance(graph, GraphTable) else None
     if not len(trace.table("tensor_edge")) and (
-            graph.number_of_nodes() if graph is not None and not step_kinds(activity)
+            _node_count(network, table) if graph is not None and not step_kinds(activity)
             else nodes_of_kind(trace, activity)) > 1:
         # Decided before a graph is built (a Kineto import has no edges: a second of `analyze`'s time
         # there went into a graph for this message). Without edges every op looks independent: a
         # plan would promise parallelism that is not there.
         raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
     if step_kinds(activity):  # plan one kind of step, warm-up left out, as placement does
-        graph, _ = graph_of_kind(trace, activity)
-    graph = graph if graph is not None else build_graph(trace, activity)
-    if graph.number_of_nodes() > 1 and not len(trace.table("tensor_edge")):
+        (table, _), network = table_of_kind(trace, activity), None
+    elif network is None and table is None:
+        table = graph_table(trace, activity)
+    if _node_count(network, table) > 1 and not len(trace.table("tensor_edge")):
         # Without edges every op looks independent: a plan would promise parallelism that is not there.
         raise AnalysisUnavailable(f"{trace.path}: {NO_EDGES}")
     framework = framework_of(trace)
     gpu_devices = {op.device for op in activity.gpu}
     if activity.gpu and (device is None or device in gpu_devices):
-        gpu, weights, unattributed = gpu_work(graph, activity, device)
+        network = network if network is not None else table.to_networkx()  # type: ignore[union-attr]
+        gpu, weights, unattributed = gpu_work(network, activity, device)
         if weights:
-            return plan_streams(graph, device=gpu, weights=weights, max_streams=max_streams, sync_ns=sync_ns,
+            return plan_streams(network, device=gpu, weights=weights, max_streams=max_streams, sync_ns=sync_ns,
                                 lane=STREAM, unattributed_ns=unattributed, framework=framework)
         if device is not None:
             raise AnalysisUnavailable(f"{trace.path}: no op of the graph launched GPU work on {device}")
     limit, why = free_threads(trace, cores)
-    plan = plan_streams(graph, device=device, max_streams=min(max_streams or limit, limit), sync_ns=sync_ns,
-                        framework=framework)
+    lanes = min(max_streams or limit, limit)
+    plan = _plan_table(table, device, lanes, sync_ns, framework) if network is None and table is not None else None
+    if plan is None:  # more than one device, or edges that go back: the graph's own path
+        network = network if network is not None else table.to_networkx()  # type: ignore[union-attr]
+        plan = plan_streams(network, device=device, max_streams=lanes, sync_ns=sync_ns, framework=framework)
     if max_streams is not None and max_streams > limit:
         why += f"; --max-streams {max_streams} was lowered to {limit}"
     fewer = (": the plan keeps one thread; to run chains side by side, give each fewer intra-op threads "
              f"({advice('intra_op_threads', framework)})" if limit == 1 else "")
     steps = (Finding("steps", 0, inferred.describe() + ": the plan covers one of them"),) if inferred else ()
     return replace(plan, findings=plan.findings + steps + (Finding("cores", 0, why + fewer),))
+
+
+def _node_count(network: nx.DiGraph | None, table: GraphTable | None) -> int:
+    return network.number_of_nodes() if network is not None else len(table) if table is not None else 0
 
 
 def free_threads(trace: DfcTrace, cores: int | None = None) -> tuple[int, str]:
@@ -182,102 +225,107 @@ def plan_placement(plan: StreamPlan) -> tuple[PlacementProblem, Placement]:
 # ---------------------------------------------------------------------------------------------
 # The algorithm.
 
-def _plan(graph: nx.DiGraph, keep: dict[Node, int], source: str, device: str, lane: str, work_kind: str,
+def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
           max_streams: int, sync: int, unattributed_ns: int, framework: str) -> StreamPlan:
-    position = {n: i for i, n in enumerate(graph.nodes)}
-    dag = decompose.contract(graph, keep)
-    order = lexicographic_order(list(dag), dag, position.__getitem__)
-    idx = {n: i for i, n in enumerate(order)}
-    work = [keep[n] for n in order]
+    order, work = dag.order, dag.work
     n = len(order)
-    full: dict[int, list[int]] = defaultdict(list)
-    for u, successors in dag.items():
-        full[idx[u]] += [idx[v] for v in successors]
+    work_column = np.asarray(work, dtype=np.int64)
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
-    reach = reachability(len(order), full) if len(order) <= decompose.REDUCTION_LIMIT else None
-    red_edges = transitive_reduction(len(order), full, reach) if reach is not None else _distinct_edges(full, n)
-    succ: dict[int, list[int]] = defaultdict(list)
-    pred: dict[int, list[int]] = defaultdict(list)
-    for u, v in red_edges:
-        succ[u].append(v)
-        pred[v].append(u)
+    reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
+    reduced = _reduced_edges(dag, reach)
+    succ = _lists(n, *reduced)
     rank = upward_rank(range(n), work, succ)
     cp_tasks = critical_path(range(n), work, succ, rank=rank)
-    nxt = decompose.match(n, succ, rank, cp_tasks)
-    chains, chain_work = decompose.chains(n, nxt, work)
-    stream_of_chain, streams = decompose.merge(chain_work, max_streams)
-    stream = [0] * n
-    chain_of = [0] * n
-    for c, chain in enumerate(chains):
-        for t in chain:
-            stream[t], chain_of[t] = stream_of_chain[c], c
-    lane_tasks: dict[int, list[int]] = defaultdict(list)
-    for t in range(n):  # lanes run their ops in recorded order, a topological order
-        lane_tasks[stream[t]].append(t)
-    pos = [0] * n
-    for tasks in lane_tasks.values():
-        for p, t in enumerate(tasks):
-            pos[t] = p
-    cross = [(u, v) for u, v in red_edges if stream[u] != stream[v]]
-    kept = decompose.prune_syncs(n, cross, stream, pos, lane_tasks, streams) if len(chains) > streams else cross
-    kept_set = set(kept)
-
-    adjacency = dict(graph.adjacency())  # node -> {successor: edge attributes}, the graph's own dicts
-
-    def edge_bytes(u: int, v: int) -> int:
-        """Bytes of the graph's edge between tasks u and v; 0 when their dependency passes through dropped ops."""
-        attrs = adjacency[order[u]].get(order[v])
-        return int(attrs.get(K.BYTES, 0)) if attrs is not None else 0
-
-    node_attrs = dict(graph.nodes(data=True))
-    ops = [str(node_attrs[n_].get(K.OP, "") or "") for n_ in order]
-    names = [str(node_attrs[n_].get(K.NAME, "") or "") for n_ in order]
+    nxt = decompose.match(n, reduced, np.array([rank[t] for t in range(n)]), cp_tasks)
+    chains = decompose.chains(nxt, work_column)
+    stream_of_chain, streams = decompose.merge(chains.work, max_streams)
+    chain_of = chains.of_task
+    stream = np.asarray(stream_of_chain, dtype=np.int64)[chain_of] if n else np.zeros(0, dtype=np.int64)
+    per_lane = np.bincount(stream, minlength=streams)
+    by_lane = np.argsort(stream, kind="stable")  # lanes run their ops in recorded order, a topological order
+    pos = np.empty(n, dtype=np.int64)
+    pos[by_lane] = np.arange(n) - np.repeat(np.cumsum(per_lane) - per_lane, per_lane)
+    same_lane = stream[reduced[0]] == stream[reduced[1]]
+    cross = reduced[0][~same_lane], reduced[1][~same_lane]
+    kept = decompose.prune_syncs(cross, stream, pos, streams) if len(chains) > streams else cross
     # The simulator's run of the plan (the problem plan_placement gives, simulated), on lists.
-    sim_edges = [(u, v) for u, v in red_edges if stream[u] == stream[v] or (u, v) in kept_set]
+    simulated = same_lane | np.isin(reduced[0] * max(n, 1) + reduced[1], kept[0] * max(n, 1) + kept[1])
+    stream_list = stream.tolist()
     try:
-        planned = simulate_lanes(stream, work, sim_edges, sync, streams)
+        planned = simulate_lanes(stream_list, work, list(zip(reduced[0][simulated].tolist(),
+                                                              reduced[1][simulated].tolist())), sync, streams)
     except ValueError as exc:  # not expected: lanes follow a topological order
         raise AnalysisUnavailable(f"{source or 'graph'}: {exc}") from exc
-    baseline_start = [0] * n
-    clock = 0
-    for t in range(n):
-        baseline_start[t] = clock
-        clock += work[t]
-    baseline_ns = clock
+    baseline_ns = int(work_column.sum())
 
-    critical = set(cp_tasks)
-    waits: dict[int, list[int]] = defaultdict(list)
-    records: set[int] = set()
-    for u, v in kept:
-        waits[v].append(u)
-        records.add(u)
-    waits_for = {t: tuple(order[u] for u in sorted(producers)) for t, producers in waits.items()}
+    waits: list[tuple[Node, ...]] = [()] * n
+    kept_u, kept_v = kept[0].tolist(), kept[1].tolist()
+    for v, producers in itertools.groupby(sorted(zip(kept_v, kept_u)), key=lambda pair: pair[0]):
+        waits[v] = tuple(order[u] for _, u in producers)
+    records = np.zeros(n, dtype=bool)
+    records[kept[0]] = True
+    critical = np.zeros(n, dtype=bool)
+    critical[np.asarray(cp_tasks, dtype=np.int64)] = True
     planned_ops = PlannedOp.from_columns(
-        order, ops, names, stream, pos, chain_of, work, planned.start_ns, planned.end_ns, baseline_start,
-        [waits_for.get(t, ()) for t in range(n)], [t in records for t in range(n)], [t in critical for t in range(n)])
-    sync_edges = tuple(SyncEdge(order[u], order[v], stream[u], stream[v], edge_bytes(u, v)) for u, v in sorted(kept))
-    lanes = tuple(LaneSummary(s, _lane_name(lane, s), len(lane_tasks[s]), sum(work[t] for t in lane_tasks[s]),
-                              tuple(c for c in range(len(chains)) if stream_of_chain[c] == s))
-                  for s in range(streams))
-    total = sum(work)
+        order, dag.ops, dag.names, stream_list, pos.tolist(), chain_of.tolist(), work, planned.start_ns,
+        planned.end_ns, (np.cumsum(work_column) - work_column).tolist(), waits, records.tolist(), critical.tolist())
+    sync_edges = tuple(SyncEdge(order[u], order[v], stream_list[u], stream_list[v], size)
+                       for u, v, size in zip(kept_u, kept_v, dag.edge_bytes(*kept)))
+    lane_work = np.zeros(streams, dtype=np.int64)
+    np.add.at(lane_work, stream, work_column)
+    lane_of_chain = np.asarray(stream_of_chain, dtype=np.int64)
+    lanes = tuple(LaneSummary(s, _lane_name(lane, s), int(per_lane[s]), int(lane_work[s]),
+                              tuple(np.flatnonzero(lane_of_chain == s).tolist())) for s in range(streams))
     cp_ns = sum(work[t] for t in cp_tasks)
     plan_ns = planned.makespan_ns
     speedup = baseline_ns / plan_ns if plan_ns > 0 else 1.0
-    ideal = total / cp_ns if cp_ns > 0 else 1.0
+    ideal = baseline_ns / cp_ns if cp_ns > 0 else 1.0
     result = dict(
-        source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=sum(map(len, full.values())),
-        components=decompose.weak_components(n, full),
-        reduced_edges=len(red_edges), matching=len(nxt), chains=tuple(tuple(map(order.__getitem__, c)) for c in chains),
-        streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept),
-        redundant_syncs=len(cross) - len(kept), ops=planned_ops, sync_edges=sync_edges, lanes=lanes,
-        dependencies=tuple((order[u], order[v]) for u, v in red_edges), total_work_ns=total,
+        source=source, device=device, lane=lane, work=work_kind, nodes=n, edges=len(dag.tails),
+        components=decompose.weak_components(n, dag.tails, dag.heads),
+        reduced_edges=len(reduced[0]), matching=int(np.count_nonzero(nxt >= 0)), chains=_chain_nodes(order, chains),
+        streams=streams, max_streams=max_streams, sync_ns=sync, syncs=len(kept_u),
+        redundant_syncs=len(cross[0]) - len(kept_u), ops=planned_ops, sync_edges=sync_edges, lanes=lanes,
+        dependencies=tuple(zip(_nodes(order, reduced[0]), _nodes(order, reduced[1]))), total_work_ns=baseline_ns,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
         width=width(n, reach) if reach is not None else None,
-        peak_concurrency=decompose.peak_concurrency(n, work, pred), baseline_ns=baseline_ns,
-        plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
+        peak_concurrency=decompose.peak_concurrency(n, work, _lists(n, reduced[1], reduced[0])),
+        baseline_ns=baseline_ns, plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
     return StreamPlan(**result, findings=findings(result, planned_ops, framework))  # type: ignore[arg-type]
+
+
+def _reduced_edges(dag: PlanDag, reach: list[int] | None) -> decompose.Edges:
+    """The transitive reduction's edges (all distinct edges without `reach`), sorted by tail then head."""
+    n = len(dag.order)
+    if reach is not None:
+        pairs = transitive_reduction(n, dag.successors(), reach)
+        return (np.fromiter((u for u, _ in pairs), np.int64, len(pairs)),
+                np.fromiter((v for _, v in pairs), np.int64, len(pairs)))
+    keys = decompose.distinct_sorted(np.sort(dag.tails * max(n, 1) + dag.heads))
+    return keys // max(n, 1), keys % max(n, 1)
+
+
+def _lists(n: int, tails: np.ndarray, heads: np.ndarray) -> list[list[int]]:
+    """Per task ``0..n-1``, the heads of its edges, in the edges' order."""
+    by_tail = np.argsort(tails, kind="stable")
+    offsets = np.searchsorted(tails[by_tail], np.arange(n + 1)).tolist()
+    found = heads[by_tail].tolist()
+    return [found[offsets[t]:offsets[t + 1]] for t in range(n)]
+
+
+def _nodes(order: Sequence[Node], tasks: np.ndarray) -> list[Node]:
+    if order == range(len(order)):  # task t is node t
+        return list(tasks.tolist())
+    return [order[t] for t in tasks.tolist()]
+
+
+def _chain_nodes(order: Sequence[Node], chains: decompose.Chains) -> tuple[tuple[Node, ...], ...]:
+    """Each chain's graph nodes, heaviest chain first."""
+    nodes = _nodes(order, chains.tasks)
+    ends = np.cumsum(chains.sizes).tolist()
+    return tuple(tuple(nodes[a:b]) for a, b in zip([0] + ends, ends))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,17 +361,6 @@ def _plan_edges(plan: StreamPlan, index: dict[Node, int]) -> dict[tuple[int, int
     edges = {(index[u], index[v]): 0 for u, v in plan.dependencies if lane[u] == lane[v]}
     edges.update({(index[e.producer], index[e.consumer]): e.bytes for e in plan.sync_edges})
     return edges
-
-
-def _distinct_edges(successors: dict[int, list[int]], n: int) -> list[tuple[int, int]]:
-    """The distinct ``(u, v)`` of `successors` (tasks ``0..n-1``), sorted: one sort of integer keys."""
-    import numpy as np
-
-    lists = list(successors.values())
-    tails = np.repeat(np.fromiter(successors.keys(), np.int64, len(lists)), [len(vs) for vs in lists])
-    heads = np.fromiter(itertools.chain.from_iterable(lists), np.int64, len(tails))
-    keys = decompose.distinct_sorted(tails * max(n, 1) + heads)
-    return list(zip((keys // max(n, 1)).tolist(), (keys % max(n, 1)).tolist()))
 
 
 def _busiest_device(graph: nx.DiGraph) -> str:

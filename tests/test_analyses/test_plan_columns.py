@@ -1,0 +1,193 @@
+"""The stream plan made on the graph's columns equals the plan made on the networkx graph.
+
+A one-device CPU trace is planned from :class:`~tc_analyses.model.graph_table.GraphTable` without
+making the graph (on a 1M-event trace that saves the 3 to 5 s networkx takes); the plan must be
+the same object, field for field. The array versions of the chain decomposition and of the sync
+pruning are checked against the plain loops they replaced, kept here as the reference.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tc_analyses.analyses.parallelism import chains as decompose
+from tc_analyses.analyses.parallelism import plan_trace
+from tc_analyses.inputs import TraceInputs
+from tc_analyses.model import graph_keys as K
+from tc_analyses.model.graph_table import GraphTable
+from tracer.builder import TraceBuilder
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+CPU_TRACES = ("tf/keras-cnn", "jobs/ddp-2rank/vm-18735", "cuda/h200-eager/convnet-cpu/trace",
+              "cuda/h200-eager/encoder-cpu/trace", "cuda/h200-eager/recommender-cpu/trace")
+
+
+def random_trace(path: Path, seed: int) -> Path:
+    """Steps of the same random DAG of CPU ops (names repeat, so occurrences count), random
+    durations (even counts: medians that round half to even), edges forward within a step and
+    a few from one step into the next."""
+    rng = random.Random(seed)
+    size = rng.randint(2, 30)
+    names = [f"op{rng.randint(0, size // 2)}" for _ in range(size)]
+    edges = {(rng.randrange(v), v) for v in range(1, size) for _ in range(rng.randint(0, 3))}
+    steps = rng.choice([0, 2, 4])
+    with TraceBuilder(path, clock_offset_ns=0, overwrite=True) as b:
+        cpu = b.device("cpu", 10)
+        clock, tensor = 100, 1
+        for step in range(max(steps, 1)):
+            if steps:
+                b.add("step_begin", "1", clock, step, 1)
+            first = step * size
+            for k, name in enumerate(names):
+                duration = rng.choice([1_000, 1_001, 2_500, rng.randint(1, 50_000)])
+                b.add("node_begin", "1", clock, first + k, name, f"n{name}", cpu, 1, step if steps else 0)
+                for u, v in sorted(edges):
+                    if v == k:
+                        b.add("tensor_edge", "1", clock, first + u, first + v, tensor, 64 * (u + 1), cpu, cpu)
+                        tensor += 1
+                if step and rng.random() < 0.2:  # from the step before: kept beside the graph, not in it
+                    b.add("tensor_edge", "1", clock, first - size + k, first + k, tensor, 8, cpu, cpu)
+                    tensor += 1
+                clock += duration
+                b.add("node_end", "1", clock, first + k, cpu, 1)
+                clock += 10
+            if steps:
+                b.add("step_end", "1", clock, step, 1)
+                clock += 10
+    return path
+
+
+def plans(path: Path, monkeypatch: pytest.MonkeyPatch, max_streams: int | None) -> tuple[str, str]:
+    """repr of the plan on the networkx graph, and of the plan on the columns (no graph made)."""
+    on_graph = TraceInputs(path)
+    graph_plan = repr(plan_trace(on_graph.trace, graph=on_graph.graph, activity=on_graph.activity,
+                                 max_streams=max_streams, cores=8))
+    on_columns = TraceInputs(path)
+    with monkeypatch.context() as patched:
+        patched.setattr(GraphTable, "to_networkx", lambda self: pytest.fail("the columns path made a graph"))
+        columns_plan = repr(plan_trace(on_columns.trace, graph=on_columns.graph_table, activity=on_columns.activity,
+                                       max_streams=max_streams, cores=8))
+    return graph_plan, columns_plan
+
+
+@pytest.mark.parametrize("name", CPU_TRACES)
+def test_committed_cpu_traces_plan_the_same_on_columns(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (DATA / name).is_dir():
+        pytest.skip(f"{name} is not committed here")
+    for max_streams in (None, 1, 2):
+        graph_plan, columns_plan = plans(DATA / name, monkeypatch, max_streams)
+        assert columns_plan == graph_plan
+
+
+def test_random_traces_plan_the_same_on_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    merged = 0
+    for seed in range(24):
+        path = random_trace(tmp_path / f"t{seed}", seed)
+        for max_streams in (1, 2, 5):
+            graph_plan, columns_plan = plans(path, monkeypatch, max_streams)
+            assert columns_plan == graph_plan, seed
+            merged += "were merged onto" in graph_plan
+    assert merged  # some plans merged chains: the sync pruning ran
+
+
+def test_two_devices_fall_back_to_the_graph(tmp_path: Path) -> None:
+    """Ops on two devices: the columns path declines and the graph's path plans the busiest."""
+    out = tmp_path / "two"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, other = b.device("cpu", 10), b.device("cpu:1", 11)
+        for nid, device in enumerate((cpu, cpu, other)):
+            b.add("node_begin", "1", 100 + 1000 * nid, nid, "op", f"n{nid}", device, 1, 0)
+            b.add("node_end", "1", 900 + 1000 * nid, nid, device, 1)
+        b.add("tensor_edge", "1", 1_000, 0, 1, 1, 64, cpu, cpu)
+    inputs = TraceInputs(out)
+    from_columns = plan_trace(inputs.trace, graph=inputs.graph_table, activity=inputs.activity, cores=4)
+    assert repr(from_columns) == repr(plan_trace(inputs.trace, graph=inputs.graph, activity=inputs.activity, cores=4))
+    assert from_columns.device == "cpu" and from_columns.nodes == 2
+
+
+def test_node_columns_round_as_python(tmp_path: Path) -> None:
+    """The mean and median the plan weighs ops by equal the graph's, which Python's round gives."""
+    for seed in range(6):
+        inputs = TraceInputs(random_trace(tmp_path / f"t{seed}", seed))
+        nodes = inputs.graph_table.nodes
+        graph = inputs.graph
+        assert nodes.mean_ns().tolist() == [a[K.MEAN_NS] for _, a in graph.nodes(data=True)]
+        assert nodes.median_ns().tolist() == [a[K.MEDIAN_NS] for _, a in graph.nodes(data=True)]
+
+
+# The loops the array versions replaced: the reference.
+
+def reference_chains(n: int, nxt: dict[int, int], work: list[int]) -> list[list[int]]:
+    has_prev = set(nxt.values())
+    found = []
+    for head in range(n):
+        if head in has_prev:
+            continue
+        chain = [head]
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
+        found.append(chain)
+    weight = [sum(work[t] for t in chain) for chain in found]
+    return [found[c] for c in sorted(range(len(found)), key=lambda c: (-weight[c], found[c][0]))]
+
+
+def reference_prune(n: int, cross: list[tuple[int, int]], stream: list[int], pos: list[int],
+                    streams: int) -> list[tuple[int, int]]:
+    lane_tasks: dict[int, list[int]] = defaultdict(list)
+    for t in range(n):
+        lane_tasks[stream[t]].append(t)
+    incoming: dict[int, list[int]] = defaultdict(list)
+    for u, v in cross:
+        incoming[v].append(u)
+    prev = {t: tasks[i - 1] for tasks in lane_tasks.values() for i, t in enumerate(tasks) if i}
+    clock: list[list[int]] = [[] for _ in range(n)]
+    kept = []
+    for t in range(n):
+        base = list(clock[prev[t]]) if t in prev else [-1] * streams
+        for u in sorted(incoming[t], reverse=True):
+            if base[stream[u]] >= pos[u]:
+                continue
+            kept.append((u, t))
+            base = [max(a, b) for a, b in zip(base, clock[u])]
+        base[stream[t]] = pos[t]
+        clock[t] = base
+    return sorted(kept)
+
+
+def test_chains_and_sync_pruning_equal_the_loops() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        n = rng.randint(1, 60)
+        edges = sorted({(u, rng.randint(u + 1, n - 1)) for u in range(n - 1) for _ in range(rng.randint(0, 3))})
+        nxt: dict[int, int] = {}
+        taken = set()
+        for u, v in rng.sample(edges, len(edges)):
+            if u not in nxt and v not in taken:
+                nxt[u], _ = v, taken.add(v)
+        work = [rng.choice([0, 5, 10, rng.randint(1, 100)]) for _ in range(n)]
+        next_of = np.full(n, -1, dtype=np.int64)
+        next_of[list(nxt)] = list(nxt.values())
+        found = decompose.chains(next_of, np.asarray(work, dtype=np.int64))
+        expected = reference_chains(n, nxt, work)
+        ends = np.cumsum(found.sizes).tolist()
+        tasks = found.tasks.tolist()
+        assert [tasks[a:b] for a, b in zip([0] + ends, ends)] == expected
+        assert found.work == [sum(work[t] for t in chain) for chain in expected]
+        streams = rng.randint(1, 4)
+        lane_of_chain, streams = decompose.merge(found.work, streams)
+        stream = np.asarray(lane_of_chain, dtype=np.int64)[found.of_task]
+        pos = np.zeros(n, dtype=np.int64)
+        seen: dict[int, int] = defaultdict(int)
+        for t in range(n):
+            pos[t], seen[int(stream[t])] = seen[int(stream[t])], seen[int(stream[t])] + 1
+        cross = [(u, v) for u, v in edges if stream[u] != stream[v]]
+        tails = np.asarray([u for u, _ in cross], dtype=np.int64)
+        heads = np.asarray([v for _, v in cross], dtype=np.int64)
+        kept = decompose.prune_syncs((tails, heads), stream, pos, streams)
+        assert list(zip(kept[0].tolist(), kept[1].tolist())) == reference_prune(n, cross, stream.tolist(),
+                                                                                 pos.tolist(), streams)
