@@ -125,10 +125,14 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 def one_level(value: Any) -> Any:
     """A dataclass instance as a dict of its fields, one level (a JSON encoder's ``default``: it
-    comes back for the values); anything else as its text."""
+    comes back for the values); a container with a ``json_data()`` (columns that make their rows
+    on demand) as what that gives; anything else as its text."""
     names = _FIELD_NAMES.get(type(value))
     if names is None:
-        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        if isinstance(value, type):
             return str(value)
+        if not dataclasses.is_dataclass(value):
+            json_data = getattr(value, "json_data", None)
+            return json_data() if callable(json_data) else str(value)
         names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
     return {name: getattr(value, name) for name in names}

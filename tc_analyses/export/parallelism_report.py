@@ -8,13 +8,12 @@ lane). Ops on the critical path are red, the others blue; grey lines join the tw
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from tc_analyses.analyses.parallelism import StreamPlan
-from tc_analyses.analyses.result import Result
+from tc_analyses.analyses.result import Result, one_level
 from tc_analyses.analyses.units import fmt_ms
 from tc_analyses.export.plotting import figure, save
 
@@ -25,8 +24,9 @@ ARTIFACTS = "plan, predicted trace and Trace Compass views"  # what -o writes be
 
 
 def plan_json(plan: StreamPlan) -> dict[str, Any]:
-    """The plan as JSON-ready data (what ``dataclasses.asdict`` gives, node ids kept as they are)."""
-    data: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(plan), default=str))
+    """The plan as JSON-ready data (what ``dataclasses.asdict`` gives, node ids kept as they are):
+    the dataclasses inside are converted as the encoder meets them, the ops from their columns."""
+    data: dict[str, Any] = json.loads(json.dumps(one_level(plan), default=one_level))
     return data
 
 
@@ -54,19 +54,20 @@ def plan_text(plan: StreamPlan) -> str:
     ]
     lines += [f"  {s.label}: {s.ops} ops, {fmt_ms(s.work_ns)} of work, {len(s.chains)} chain(s)" for s in plan.lanes]
     lines += ["", f"ops per {lane} (order, op, name, work, waits on):"]
-    by_lane: dict[int, list[Any]] = {}
-    for op in plan.ops:
-        by_lane.setdefault(op.stream, []).append(op)
+    rows_of_lane: dict[int, list[int]] = {}  # the ops' rows: only the ops listed are made
+    for row, stream in enumerate(plan.ops.column("stream")):
+        rows_of_lane.setdefault(stream, []).append(row)
+    position = plan.ops.column("order")
     for s in plan.lanes:
-        ops = sorted(by_lane.get(s.stream, []), key=lambda o: o.order)
+        rows = sorted(rows_of_lane.get(s.stream, []), key=position.__getitem__)
         lines.append(f"  {s.label}:")
-        for op in ops[:MAX_ROWS]:
+        for op in map(plan.ops.__getitem__, rows[:MAX_ROWS]):
             waits = ", ".join(f"event({w})" for w in op.waits_for)
             mark = " *" if op.on_critical_path else ""
             lines.append(f"    {op.order:4d}  node {op.node}  {op.op}  {op.name}  {op.work_ns / 1e3:.1f} us{mark}"
                          + (f"  waits on {waits}" if waits else "") + ("  records event" if op.records_event else ""))
-        if len(ops) > MAX_ROWS:
-            lines.append(f"    ... {len(ops) - MAX_ROWS} more (all in the JSON)")
+        if len(rows) > MAX_ROWS:
+            lines.append(f"    ... {len(rows) - MAX_ROWS} more (all in the JSON)")
     lines += ["  (* on the critical path; event(N) is recorded after node N on its own "
               f"{lane})", "", "findings:"] + [f"  - {f.text}" for f in plan.findings]
     return "\n".join(lines) + "\n"

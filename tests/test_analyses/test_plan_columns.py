@@ -191,3 +191,24 @@ def test_chains_and_sync_pruning_equal_the_loops() -> None:
         kept = decompose.prune_syncs((tails, heads), stream, pos, streams)
         assert list(zip(kept[0].tolist(), kept[1].tolist())) == reference_prune(n, cross, stream.tolist(),
                                                                                  pos.tolist(), streams)
+
+
+def test_planned_ops_behave_as_the_tuple_of_their_ops(tmp_path: Path) -> None:
+    """The plan keeps its ops as columns: equal to, hashed, printed, sliced, pickled and written to
+    JSON as the tuple of the ops they make."""
+    import dataclasses
+    import json
+    import pickle
+
+    from tc_analyses.analyses.result import one_level
+
+    inputs = TraceInputs(random_trace(tmp_path / "t", 3))
+    ops = plan_trace(inputs.trace, graph=inputs.graph_table, activity=inputs.activity, cores=8).ops
+    made = tuple(ops)
+    assert len(made) == len(ops) > 1 and ops == made and made == tuple(ops[:]) and hash(ops) == hash(made)
+    assert repr(ops) == repr(made) and ops[-1] == made[-1] and ops[1:3] == made[1:3]
+    assert ops.column("node") == [op.node for op in made]
+    assert pickle.loads(pickle.dumps(ops)) == ops
+    assert json.dumps(ops, default=one_level) == json.dumps([dataclasses.asdict(op) for op in made])
+    with pytest.raises(ValueError, match="columns of one length"):
+        type(ops)(*([[1]] * 12 + [[]]))

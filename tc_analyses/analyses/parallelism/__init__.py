@@ -28,13 +28,13 @@ from __future__ import annotations
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.plan import plan_placement, plan_streams, plan_trace
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, STREAM, THREAD,
-                                                     LaneSummary, PlannedOp, StreamPlan, SyncEdge)
+                                                     LaneSummary, PlannedOp, PlannedOps, StreamPlan, SyncEdge)
 from tc_analyses.analyses import data_loading, machine_load
 from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 
 
 __all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSummary",
-           "PlannedOp", "StreamPlan", "SyncEdge", "gpu_work", "plan_placement", "plan_streams", "plan_trace", "run"]
+           "PlannedOp", "PlannedOps", "StreamPlan", "SyncEdge", "gpu_work", "plan_placement", "plan_streams", "plan_trace", "run"]
 
 
 def run(inputs: Inputs, options: Options) -> Result:

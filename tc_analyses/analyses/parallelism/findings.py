@@ -6,14 +6,14 @@ from typing import Any
 
 from tc_analyses.analyses.frameworks import PYTORCH, advice
 from tc_analyses.analyses.parallelism import chains
-from tc_analyses.analyses.parallelism.result import STREAM, PlannedOp
+from tc_analyses.analyses.parallelism.result import STREAM, PlannedOps
 from tc_analyses.analyses.result import Finding
 from tc_analyses.analyses.units import fmt_ms
 
 LOW_GAIN = 1.05  # predicted speedups below this are "no useful parallelism"
 
 
-def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str = PYTORCH) -> tuple[Finding, ...]:
+def findings(r: dict[str, Any], ops: PlannedOps, framework: str = PYTORCH) -> tuple[Finding, ...]:
     """What the plan `r` means and what to do, the advice in `framework`'s words."""
     gain = max(0, r["baseline_ns"] - r["plan_ns"])  # the time the plan would save per step
     # The first finding is the plan itself; the others advise on it.
@@ -21,7 +21,7 @@ def findings(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str = PYT
                  for i, text in enumerate(_texts(r, ops, framework)))
 
 
-def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str) -> list[str]:
+def _texts(r: dict[str, Any], ops: PlannedOps, framework: str) -> list[str]:
     lane, out = r["lane"], []
     n_chains = len(r["chains"])
     out.append(f"{r['nodes']} ops form {n_chains} chain(s); the plan runs them on {r['streams']} {lane}(s) with "
@@ -58,7 +58,9 @@ def _texts(r: dict[str, Any], ops: tuple[PlannedOp, ...], framework: str) -> lis
         out.append(f"the plan reaches {r['speedup']:.2f}x of the {r['ideal_speedup']:.2f}x bound (work / critical "
                    f"path): syncs and lane merging cost the rest")
     if r["ideal_speedup"] > 1.0 and r["critical_path"]:
-        on_cp = sorted((o for o in ops if o.on_critical_path), key=lambda o: -o.work_ns)[:3]
+        work = ops.column("work_ns")
+        critical = [row for row, on in enumerate(ops.column("on_critical_path")) if on]
+        on_cp = [ops[row] for row in sorted(critical, key=lambda row: -work[row])[:3]]
         names = ", ".join(f"{o.name or o.op} ({o.op}, {fmt_ms(o.work_ns)})" for o in on_cp)
         out.append(f"the critical path ({fmt_ms(r['critical_path_ns'])}, {len(r['critical_path'])} ops) caps the "
                    f"speedup at {r['ideal_speedup']:.2f}x; shorten its longest ops: {names}")

@@ -20,7 +20,7 @@ from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
 from tc_analyses.analyses.parallelism.lane_sim import simulate_lanes
 from tc_analyses.analyses.parallelism.result import (DEFAULT_GPU_STREAMS, DEFAULT_SYNC_NS, MODEL_NOTE, STREAM, THREAD,
-                                                     LaneSummary, Node, PlannedOp, StreamPlan,
+                                                     LaneSummary, Node, PlannedOp, PlannedOps, StreamPlan,
                                                      SyncEdge)
 from tc_analyses.analyses.result import Finding
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphError
@@ -267,8 +267,8 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
     records[kept[0]] = True
     critical = np.zeros(n, dtype=bool)
     critical[np.asarray(cp_tasks, dtype=np.int64)] = True
-    planned_ops = PlannedOp.from_columns(
-        order, dag.ops, dag.names, stream_list, pos.tolist(), chain_of.tolist(), work, planned.start_ns,
+    planned_ops = PlannedOps(
+        list(order), dag.ops, dag.names, stream_list, pos.tolist(), chain_of.tolist(), work, planned.start_ns,
         planned.end_ns, (np.cumsum(work_column) - work_column).tolist(), waits, records.tolist(), critical.tolist())
     sync_edges = tuple(SyncEdge(order[u], order[v], stream_list[u], stream_list[v], size)
                        for u, v, size in zip(kept_u, kept_v, dag.edge_bytes(*kept)))
@@ -348,7 +348,7 @@ def _problem_from(protos: list[tuple[str, str, int]], lane: str, device: str, st
     return PlacementProblem(tasks, devices, costs, dict(edges), links)
 
 
-def _problem(ops: tuple[PlannedOp, ...], lane: str, device: str, streams: int, sync: int,
+def _problem(ops: Sequence[PlannedOp], lane: str, device: str, streams: int, sync: int,
              edges: dict[tuple[int, int], int]) -> PlacementProblem:
     protos = [(op.op, f"{op.name} ({op.op})" if op.name and op.name != op.op else op.op or str(op.node), op.work_ns)
               for op in ops]
