@@ -159,11 +159,39 @@ def reference_prune(n: int, cross: list[tuple[int, int]], stream: list[int], pos
     return sorted(kept)
 
 
-def test_chains_and_sync_pruning_equal_the_loops() -> None:
+def reference_peak(n: int, work: list[int], edges: list[tuple[int, int]]) -> int:
+    pred: dict[int, list[int]] = defaultdict(list)
+    for u, v in edges:
+        pred[v].append(u)
+    start = [0] * n
+    for t in range(n):
+        start[t] = max((start[p] + work[p] for p in pred[t]), default=0)
+    events = sorted([(start[t], 1) for t in range(n) if work[t] > 0] + [(start[t] + work[t], -1) for t in range(n)
+                                                                         if work[t] > 0])
+    running = peak = 0
+    for _, delta in events:  # an end sorts before a start at one time
+        running += delta
+        peak = max(peak, running)
+    return max(peak, 1 if n else 0)
+
+
+def test_chains_pruning_path_and_peak_equal_the_loops() -> None:
+    from tc_analyses.analyses.parallelism.plan import _critical_path
+    from tc_analyses.model.dag import critical_path, upward_rank
+
     rng = random.Random(7)
     for _ in range(400):
         n = rng.randint(1, 60)
         edges = sorted({(u, rng.randint(u + 1, n - 1)) for u in range(n - 1) for _ in range(rng.randint(0, 3))})
+        work_of = [rng.choice([0, 3, 7, rng.randint(1, 20)]) for _ in range(n)]
+        succ: list[list[int]] = [[] for _ in range(n)]
+        for u, v in edges:
+            succ[u].append(v)
+        rank = upward_rank(range(n), work_of, succ)
+        heads = np.asarray([v for _, v in edges], dtype=np.int64)
+        assert _critical_path([rank[t] for t in range(n)], succ, heads) == critical_path(range(n), work_of, succ,
+                                                                                          rank=rank)
+        assert decompose.peak_concurrency(work_of, succ) == reference_peak(n, work_of, edges)
         nxt: dict[int, int] = {}
         taken = set()
         for u, v in rng.sample(edges, len(edges)):

@@ -27,8 +27,7 @@ from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, GraphErr
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.activity import Device as TraceDevice
-from tc_analyses.model.dag import (critical_path, lexicographic_order, reachability, transitive_reduction,
-                                  upward_rank, width)
+from tc_analyses.model.dag import reachability, transitive_reduction, upward_rank, width
 from tc_analyses.model.graph_table import GraphTable, graph_table
 from tc_analyses.model.step_inference import infer_steps, with_steps
 from tc_analyses.model.step_kinds import nodes_of_kind, step_kinds, table_of_kind
@@ -235,9 +234,9 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
     reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
     reduced = _reduced_edges(dag, reach)
     succ = _lists(n, *reduced)
-    rank = upward_rank(range(n), work, succ)
-    cp_tasks = critical_path(range(n), work, succ, rank=rank)
-    nxt = decompose.match(n, reduced, np.array([rank[t] for t in range(n)]), cp_tasks)
+    rank = list(upward_rank(range(n), work, succ).values())[::-1]  # it lists the tasks last first
+    cp_tasks = _critical_path(rank, succ, reduced[1])
+    nxt = decompose.match(n, reduced, np.array(rank), cp_tasks)
     chains = decompose.chains(nxt, work_column)
     stream_of_chain, streams = decompose.merge(chains.work, max_streams)
     chain_of = chains.of_task
@@ -290,7 +289,7 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
         dependencies=tuple(zip(_nodes(order, reduced[0]), _nodes(order, reduced[1]))), total_work_ns=baseline_ns,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
         width=width(n, reach) if reach is not None else None,
-        peak_concurrency=decompose.peak_concurrency(n, work, _lists(n, reduced[1], reduced[0])),
+        peak_concurrency=decompose.peak_concurrency(work, succ),
         baseline_ns=baseline_ns, plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
     return StreamPlan(**result, findings=findings(result, planned_ops, framework))  # type: ignore[arg-type]
@@ -305,6 +304,22 @@ def _reduced_edges(dag: PlanDag, reach: list[int] | None) -> decompose.Edges:
                 np.fromiter((v for _, v in pairs), np.int64, len(pairs)))
     keys = decompose.distinct_sorted(np.sort(dag.tails * max(n, 1) + dag.heads))
     return keys // max(n, 1), keys % max(n, 1)
+
+
+def _critical_path(rank: list[int], succ: list[list[int]], heads: np.ndarray) -> list[int]:
+    """:func:`~tc_analyses.model.dag.critical_path` of tasks ``0..n-1`` in order, from their ranks:
+    the source of highest rank, then each time the successor of highest rank (ties: the first)."""
+    source = np.ones(len(rank), dtype=bool)
+    source[heads] = False
+    sources = np.flatnonzero(source)
+    if not len(sources):
+        return []
+    t = int(sources[np.argmax(np.asarray(rank)[sources])])  # argmax: the first of the highest
+    path = [t]
+    while succ[t]:
+        t = max(succ[t], key=lambda s: (rank[s], -s))
+        path.append(t)
+    return path
 
 
 def _lists(n: int, tails: np.ndarray, heads: np.ndarray) -> list[list[int]]:
