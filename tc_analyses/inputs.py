@@ -166,8 +166,7 @@ class TraceInputs:
     @cached_property
     def graph(self) -> nx.DiGraph:
         """The computation graph of the window (nodes folded across steps, tensor edges)."""
-        graph: nx.DiGraph = self.graph_table.to_networkx()
-        return graph
+        return self.graph_table.to_networkx()
 
     @cached_property
     def facts(self) -> TraceFacts:

@@ -72,8 +72,7 @@ def build_graph(trace: DfcTrace, activity: Activity | None = None, steps: Collec
     structure differs could fold into a cycle, which :func:`critical_path` and :func:`slack`
     report as a :class:`~tc_analyses.errors.GraphError`.
     """
-    graph: nx.DiGraph = graph_table(trace, activity, steps, executions).to_networkx()
-    return graph
+    return graph_table(trace, activity, steps, executions).to_networkx()
 
 
 def _check_dag(g: nx.DiGraph) -> None:

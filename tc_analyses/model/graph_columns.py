@@ -196,7 +196,11 @@ class NodeColumns:
         """``round(total / measured)`` per node (0 where none measured), as Python rounds it."""
         has = self.measured > 0
         quotient = np.divide(self.total_ns, self.measured, out=np.zeros(len(has)), where=has)
-        return np.rint(quotient).astype(np.int64)
+        mean = np.rint(quotient).astype(np.int64)
+        # Past 2**53 numpy rounds the total to a float before dividing, Python divides exactly first.
+        for row in np.flatnonzero(has & (np.abs(self.total_ns) >= 1 << 53)).tolist():
+            mean[row] = round(int(self.total_ns[row]) / int(self.measured[row]))
+        return mean
 
     def median_ns(self) -> Array:
         """The median measured duration per node (0 where none measured): the middle one, or the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.graph_columns import EdgeColumns, NodeColumns
 from tc_analyses.reader.fast import DfcTrace
+
+if TYPE_CHECKING:  # networkx loads when a graph is made
+    import networkx as nx
 
 Array = np.ndarray[Any, Any]
 
@@ -41,9 +44,9 @@ class GraphTable:
 
     def text_of(self, codes: Array) -> list[str]:
         """The texts of `codes`, one per code."""
-        return np.asarray(self.texts + [""], dtype=object)[codes].tolist() if len(codes) else []
+        return np.asarray(self.texts, dtype=object)[codes].tolist() if len(codes) else []
 
-    def to_networkx(self) -> Any:
+    def to_networkx(self) -> nx.DiGraph:
         """The ``nx.DiGraph`` of :func:`~tc_analyses.model.graph.build_graph`."""
         import networkx as nx
 

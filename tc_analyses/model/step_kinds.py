@@ -124,8 +124,7 @@ def graph_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None)
     """The computation graph of one step kind (warm-up left out; the steady state unless
     `index` names one) and that kind; the whole trace's graph and None when it has no steps."""
     table, kind = table_of_kind(trace, activity, index)
-    graph: nx.DiGraph = table.to_networkx()
-    return graph, kind
+    return table.to_networkx(), kind
 
 
 def table_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None) -> tuple[GraphTable, StepKind | None]:

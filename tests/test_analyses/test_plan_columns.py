@@ -240,3 +240,29 @@ def test_planned_ops_behave_as_the_tuple_of_their_ops(tmp_path: Path) -> None:
     assert json.dumps(ops, default=one_level) == json.dumps([dataclasses.asdict(op) for op in made])
     with pytest.raises(ValueError, match="columns of one length"):
         type(ops)(*([[1]] * 12 + [[]]))
+
+
+def test_means_past_2_to_the_53_round_as_python(tmp_path: Path) -> None:
+    """numpy rounds a total past 2**53 ns to a float before dividing; the plan's work must be the
+    graph's, which Python divides exactly (an op of 417 days: a damaged duration, still the same)."""
+    from tc_analyses.model.graph_columns import NodeColumns
+
+    totals = np.array([36028797018963969, 9007199254740993, 7, 0, 2**62 + 1], dtype=np.int64)
+    measured = np.array([3, 2, 2, 0, 7], dtype=np.int64)
+    zeros = np.zeros(len(totals), dtype=np.int64)
+    columns = NodeColumns(*([zeros] * 5), measured, totals, *([zeros] * 10))
+    assert columns.mean_ns().tolist() == [round(int(t) / int(m)) if m else 0 for t, m in zip(totals, measured)]
+
+
+def test_work_past_int64_sums_is_refused() -> None:
+    """The plan sums work in int64: a graph whose work passes 2**62 ns is damaged data, said so."""
+    import networkx as nx
+
+    from tc_analyses.analyses.parallelism import plan_streams
+    from tc_analyses.errors import AnalysisUnavailable
+
+    graph = nx.DiGraph()
+    for node in range(3):
+        graph.add_node(node, mean_ns=2**61, device="cpu")
+    with pytest.raises(AnalysisUnavailable, match="past 2\\^62 ns"):
+        plan_streams(graph)

@@ -127,6 +127,8 @@ def _plan_table(table: GraphTable, device: str | None, max_streams: int | None, 
                  "op duration", max_streams, sync, 0, framework)
 
 
+WORK_LIMIT_NS = 1 << 62
+
 NO_EDGES = ("no dfc:tensor_edge events, so the dependencies between ops are unknown (Kineto imports carry "
             "none): record with the PyTorch source or tracer.node to plan streams")
 
@@ -228,19 +230,22 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
           max_streams: int, sync: int, unattributed_ns: int, framework: str) -> StreamPlan:
     order, work = dag.order, dag.work
     n = len(order)
+    if sum(work) >= WORK_LIMIT_NS:  # the sums below are int64
+        raise AnalysisUnavailable(f"{source or 'graph'}: the ops' work adds up to {sum(work)} ns, past 2^62 ns "
+                                  "(146 years): damaged durations")
     work_column = np.asarray(work, dtype=np.int64)
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
     reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
     reduced = _reduced_edges(dag, reach)
-    succ = _lists(n, *reduced)
+    succ = plan_dag.successor_lists(n, *reduced)
     rank = list(upward_rank(range(n), work, succ).values())[::-1]  # it lists the tasks last first
     cp_tasks = _critical_path(rank, succ, reduced[1])
     nxt = decompose.match(n, reduced, np.array(rank), cp_tasks)
     chains = decompose.chains(nxt, work_column)
     stream_of_chain, streams = decompose.merge(chains.work, max_streams)
     chain_of = chains.of_task
-    stream = np.asarray(stream_of_chain, dtype=np.int64)[chain_of] if n else np.zeros(0, dtype=np.int64)
+    stream = np.asarray(stream_of_chain, dtype=np.int64)[chain_of]
     per_lane = np.bincount(stream, minlength=streams)
     by_lane = np.argsort(stream, kind="stable")  # lanes run their ops in recorded order, a topological order
     pos = np.empty(n, dtype=np.int64)
@@ -322,17 +327,9 @@ def _critical_path(rank: list[int], succ: list[list[int]], heads: np.ndarray) ->
     return path
 
 
-def _lists(n: int, tails: np.ndarray, heads: np.ndarray) -> list[list[int]]:
-    """Per task ``0..n-1``, the heads of its edges, in the edges' order."""
-    by_tail = np.argsort(tails, kind="stable")
-    offsets = np.searchsorted(tails[by_tail], np.arange(n + 1)).tolist()
-    found = heads[by_tail].tolist()
-    return [found[offsets[t]:offsets[t + 1]] for t in range(n)]
-
-
 def _nodes(order: Sequence[Node], tasks: np.ndarray) -> list[Node]:
-    if order == range(len(order)):  # task t is node t
-        return list(tasks.tolist())
+    if isinstance(order, range):  # task t is node t
+        return tasks.tolist()
     return [order[t] for t in tasks.tolist()]
 
 

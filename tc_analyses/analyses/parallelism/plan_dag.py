@@ -37,12 +37,16 @@ class PlanDag:
     edge_bytes: Callable[[Array, Array], list[int]]  # bytes of the graph's edge per task pair (0: none)
 
     def successors(self) -> list[list[int]]:
-        """Each task's successors, in task order."""
-        n = len(self.order)
-        by_tail = np.lexsort((self.heads, self.tails))
-        offsets = np.searchsorted(self.tails[by_tail], np.arange(n + 1)).tolist()
-        heads = self.heads[by_tail].tolist()
-        return [heads[offsets[u]:offsets[u + 1]] for u in range(n)]
+        """Each task's successors."""
+        return successor_lists(len(self.order), self.tails, self.heads)
+
+
+def successor_lists(n: int, tails: Array, heads: Array) -> list[list[int]]:
+    """Per task ``0..n-1``, the heads of its edges ``tails[i] -> heads[i]``, in the edges' order."""
+    by_tail = np.argsort(tails, kind="stable")
+    offsets = np.searchsorted(tails[by_tail], np.arange(n + 1)).tolist()
+    found = heads[by_tail].tolist()
+    return [found[offsets[t]:offsets[t + 1]] for t in range(n)]
 
 
 def of_graph(graph: nx.DiGraph, keep: dict[Node, int]) -> PlanDag:
