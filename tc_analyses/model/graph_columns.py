@@ -95,6 +95,16 @@ def _last_row_of(ids: Array, wanted: Array) -> Array:
 
 def _groups(*keys: Array) -> tuple[Array, Array]:
     """(group of each row, in order of first appearance; and each group's first row)."""
+    combined = _combined_key(keys)
+    if combined is not None:  # one integer key, one sort
+        distinct, inverse = np.unique(combined, return_inverse=True)
+        first = np.empty(len(distinct), dtype=np.int64)
+        rows = np.arange(len(inverse), dtype=np.int64)
+        first[inverse[::-1]] = rows[::-1]  # the last write of each group is its first row
+        rank = np.empty(len(first), dtype=np.int64)
+        by_appearance = np.argsort(first, kind="stable")
+        rank[by_appearance] = np.arange(len(first))
+        return rank[inverse], first[by_appearance]
     rows = np.arange(len(keys[0]), dtype=np.int64)
     order = np.lexsort((rows, *reversed(keys)))
     changed = np.zeros(len(rows), dtype=bool)
@@ -109,6 +119,20 @@ def _groups(*keys: Array) -> tuple[Array, Array]:
     group = np.empty(len(rows), dtype=np.int64)
     group[order] = rank[sorted_group]
     return group, np.sort(firsts)
+
+
+def _combined_key(keys: tuple[Array, ...]) -> Array | None:
+    """The keys as one mixed-radix integer (equal rows, equal keys; ordered as the keys), or None
+    when a key is negative or the ranges' product does not fit 62 bits."""
+    if not len(keys[0]) or any(int(key.min()) < 0 for key in keys):
+        return None
+    widths = [int(key.max()) + 1 for key in keys]
+    if int(np.prod(np.array(widths, dtype=object))) >= 1 << 62:
+        return None
+    combined = keys[0].astype(np.int64)
+    for key, width in zip(keys[1:], widths[1:]):
+        combined = combined * width + key
+    return combined
 
 
 def fold(rows: Executions, steps: Collection[int] | None) -> Folded:

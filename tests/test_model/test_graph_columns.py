@@ -108,3 +108,24 @@ def test_columns_fold_as_the_reference(path: Path) -> None:
                                       {"steps": set(steps[:1]), "executions": set(ids[1::3])}]
     for options in variants:
         assert _plain(build_graph(trace, activity, **options)) == _plain(reference(trace, activity, **options))
+
+
+def test_groups_by_one_combined_key_equal_the_lexsort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys that fit one integer are grouped by one sort; the groups, in order of first appearance,
+    and their first rows are those the lexsort of the keys gives (ranges up to 2**40, which do not fit)."""
+    import numpy as np
+
+    from tc_analyses.model import graph_columns
+
+    rng = np.random.default_rng(5)
+    combined = 0
+    for _ in range(300):
+        rows, count = int(rng.integers(0, 60)), int(rng.integers(1, 5))
+        keys = tuple(rng.integers(0, int(rng.choice([2, 5, 1 << 20, 1 << 40])), rows) for _ in range(count))
+        fast = graph_columns._groups(*keys)
+        combined += graph_columns._combined_key(keys) is not None
+        with monkeypatch.context() as patched:
+            patched.setattr(graph_columns, "_combined_key", lambda keys: None)
+            slow = graph_columns._groups(*keys)
+        assert fast[0].tolist() == slow[0].tolist() and fast[1].tolist() == slow[1].tolist()
+    assert 50 < combined < 290  # both paths ran
