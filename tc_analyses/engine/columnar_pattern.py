@@ -209,6 +209,7 @@ class ColumnarPattern(Evaluator):
         self._span = span
         ts = timestamps_by_position(classes)
         self._ts = np.append(ts, span[1]) if len(ts) else np.array([span[1]], dtype=np.int64)  # +1: the end
+        del ts
         batches: list[_Batch] = []
         for fsm in (f for f in self.fsms if f.kind == "table"):  # their writes are what the others read
             self._run_table(fsm)
@@ -374,12 +375,14 @@ class ColumnarPattern(Evaluator):
         end_choice, end_key = self._end_facts(fsm, ends)
         self._check_keys(start_key, end_key)
         decided = decide_slots(self._total, start_choice, start_key, end_choice, end_key)
+        del start_key, end_choice, end_key  # one slot per event each: the peak of analyze is this method
         if self.missed:  # the tests the pending scenario ran, now making what they read (a subset of
             # the look-ahead's reads: when it found every path, there is nothing to make)
             for frame, matching in starts:
                 self._touch_start_tests(fsm, frame, matching, as_numpy(decided.pending_saw))
         made_slot, made_at = as_numpy(decided.made_slot), as_numpy(decided.made_at)
         self._control(fsm, made_slot, made_at, 0, fsm.initial, PENDING)
+        del made_slot, made_at
         start_slot, start_at = as_numpy(decided.start_slot), as_numpy(decided.start_at)
         slot_by_position = np.zeros(self._total, dtype=np.int64)
         slot_by_position[start_at] = start_slot
@@ -389,6 +392,7 @@ class ColumnarPattern(Evaluator):
             frame.scenario = slot_by_position[frame.rows.positions]
             for t in matching:
                 self._run_actions(fsm.starts[t], frame, taken[choice == t], _START)
+        del start_choice, slot_by_position, starts  # and the start frames' scenario columns
         self._add(self._scenario_attr(fsm, start_slot, "startTime"), (start_at * K + _STARTED) * STEPS,
                   self.values_of_times(start_at), self._scenario_template(fsm, "startTime"))
         self._control(fsm, start_slot, start_at, _STARTED + 1, fsm.running, IN_PROGRESS)
