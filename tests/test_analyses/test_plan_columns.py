@@ -21,6 +21,7 @@ from tc_analyses.inputs import TraceInputs
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.graph_table import GraphTable
 from tracer.builder import TraceBuilder
+from tracer.schema import NO_STEP
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 CPU_TRACES = ("tf/keras-cnn", "jobs/ddp-2rank/vm-18735", "cuda/h200-eager/convnet-cpu/trace",
@@ -266,3 +267,28 @@ def test_work_past_int64_sums_is_refused() -> None:
         graph.add_node(node, mean_ns=2**61, device="cpu")
     with pytest.raises(AnalysisUnavailable, match="past 2\\^62 ns"):
         plan_streams(graph)
+
+
+def test_a_gpu_trace_s_sections_make_its_graph_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU plan needs the networkx graph: without steps it takes the one the other sections share."""
+    from tc_analyses.registry import entry
+
+    out = tmp_path / "gpu"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        gpu = b.device("cuda:0", ts=10)
+        for corr, name in ((1, "mm1"), (2, "mm2"), (3, "add")):
+            b.add("node_begin", "1", 100 * corr, corr, "aten::" + name, name, gpu, 1, NO_STEP)
+            b.add("api_enter", "1", 100 * corr + 10, 1, "cudaLaunchKernel", corr)
+            b.add("api_exit", "1", 100 * corr + 20, 1, "cudaLaunchKernel", corr)
+            b.add("node_end", "1", 100 * corr + 90, corr, gpu, 1)
+            b.add("kernel_begin", "g", 1_000 * corr, gpu, 7, corr, f"k{corr}", 1, 1, 1, 1, 1, 1)
+            b.add("kernel_end", "g", 1_000 * corr + 500, gpu, 7, corr)
+        b.add("tensor_edge", "1", 300, 1, 3, 11, 4096, gpu, gpu)
+        b.add("tensor_edge", "1", 300, 2, 3, 12, 4096, gpu, gpu)
+    made: list[int] = []
+    real = GraphTable.to_networkx
+    monkeypatch.setattr(GraphTable, "to_networkx", lambda self: (made.append(len(self)), real(self))[1])
+    inputs = TraceInputs(out)
+    assert inputs.graph.number_of_nodes() == 3  # another section made it
+    plan = entry("parallelism").run(inputs, {"device": None, "max_streams": None, "sync_ns": 0}).data
+    assert plan.lane == "stream" and plan.streams == 2 and made == [3]

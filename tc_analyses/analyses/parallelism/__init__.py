@@ -40,8 +40,10 @@ __all__ = ["DEFAULT_GPU_STREAMS", "DEFAULT_SYNC_NS", "STREAM", "THREAD", "LaneSu
 def run(inputs: Inputs, options: Options) -> Result:
     """The stream (GPU) or thread (CPU) plan of the trace's ops: ``options["device"]``,
     ``["max_streams"]`` and ``["sync_ns"]`` as :func:`plan_trace` takes them (None = default)."""
+    # A GPU plan needs the networkx graph (the other sections share it); a CPU plan reads the columns.
+    graph = inputs.graph if inputs.activity.gpu else inputs.graph_table
     plan = plan_trace(inputs.trace, device=options["device"], max_streams=options["max_streams"],
-                      sync_ns=options["sync_ns"], graph=inputs.graph_table, activity=inputs.activity)
+                      sync_ns=options["sync_ns"], graph=graph, activity=inputs.activity)
     findings = plan.findings
     if (busy := machine_load.busy_notice(inputs.trace.metadata.env)) is not None:
         findings = findings + (Finding("busy_machine", 0, busy),)
