@@ -34,7 +34,7 @@ def test_the_same_schedule_as_the_simulator(sync: int) -> None:
                                 {e: rng.randint(0, 10**6) for e in edges})
         expected = simulate(problem, {t: names[lane] for t, lane in enumerate(lane_of)}, list(range(len(work))),
                             transfer_override={e: sync for e in kept})
-        got = simulate_lanes(lane_of, work, edges, sync, lanes)
+        got = simulate_lanes(lane_of, work, [u for u, _ in edges], [v for _, v in edges], sync, lanes)
         assert got.makespan_ns == expected.makespan_ns
         assert [(s.task, s.start_ns, s.end_ns) for s in expected.schedule] == sorted(
             zip(range(len(work)), got.start_ns, got.end_ns), key=lambda r: (r[1], r[0]))
@@ -42,4 +42,15 @@ def test_the_same_schedule_as_the_simulator(sync: int) -> None:
 
 def test_an_order_against_the_dependencies_is_refused() -> None:
     with pytest.raises(ValueError, match="before its input"):
-        simulate_lanes([0, 1], [1, 1], [(1, 0)], 0, 2)
+        simulate_lanes([0, 1], [1, 1], [1], [0], 0, 2)
+
+
+def test_an_empty_plan_and_lanes_without_syncs() -> None:
+    assert simulate_lanes([], [], [], [], 5, 2).makespan_ns == 0
+    got = simulate_lanes([0, 1, 0, 1], [3, 4, 5, 6], [0], [2], 100, 2)  # within a lane: no sync
+    assert (got.start_ns, got.end_ns, got.makespan_ns) == ([0, 0, 3, 4], [3, 4, 8, 10], 10)
+
+
+def test_work_past_the_int64_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="2\\^62"):
+        simulate_lanes([0, 1], [1 << 61, 1 << 61], [0], [1], 1, 2)

@@ -1,4 +1,4 @@
-"""The placement simulator's run of a lane plan, as one pass over the tasks.
+"""The placement simulator's run of a lane plan, as one pass over the tasks that sync.
 
 A plan's lanes run their ops in recorded order, each op costing its work on any lane, and a sync
 is the one cost between lanes: :func:`tc_analyses.perf.simulate.simulate` on the problem
@@ -11,12 +11,23 @@ lane's tasks as each ends, one at a time in lane order, each asking for its cons
 problem's edge order. One pass in recorded order (every edge goes forward in it) makes the same
 requests in the same order, so the same schedule to the nanosecond; ``tests/test_analyses/
 test_lane_sim.py`` checks it against the simulator.
+
+Only the tasks at either end of a cross-lane edge need that pass: an edge within a lane is already
+kept by the lane's order, and between two syncing tasks a lane runs its tasks back to back, so their
+times are the last syncing task's start plus the work in between (a running sum per lane).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
+
+import numpy as np
+
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
+
+# Times are int64 below: a schedule whose work and syncs add up past this is refused.
+TIME_LIMIT_NS = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -26,35 +37,97 @@ class LaneSchedule:
     makespan_ns: int
 
 
-def simulate_lanes(lane_of: Sequence[int], work: Sequence[int], edges: Sequence[tuple[int, int]], sync_ns: int,
-                   lanes: int) -> LaneSchedule:
-    """Tasks ``0..n-1`` (each lane runs its tasks in this order) on `lanes` lanes; `edges` are the
-    dependencies the plan keeps, each going forward, each once, in the order the simulator's problem
-    lists them: within a lane an input arrives when its producer ends, across lanes ``sync_ns`` later
-    (every cross-lane edge the plan keeps is a sync), one sync at a time per (producer lane, consumer lane)."""
-    n = len(work)
-    successors: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
-        if u >= v:
-            raise ValueError(f"task {v} comes before its input task {u}: the lanes' order must follow the dependencies")
-        successors[u].append(v)
-    ready_at = [0] * n
-    lane_free = [0] * lanes
+def simulate_lanes(lane_of: Sequence[int] | IntArray, work: Sequence[int] | IntArray, tails: Sequence[int] | IntArray,
+                   heads: Sequence[int] | IntArray, sync_ns: int, lanes: int) -> LaneSchedule:
+    """Tasks ``0..n-1`` (each lane runs its tasks in this order) on `lanes` lanes; the edges
+    ``tails[i] -> heads[i]`` are the dependencies the plan keeps, each going forward, each once, in
+    the order the simulator's problem lists them: within a lane an input arrives when its producer
+    ends, across lanes ``sync_ns`` later (every cross-lane edge the plan keeps is a sync), one sync
+    at a time per (producer lane, consumer lane)."""
+    lane = np.asarray(lane_of, dtype=np.int64).reshape(-1)
+    cost = np.asarray(work, dtype=np.int64).reshape(-1)
+    tail = np.asarray(tails, dtype=np.int64).reshape(-1)
+    head = np.asarray(heads, dtype=np.int64).reshape(-1)
+    n = len(cost)
+    backward = np.flatnonzero(tail >= head)
+    if len(backward):
+        u, v = int(tail[backward[0]]), int(head[backward[0]])
+        raise ValueError(f"task {v} comes before its input task {u}: the lanes' order must follow the dependencies")
+    cross = lane[tail] != lane[head]  # an edge within a lane: its lane's order already keeps it
+    tail, head = tail[cross], head[cross]
+    if sum(cost.tolist()) + len(tail) * max(sync_ns, 0) >= TIME_LIMIT_NS:
+        raise ValueError(f"the tasks' work and syncs add up past 2^62 ns: too long to schedule")
+    before = _lane_running_work(lane, cost)  # each task's lane's work before it
+    syncing = np.union1d(tail, head)
+    starts = _syncing_starts(syncing, lane, cost, before, tail, head, sync_ns, lanes)
+    start = _back_to_back(n, lane, before, syncing, starts)
+    end = start + cost
+    return LaneSchedule(start.tolist(), end.tolist(), int(end.max(initial=0)))
+
+
+def _lane_running_work(lane: IntArray, cost: IntArray) -> IntArray:
+    """The work of the tasks before each one on its own lane."""
+    by_lane = np.argsort(lane, kind="stable")
+    sorted_cost = cost[by_lane]
+    total = np.cumsum(sorted_cost) - sorted_cost
+    first = np.ones(len(by_lane), dtype=bool)
+    first[1:] = lane[by_lane][1:] != lane[by_lane][:-1]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(by_lane)), 0))
+    before = np.empty(len(cost), dtype=np.int64)
+    before[by_lane] = total - total[group_start]
+    return before
+
+
+def _syncing_starts(syncing: IntArray, lane: IntArray, cost: IntArray, before: IntArray, tail: IntArray,
+                    head: IntArray, sync_ns: int, lanes: int) -> list[int]:
+    """The start of each syncing task, in recorded order: the simulator's pass, on those tasks only."""
+    by_tail = np.argsort(tail, kind="stable")  # each producer's consumers in the edges' order
+    consumers = head[by_tail].tolist()
+    sorted_tails = tail[by_tail]
+    firsts = np.searchsorted(sorted_tails, syncing).tolist()
+    lasts = np.searchsorted(sorted_tails, syncing, side="right").tolist()
+    lane_list, lane_of_syncing = lane.tolist(), lane[syncing].tolist()
+    anchor_start = [0] * lanes  # per lane: the start of its last syncing task, and the work before it
+    anchor_before = [0] * lanes
+    ready_at: dict[int, int] = {}
     sync_free = [0] * (lanes * lanes)  # by producer lane * lanes + consumer lane
-    start_ns = [0] * n
-    end_ns = [0] * n
-    for t in range(n):
-        lane = lane_of[t]
-        start = max(lane_free[lane], ready_at[t])
-        end = lane_free[lane] = end_ns[t] = start + work[t]
-        start_ns[t] = start
-        for s in successors[t]:
-            other = lane_of[s]
-            if other == lane or sync_ns <= 0:
+    starts = []
+    for t, own, work_before, work, first, last in zip(syncing.tolist(), lane_of_syncing, before[syncing].tolist(),
+                                                      cost[syncing].tolist(), firsts, lasts):
+        start = max(anchor_start[own] + work_before - anchor_before[own], ready_at.get(t, 0))
+        anchor_start[own], anchor_before[own] = start, work_before
+        starts.append(start)
+        end = start + work
+        for s in consumers[first:last]:
+            if sync_ns <= 0:
                 at = end
             else:
-                pair = lane * lanes + other
+                pair = own * lanes + lane_list[s]
                 at = sync_free[pair] = max(end, sync_free[pair]) + sync_ns
-            if at > ready_at[s]:
+            if at > ready_at.get(s, 0):
                 ready_at[s] = at
-    return LaneSchedule(start_ns, end_ns, max(end_ns, default=0))
+    return starts
+
+
+def _back_to_back(n: int, lane: IntArray, before: IntArray, syncing: IntArray, starts: list[int]) -> IntArray:
+    """Every task's start: its lane's last syncing task at or before it (its start, less the work
+    before it) plus the work before the task; a lane starts at 0."""
+    anchor = np.full(n, -1, dtype=np.int64)
+    anchor[syncing] = syncing
+    by_lane = np.argsort(lane, kind="stable")
+    position = anchor[by_lane]
+    first = np.ones(n, dtype=bool)
+    first[1:] = lane[by_lane][1:] != lane[by_lane][:-1]
+    # a running max of the syncing tasks' positions, restarted per lane (-1: none yet)
+    marks = np.where(position >= 0, np.arange(n), -1)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    last = np.maximum.accumulate(marks)
+    has = last >= group_start
+    offset = np.zeros(n, dtype=np.int64)
+    anchor_start = np.zeros(n, dtype=np.int64)
+    anchor_start[syncing] = np.asarray(starts, dtype=np.int64)
+    anchored = by_lane[last[has]]
+    offset[has] = anchor_start[anchored] - before[anchored]
+    start = np.empty(n, dtype=np.int64)
+    start[by_lane] = before[by_lane] + offset
+    return start

@@ -257,8 +257,7 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
     simulated = same_lane | np.isin(reduced[0] * max(n, 1) + reduced[1], kept[0] * max(n, 1) + kept[1])
     stream_list = stream.tolist()
     try:
-        planned = simulate_lanes(stream_list, work, list(zip(reduced[0][simulated].tolist(),
-                                                              reduced[1][simulated].tolist())), sync, streams)
+        planned = simulate_lanes(stream, work_column, reduced[0][simulated], reduced[1][simulated], sync, streams)
     except ValueError as exc:  # not expected: lanes follow a topological order
         raise AnalysisUnavailable(f"{source or 'graph'}: {exc}") from exc
     baseline_ns = int(work_column.sum())
