@@ -29,9 +29,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
@@ -42,6 +41,9 @@ from tc_analyses.perf.cost import ATTENTION, estimate_op, is_view, op_key, task_
 from tc_analyses.perf.devices import DEFAULT_CPU_CORES, DeviceSpec, generic_cpu, spec
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import ENV_CORES
+
+if TYPE_CHECKING:  # networkx loads when a graph is built: a trace without shapes never builds one
+    import networkx as nx
 
 
 LOW_EFFICIENCY = 0.10  # ops below 10% of their roof are findings

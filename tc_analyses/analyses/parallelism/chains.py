@@ -11,10 +11,12 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:  # networkx takes 0.3 s to import; a plan on the graph's columns never needs it
+    import networkx as nx
 
 Array = np.ndarray[Any, Any]
 Edges = tuple[Array, Array]  # (tails, heads) of distinct edges, sorted by tail then head

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from tc_analyses.analyses.parallelism.result import Node
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import Activity
+
+if TYPE_CHECKING:  # networkx takes 0.3 s to import; a plan on the graph's columns never needs it
+    import networkx as nx
 
 
 def gpu_work(graph: nx.DiGraph, activity: Activity, device: str | None = None) -> tuple[str, dict[Node, int], int]:

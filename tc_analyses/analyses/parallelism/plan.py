@@ -8,8 +8,8 @@ from pathlib import Path
 from dataclasses import replace
 from collections.abc import Sequence
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
@@ -33,6 +33,9 @@ from tc_analyses.model.step_inference import infer_steps, with_steps
 from tc_analyses.model.step_kinds import nodes_of_kind, step_kinds, table_of_kind
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, Placement, PlacementProblem, Slot, Task
 from tc_analyses.reader.fast import DfcTrace
+
+if TYPE_CHECKING:  # networkx takes 0.3 s to import; a plan on the graph's columns never needs it
+    import networkx as nx
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,6 +65,8 @@ def plan_streams(graph: nx.DiGraph, *, device: str | None = None, weights: dict[
     framework : str, optional
         Whose words the advice uses (:mod:`~tc_analyses.analyses.frameworks`); default PyTorch's.
     """
+    import networkx as nx
+
     source = str(graph.graph.get(K.SOURCE, ""))
     where = source or "graph"
     position = {n: i for i, n in enumerate(graph)}  # edges that all go forward in it make a DAG: no search

@@ -10,15 +10,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from tc_analyses.analyses.parallelism import chains as decompose
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.dag import lexicographic_order
 from tc_analyses.model.graph_table import GraphTable
+
+if TYPE_CHECKING:  # networkx takes 0.3 s to import; a plan on the graph's columns never needs it
+    import networkx as nx
 
 Array = np.ndarray[Any, Any]
 Node = Any
