@@ -21,6 +21,7 @@ Node runs of every thread get the step whose time window holds their start.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 
@@ -87,8 +88,12 @@ def infer_steps(activity: Activity, min_steps: int = MIN_STEPS, min_match: float
 
     # Set-up ops that repeat a few times (a parameter's init per layer) come first: try enough
     # candidates to reach the ops that run once an iteration; each try is one array comparison.
-    candidates = sorted((t for t in range(len(texts)) if counts[t] >= min_steps),
-                        key=lambda t: (int(counts[t]), irregularity(t), texts[t]))
+    eligible = sorted((t for t in range(len(texts)) if counts[t] >= min_steps), key=lambda t: int(counts[t]))
+    if len(eligible) > MAX_ANCHORS:  # only the counts up to the last one tried can be tried
+        eligible = [t for t in eligible if counts[t] <= counts[eligible[MAX_ANCHORS - 1]]]
+    ties = Counter(int(counts[t]) for t in eligible)  # the finer keys order tokens of one count only
+    candidates = sorted(eligible, key=lambda t: (int(counts[t]), irregularity(t) if ties[int(counts[t])] > 1 else 0.0,
+                                                 texts[t]))
     total = len(codes)
     for anchor in candidates[:MAX_ANCHORS]:
         at = positions(anchor)

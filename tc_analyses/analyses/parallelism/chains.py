@@ -215,9 +215,15 @@ def peak_concurrency(work: list[int], succ: list[list[int]]) -> int:
         for s in succ[t]:
             if ready > start[s]:
                 start[s] = ready
-    busy = np.flatnonzero(np.asarray(work, dtype=np.int64) > 0)
-    begin = np.asarray(start, dtype=np.int64)[busy]
-    times = np.concatenate([begin, begin + np.asarray(work, dtype=np.int64)[busy]])
+    return peak_of(np.asarray(start, dtype=np.int64), np.asarray(work, dtype=np.int64))
+
+
+def peak_of(start: Array, work: Array) -> int:
+    """Most ops running at once, each running from `start` for its `work`."""
+    n = len(work)
+    busy = np.flatnonzero(work > 0)
+    begin = start[busy]
+    times = np.concatenate([begin, begin + work[busy]])
     deltas = np.concatenate([np.ones(len(busy), np.int64), -np.ones(len(busy), np.int64)])
     running = np.cumsum(deltas[np.lexsort((deltas, times))])  # ends sort before starts at one time
     peak = int(running.max()) if len(running) else 0

@@ -55,79 +55,89 @@ def simulate_lanes(lane_of: Sequence[int] | IntArray, work: Sequence[int] | IntA
         raise ValueError(f"task {v} comes before its input task {u}: the lanes' order must follow the dependencies")
     cross = lane[tail] != lane[head]  # an edge within a lane: its lane's order already keeps it
     tail, head = tail[cross], head[cross]
-    if sum(cost.tolist()) + len(tail) * max(sync_ns, 0) >= TIME_LIMIT_NS:
-        raise ValueError(f"the tasks' work and syncs add up past 2^62 ns: too long to schedule")
-    before = _lane_running_work(lane, cost)  # each task's lane's work before it
-    syncing = np.union1d(tail, head)
-    starts = _syncing_starts(syncing, lane, cost, before, tail, head, sync_ns, lanes)
-    start = _back_to_back(n, lane, before, syncing, starts)
+    syncs = len(tail) * max(sync_ns, 0)
+    if int(cost.max(initial=0)) * n + syncs >= TIME_LIMIT_NS and sum(cost.tolist()) + syncs >= TIME_LIMIT_NS:
+        raise ValueError("the tasks' work and syncs add up past 2^62 ns: too long to schedule")
+    lanes_order = _LaneOrder.of(lane)
+    before = lanes_order.running_sum(cost)  # each task's lane's work before it
+    syncing = np.zeros(n, dtype=bool)
+    syncing[tail] = syncing[head] = True
+    at = np.flatnonzero(syncing)
+    start = lanes_order.back_to_back(before, at, _syncing_starts(at, lane, cost, before, tail, head, sync_ns, lanes))
     end = start + cost
     return LaneSchedule(start.tolist(), end.tolist(), int(end.max(initial=0)))
 
 
-def _lane_running_work(lane: IntArray, cost: IntArray) -> IntArray:
-    """The work of the tasks before each one on its own lane."""
-    by_lane = np.argsort(lane, kind="stable")
-    sorted_cost = cost[by_lane]
-    total = np.cumsum(sorted_cost) - sorted_cost
-    first = np.ones(len(by_lane), dtype=bool)
-    first[1:] = lane[by_lane][1:] != lane[by_lane][:-1]
-    group_start = np.maximum.accumulate(np.where(first, np.arange(len(by_lane)), 0))
-    before = np.empty(len(cost), dtype=np.int64)
-    before[by_lane] = total - total[group_start]
-    return before
+@dataclass(frozen=True)
+class _LaneOrder:
+    """The tasks grouped by lane, each lane's in recorded order, and where each one's lane begins there."""
+
+    by_lane: IntArray
+    lane_begins: IntArray  # by position in by_lane
+
+    @classmethod
+    def of(cls, lane: IntArray) -> "_LaneOrder":
+        by_lane = np.argsort(lane, kind="stable")
+        grouped = lane[by_lane]
+        first = np.ones(len(lane), dtype=bool)
+        first[1:] = grouped[1:] != grouped[:-1]
+        return cls(by_lane, np.maximum.accumulate(np.where(first, np.arange(len(lane)), 0)))
+
+    def running_sum(self, values: IntArray) -> IntArray:
+        """The sum of the values of the tasks before each one on its own lane."""
+        grouped = values[self.by_lane]
+        total = np.cumsum(grouped) - grouped
+        out = np.empty(len(values), dtype=np.int64)
+        out[self.by_lane] = total - total[self.lane_begins]
+        return out
+
+    def back_to_back(self, before: IntArray, syncing: IntArray, starts: list[int]) -> IntArray:
+        """Every task's start: its lane's last syncing task at or before it (that one's start, less
+        the work before it) plus the work before the task; a lane starts at 0."""
+        n = len(before)
+        marked = np.zeros(n, dtype=bool)
+        marked[syncing] = True
+        last = np.maximum.accumulate(np.where(marked[self.by_lane], np.arange(n), -1))  # restarted per lane below
+        has = last >= self.lane_begins
+        start_of = np.zeros(n, dtype=np.int64)
+        start_of[syncing] = np.asarray(starts, dtype=np.int64)
+        anchored = self.by_lane[last[has]]
+        offset = np.zeros(n, dtype=np.int64)
+        offset[has] = start_of[anchored] - before[anchored]
+        start = np.empty(n, dtype=np.int64)
+        start[self.by_lane] = before[self.by_lane] + offset
+        return start
 
 
 def _syncing_starts(syncing: IntArray, lane: IntArray, cost: IntArray, before: IntArray, tail: IntArray,
                     head: IntArray, sync_ns: int, lanes: int) -> list[int]:
     """The start of each syncing task, in recorded order: the simulator's pass, on those tasks only."""
     by_tail = np.argsort(tail, kind="stable")  # each producer's consumers in the edges' order
-    consumers = head[by_tail].tolist()
+    consumers, consumer_lanes = head[by_tail].tolist(), lane[head[by_tail]].tolist()
     sorted_tails = tail[by_tail]
     firsts = np.searchsorted(sorted_tails, syncing).tolist()
     lasts = np.searchsorted(sorted_tails, syncing, side="right").tolist()
-    lane_list, lane_of_syncing = lane.tolist(), lane[syncing].tolist()
     anchor_start = [0] * lanes  # per lane: the start of its last syncing task, and the work before it
     anchor_before = [0] * lanes
-    ready_at: dict[int, int] = {}
+    ready_at = [0] * len(lane)
     sync_free = [0] * (lanes * lanes)  # by producer lane * lanes + consumer lane
     starts = []
-    for t, own, work_before, work, first, last in zip(syncing.tolist(), lane_of_syncing, before[syncing].tolist(),
-                                                      cost[syncing].tolist(), firsts, lasts):
-        start = max(anchor_start[own] + work_before - anchor_before[own], ready_at.get(t, 0))
+    for t, own, work_before, work, first, last in zip(syncing.tolist(), lane[syncing].tolist(),
+                                                      before[syncing].tolist(), cost[syncing].tolist(), firsts, lasts):
+        start = anchor_start[own] + work_before - anchor_before[own]
+        if ready_at[t] > start:
+            start = ready_at[t]
         anchor_start[own], anchor_before[own] = start, work_before
         starts.append(start)
         end = start + work
-        for s in consumers[first:last]:
+        for k in range(first, last):
             if sync_ns <= 0:
                 at = end
             else:
-                pair = own * lanes + lane_list[s]
-                at = sync_free[pair] = max(end, sync_free[pair]) + sync_ns
-            if at > ready_at.get(s, 0):
-                ready_at[s] = at
+                pair = own * lanes + consumer_lanes[k]
+                free = sync_free[pair]
+                at = sync_free[pair] = (end if end > free else free) + sync_ns
+            if at > ready_at[consumers[k]]:
+                ready_at[consumers[k]] = at
     return starts
 
-
-def _back_to_back(n: int, lane: IntArray, before: IntArray, syncing: IntArray, starts: list[int]) -> IntArray:
-    """Every task's start: its lane's last syncing task at or before it (its start, less the work
-    before it) plus the work before the task; a lane starts at 0."""
-    anchor = np.full(n, -1, dtype=np.int64)
-    anchor[syncing] = syncing
-    by_lane = np.argsort(lane, kind="stable")
-    position = anchor[by_lane]
-    first = np.ones(n, dtype=bool)
-    first[1:] = lane[by_lane][1:] != lane[by_lane][:-1]
-    # a running max of the syncing tasks' positions, restarted per lane (-1: none yet)
-    marks = np.where(position >= 0, np.arange(n), -1)
-    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
-    last = np.maximum.accumulate(marks)
-    has = last >= group_start
-    offset = np.zeros(n, dtype=np.int64)
-    anchor_start = np.zeros(n, dtype=np.int64)
-    anchor_start[syncing] = np.asarray(starts, dtype=np.int64)
-    anchored = by_lane[last[has]]
-    offset[has] = anchor_start[anchored] - before[anchored]
-    start = np.empty(n, dtype=np.int64)
-    start[by_lane] = before[by_lane] + offset
-    return start

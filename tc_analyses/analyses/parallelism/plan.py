@@ -8,13 +8,13 @@ from pathlib import Path
 from dataclasses import replace
 from collections.abc import Sequence
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tc_analyses.analyses.frameworks import PYTORCH, advice, framework_of
 from tc_analyses.analyses.parallelism import chains as decompose
-from tc_analyses.analyses.parallelism import plan_dag
+from tc_analyses.analyses.parallelism import longest_paths, plan_dag
 from tc_analyses.analyses.parallelism.plan_dag import PlanDag
 from tc_analyses.analyses.parallelism.findings import findings
 from tc_analyses.analyses.parallelism.gpu import gpu_work
@@ -243,10 +243,18 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
     reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
     reduced = _reduced_edges(dag, reach)
-    succ = plan_dag.successor_lists(n, *reduced)
-    rank = list(upward_rank(range(n), work, succ).values())[::-1]  # it lists the tasks last first
-    cp_tasks = _critical_path(rank, succ, reduced[1])
-    nxt = decompose.match(n, reduced, np.array(rank), cp_tasks)
+    level = longest_paths.levels(n, *reduced)
+    succ: Any
+    if level is not None:  # shallow for its size: the longest paths a level at a time
+        succ = _Successors(*reduced, n)
+        rank = longest_paths.upward_ranks(level, work_column, *reduced)
+        peak = decompose.peak_of(longest_paths.earliest_starts(level, work_column, *reduced), work_column)
+    else:
+        succ = plan_dag.successor_lists(n, *reduced)
+        rank = np.array(list(upward_rank(range(n), work, succ).values())[::-1])  # it lists the tasks last first
+        peak = decompose.peak_concurrency(work, succ)
+    cp_tasks = _critical_path(rank.tolist(), succ, reduced[1])
+    nxt = decompose.match(n, reduced, rank, cp_tasks)
     chains = decompose.chains(nxt, work_column)
     stream_of_chain, streams = decompose.merge(chains.work, max_streams)
     chain_of = chains.of_task
@@ -298,7 +306,7 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
         dependencies=tuple(zip(_nodes(order, reduced[0]), _nodes(order, reduced[1]))), total_work_ns=baseline_ns,
         critical_path_ns=cp_ns, critical_path=tuple(order[t] for t in cp_tasks), ideal_speedup=ideal,
         width=width(n, reach) if reach is not None else None,
-        peak_concurrency=decompose.peak_concurrency(work, succ),
+        peak_concurrency=peak,
         baseline_ns=baseline_ns, plan_ns=plan_ns, speedup=speedup, model=MODEL_NOTE.format(lane=lane, sync=sync),
         unattributed_ns=unattributed_ns)
     return StreamPlan(**result, findings=findings(result, planned_ops, framework))  # type: ignore[arg-type]
@@ -315,7 +323,7 @@ def _reduced_edges(dag: PlanDag, reach: list[int] | None) -> decompose.Edges:
     return keys // max(n, 1), keys % max(n, 1)
 
 
-def _critical_path(rank: list[int], succ: list[list[int]], heads: np.ndarray) -> list[int]:
+def _critical_path(rank: list[int], succ: Any, heads: np.ndarray) -> list[int]:
     """:func:`~tc_analyses.model.dag.critical_path` of tasks ``0..n-1`` in order, from their ranks:
     the source of highest rank, then each time the successor of highest rank (ties: the first)."""
     source = np.ones(len(rank), dtype=bool)
@@ -329,6 +337,17 @@ def _critical_path(rank: list[int], succ: list[list[int]], heads: np.ndarray) ->
         t = max(succ[t], key=lambda s: (rank[s], -s))
         path.append(t)
     return path
+
+
+class _Successors:
+    """Each task's successors, read from edges sorted by tail then head (no list per task)."""
+
+    def __init__(self, tails: np.ndarray, heads: np.ndarray, n: int) -> None:
+        self._heads = heads
+        self._offsets = np.searchsorted(tails, np.arange(n + 1)).tolist()
+
+    def __getitem__(self, task: int) -> list[int]:
+        return list(self._heads[self._offsets[task]:self._offsets[task + 1]].tolist())
 
 
 def _nodes(order: Sequence[Node], tasks: np.ndarray) -> list[Node]:
