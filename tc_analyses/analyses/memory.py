@@ -211,10 +211,11 @@ def _cross_device_edges(trace: DfcTrace, activity: Activity) -> list[tuple[int, 
     """(timestamp, tensor_id, src device, dst device, bytes) of edges between two devices."""
     table = trace.table("tensor_edge")
     first, last = activity.span
-    return [(ts, tensor, activity.device(s).name, activity.device(d).name, nbytes)
-            for ts, tensor, s, d, nbytes in zip(table["timestamp"].tolist(), table["tensor_id"].tolist(),
-                                                table["src_device"].tolist(), table["dst_device"].tolist(),
-                                                table["bytes"].tolist()) if s != d and first <= ts <= last]
+    ts, src, dst = table["timestamp"], table["src_device"], table["dst_device"]
+    rows = np.flatnonzero((src != dst) & (ts >= first) & (ts <= last))  # most edges stay on one device
+    return [(t, tensor, activity.device(s).name, activity.device(d).name, nbytes)
+            for t, tensor, s, d, nbytes in zip(ts[rows].tolist(), table["tensor_id"][rows].tolist(),
+                                               src[rows].tolist(), dst[rows].tolist(), table["bytes"][rows].tolist())]
 
 
 def host_memory_of(copy_kind: str) -> str:
