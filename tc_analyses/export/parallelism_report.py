@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tc_analyses.analyses.parallelism import StreamPlan
 from tc_analyses.analyses.result import Result, one_level
 from tc_analyses.analyses.units import fmt_ms
@@ -54,12 +56,11 @@ def plan_text(plan: StreamPlan) -> str:
     ]
     lines += [f"  {s.label}: {s.ops} ops, {fmt_ms(s.work_ns)} of work, {len(s.chains)} chain(s)" for s in plan.lanes]
     lines += ["", f"ops per {lane} (order, op, name, work, waits on):"]
-    rows_of_lane: dict[int, list[int]] = {}  # the ops' rows: only the ops listed are made
-    for row, stream in enumerate(plan.ops.column("stream")):
-        rows_of_lane.setdefault(stream, []).append(row)
-    position = plan.ops.column("order")
+    stream = np.asarray(plan.ops.column("stream"), dtype=np.int64)  # the ops' rows: only the ops listed are made
+    position = np.asarray(plan.ops.column("order"), dtype=np.int64)
     for s in plan.lanes:
-        rows = sorted(rows_of_lane.get(s.stream, []), key=position.__getitem__)
+        mine = np.flatnonzero(stream == s.stream)
+        rows = mine[np.argsort(position[mine], kind="stable")].tolist()
         lines.append(f"  {s.label}:")
         for op in map(plan.ops.__getitem__, rows[:MAX_ROWS]):
             waits = ", ".join(f"event({w})" for w in op.waits_for)
