@@ -223,8 +223,9 @@ def peak_of(start: Array, work: Array) -> int:
     n = len(work)
     busy = np.flatnonzero(work > 0)
     begin = start[busy]
-    times = np.concatenate([begin, begin + work[busy]])
-    deltas = np.concatenate([np.ones(len(busy), np.int64), -np.ones(len(busy), np.int64)])
-    running = np.cumsum(deltas[np.lexsort((deltas, times))])  # ends sort before starts at one time
+    # time * 2 + 1 for a start, * 2 for an end: one sort puts ends before starts at one time
+    # (times stay below the plan's 2^62 ns of work)
+    events = np.sort(np.concatenate([begin * 2 + 1, (begin + work[busy]) * 2]))
+    running = np.cumsum((events & 1) * 2 - 1)
     peak = int(running.max()) if len(running) else 0
     return max(peak, 1 if n else 0)

@@ -72,7 +72,7 @@ def _by_level(level: IntArray, keys: IntArray, ends: IntArray, value: Any, rever
     """Per level of the `keys` (in order, or the last first), the distinct keys of that level and
     the largest ``value(ends)`` over each one's edges; `value` is called when its level comes, so it
     reads what the levels before wrote."""
-    order = np.lexsort((keys, level[keys]))  # the edges by their key's level, then key
+    order = np.argsort(level[keys] * len(level) + keys)  # the edges by their key's level, then key (n^2 < 2^63)
     keys, ends = keys[order], ends[order]
     key_level = level[keys]
     first = np.ones(len(keys), dtype=bool)
