@@ -38,6 +38,7 @@ import numpy as np
 from tc_analyses.engine.columns import (STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
+from tc_analyses.engine.grouping import lexsort_pairs
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.sequential import SequentialRunner, Unsupported
 from tc_analyses.engine.speculative import solve
@@ -338,7 +339,7 @@ class ColumnarProvider(Evaluator):
         """Increments and the other changes of the same attributes, in order per attribute."""
         parts = [self._evaluate(i) for i in unit.leaves]
         attrs, bases, values, leaves = (np.concatenate([p[i] for p in parts]) for i in range(4))
-        order = np.lexsort((bases, attrs))
+        order = lexsort_pairs(bases, attrs)
         increments = np.array([leaf.increment for leaf in self.leaves], dtype=bool)[leaves[order]] if len(order) \
             else np.zeros(0, dtype=bool)
         summed = long_sums(self.values, attrs[order], values[order], increments)
@@ -367,7 +368,7 @@ class ColumnarProvider(Evaluator):
         attrs, bases, values, leaves = (np.concatenate([p[i] for p in parts]) for i in range(4))
         push = np.array([self.leaves[i].stack == "push" for i in range(len(self.leaves))])[leaves] if len(leaves) \
             else np.zeros(0, dtype=bool)
-        order = np.lexsort((bases, attrs))
+        order = lexsort_pairs(bases, attrs)
         attrs, bases, values, push = attrs[order], bases[order], values[order], push[order]
         step = np.where(push, 1, -1)
         depth = _running_depth(attrs, step)  # depth before each change

@@ -34,7 +34,7 @@ import numpy as np
 from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
-from tc_analyses.engine.grouping import search_sorted, unique_inverse
+from tc_analyses.engine.grouping import lexsort_pairs, search_sorted, unique_inverse
 from tc_analyses.engine.ids import Values
 from tc_analyses.engine.scenario_slots import SlotRun, as_numpy, decide_slots
 from tc_analyses.engine.state_system import Value
@@ -235,7 +235,7 @@ class ColumnarPattern(Evaluator):
 
         positions = joined(lambda b: b.positions, np.int64)
         fsms = joined(lambda b: np.full(len(b.positions), b.fsm), np.int64)
-        order = np.lexsort((np.arange(len(positions)), fsms, positions))
+        order = lexsort_pairs(fsms, positions)
         names: dict[str, int] = {}
         name_ids = joined(lambda b: _global_ids(b.texts, b.text_ids, names), np.int32)
         fields: dict[str, IntArray] = {}

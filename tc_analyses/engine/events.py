@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from tc_analyses.engine.grouping import lexsort_pairs
 from tc_analyses.errors import DfcompassError
 from tc_analyses.reader.fast import DfcTrace, stream_files
 
@@ -63,8 +64,8 @@ class EventOrder:
         keys_ts.append(lost.ts)
         keys_tie.append(lost.columns.pop("_order"))
         all_ts = np.concatenate(keys_ts) if keys_ts else np.empty(0, np.int64)
-        # lexsort is stable: ties keep class order, then row order (each class is sorted already)
-        order = np.lexsort((np.concatenate(keys_tie), all_ts)) if len(all_ts) else np.empty(0, np.int64)
+        # a stable sort: ties keep class order, then row order (each class is sorted already)
+        order = lexsort_pairs(np.concatenate(keys_tie), all_ts) if len(all_ts) else np.empty(0, np.int64)
         positions = np.empty(len(order), dtype=np.int64)
         positions[order] = np.arange(len(order), dtype=np.int64)
         self._class_of = np.empty(len(order), dtype=np.int32)  # by position

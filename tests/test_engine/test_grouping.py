@@ -1,11 +1,11 @@
-"""unique_inverse and pair_keys give numpy's sort-based answer, on both of their routes."""
+"""unique_inverse, pair_keys and lexsort_pairs give numpy's sort-based answer, on both of their routes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tc_analyses.engine.grouping import pair_keys, search_sorted, unique_inverse
+from tc_analyses.engine.grouping import lexsort_pairs, pair_keys, search_sorted, unique_inverse
 
 
 def _columns() -> list[np.ndarray]:
@@ -50,3 +50,11 @@ def test_search_sorted_is_numpys_for_scattered_and_ordered_needles(side: str) ->
     haystack = np.sort(rng.integers(0, 1000, 50_000))  # many equal keys: the side matters
     for needles in (rng.integers(-5, 1005, 20_000), np.sort(rng.integers(0, 1000, 20_000)), np.array([7, 3])):
         assert search_sorted(haystack, needles, side).tolist() == np.searchsorted(haystack, needles, side).tolist()
+
+
+@pytest.mark.parametrize("major", _columns(), ids=lambda c: f"{len(c)}-rows")
+def test_lexsort_pairs_is_lexsort(major: np.ndarray) -> None:
+    rng = np.random.default_rng(len(major))
+    for minor in (rng.integers(-3, 3, len(major)), rng.integers(-2**62, 2**62, len(major)),
+                  np.zeros(len(major), dtype=np.int64)):  # ties everywhere: row order decides
+        assert lexsort_pairs(minor, major).tolist() == np.lexsort((minor, major)).tolist()
