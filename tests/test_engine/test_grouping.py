@@ -58,3 +58,18 @@ def test_lexsort_pairs_is_lexsort(major: np.ndarray) -> None:
     for minor in (rng.integers(-3, 3, len(major)), rng.integers(-2**62, 2**62, len(major)),
                   np.zeros(len(major), dtype=np.int64)):  # ties everywhere: row order decides
         assert lexsort_pairs(minor, major).tolist() == np.lexsort((minor, major)).tolist()
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_the_write_logs_grouped_search_is_searchsorted(in_order: bool) -> None:
+    from tc_analyses.engine.columns import _search_grouped
+
+    rng = np.random.default_rng(int(in_order))
+    span = 10**6
+    haystack = np.sort(rng.integers(0, 50, 20_000) * span + rng.integers(0, span, 20_000))
+    attrs = rng.integers(0, 50, 9_000)
+    orders = np.sort(rng.integers(0, span, 9_000)) if in_order else rng.integers(0, span, 9_000)
+    distinct, index = unique_inverse(attrs)
+    needles = attrs * span + orders
+    assert _search_grouped(haystack, needles, index, len(distinct)).tolist() == \
+        np.searchsorted(haystack, needles).tolist()
