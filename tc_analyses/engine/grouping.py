@@ -4,7 +4,8 @@
 engine's keys (attribute ids, name ids, (parent, name) pairs, value ids) mostly span a range not
 much wider than the column is long; there a table of that range marks the values present, its
 running count numbers them, and a lookup gives each row's number: two linear passes. Wider
-ranges (timestamps, longs) keep numpy's sort. Both give exactly ``np.unique``'s result.
+ranges (timestamps, longs) keep numpy's sort, unless they come sorted already. Both give exactly
+``np.unique``'s result.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def unique_inverse(values: IntArray) -> tuple[IntArray, IntArray]:
         return values.copy(), np.zeros(0, dtype=np.int64)
     low, high = int(values.min()), int(values.max())
     if high - low >= _RANGE_PER_ROW * len(values) + _RANGE_SLACK:
+        if not (values[1:] < values[:-1]).any():  # in order already (times by position): no sort
+            new = np.ones(len(values), dtype=bool)
+            new[1:] = values[1:] != values[:-1]
+            return values[new], np.cumsum(new) - 1
         unique, inverse = np.unique(values, return_inverse=True)
         return unique, inverse.reshape(-1)
     offsets = values - low

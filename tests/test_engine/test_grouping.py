@@ -19,6 +19,7 @@ def _columns() -> list[np.ndarray]:
         rng.integers(0, 300_000, 200_000),  # dense, many distinct
         np.array([2**62, -2**62, 0]),  # the range does not fit int64: only Python ints see it
         rng.integers(0, 3, 5000).astype(np.int32),
+        np.sort(rng.integers(0, 10**4, 1000)) * 2**32,  # wide and in order (times by position), repeats
     ]
 
 
