@@ -39,3 +39,37 @@ def save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     fig.savefig(png, format="png", metadata={"Software": None})
     fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
     return [png, svg]
+
+
+# Columns of a lane image: about twice the pixels a 10-inch axes gets at DPI, so that a bar is
+# never thinner on the image than the vector bar drawn with a white edge would look.
+LANE_IMAGE_COLUMNS = 2_000
+_BAR_ROWS = (1, 9)  # of 10 image rows per lane: the bar fills 0.1 to 0.9 of its lane, as broken_barh's does
+
+
+def lane_image(starts: Any, durations: Any, lanes: Any, highlight: Any, rows: int, x_max: float) -> Any:
+    """Bars on lanes as an RGBA image (``rows * 10`` by :data:`LANE_IMAGE_COLUMNS`) for ``imshow``
+    with ``extent=(0, x_max, rows, 0)``: a pixel is red where a highlighted bar covers it, else blue
+    where any bar does, else clear. For plans of many thousand ops, where one vector bar per op
+    takes matplotlib minutes; bars of no duration are not drawn, as broken_barh draws none."""
+    import numpy as np
+    from matplotlib.colors import to_rgba
+
+    starts, durations = np.asarray(starts, dtype=np.float64), np.asarray(durations, dtype=np.float64)
+    lanes, highlight = np.asarray(lanes, dtype=np.int64), np.asarray(highlight, dtype=bool)
+    shown = durations > 0
+    width = LANE_IMAGE_COLUMNS
+    per_column = max(x_max, 1e-12) / width
+    first = np.clip(np.floor(starts[shown] / per_column), 0, width - 1).astype(np.int64)
+    last = np.clip(np.ceil((starts[shown] + durations[shown]) / per_column), first + 1, width).astype(np.int64)
+    covered = np.zeros((2, rows, width + 1), dtype=np.int64)  # any bar, a highlighted bar: +1 in, -1 out
+    for layer, chosen in enumerate((np.ones(len(first), dtype=bool), highlight[shown])):
+        np.add.at(covered[layer], (lanes[shown][chosen], first[chosen]), 1)
+        np.add.at(covered[layer], (lanes[shown][chosen], last[chosen]), -1)
+    any_bar, red = (np.cumsum(covered, axis=2)[:, :, :width] > 0)
+    image = np.zeros((rows, width, 4), dtype=np.uint8)
+    image[any_bar] = np.round(np.array(to_rgba("tab:blue")) * 255).astype(np.uint8)
+    image[red] = np.round(np.array(to_rgba("tab:red")) * 255).astype(np.uint8)
+    tall = np.zeros((rows, 10, width, 4), dtype=np.uint8)
+    tall[:, _BAR_ROWS[0]:_BAR_ROWS[1]] = image[:, None]
+    return tall.reshape(rows * 10, width, 4)

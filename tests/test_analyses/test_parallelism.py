@@ -388,6 +388,25 @@ def test_a_dense_plan_s_svg_stays_small(tmp_path: Path, monkeypatch: pytest.Monk
     assert raster.stat().st_size < vector / 5 and b"<image" in raster.read_bytes()
 
 
+def test_the_lane_image_marks_the_pixels_the_bars_cover() -> None:
+    """Dense plans draw their bars as an image: each lane's pixels covered by a bar are blue, red
+    where a critical-path bar covers them, clear elsewhere; a bar of no duration is not drawn."""
+    from tc_analyses.export.plotting import LANE_IMAGE_COLUMNS, lane_image
+
+    columns = LANE_IMAGE_COLUMNS
+    image = lane_image([0.0, 50.0, 10.0, 70.0], [25.0, 10.0, 40.0, 0.0], [0, 0, 1, 1], [False, True, False, True],
+                       2, 100.0)
+    assert image.shape == (20, columns, 4)
+    lane0, lane1 = image[5], image[15]  # rows inside each lane's bar
+    assert (image[0] == 0).all() and (image[9] == 0).all()  # the gaps between lanes stay clear
+    red, blue = lane0[columns // 2 + 1], lane0[1]
+    assert red[0] > red[2] and blue[2] > blue[0] and red[3] == blue[3] == 255
+    at = lambda x: int(x / 100.0 * columns)  # noqa: E731 - the column of time x
+    assert (lane0[at(0):at(25)] == blue).all() and (lane0[at(25) + 1:at(50)] == 0).all()
+    assert (lane0[at(50):at(60)] == red).all() and (lane0[at(60) + 1:] == 0).all()
+    assert (lane1[at(10):at(50)] == blue).all() and (lane1[at(50) + 1:] == 0).all()  # the 0-long bar at 70: none
+
+
 def test_a_loop_without_step_marks_is_planned_one_iteration_at_a_time(tmp_path: Path) -> None:
     """`dfcompass record` of a loop marks no steps: the plan covers one inferred iteration (its
     set-up and the other iterations left out) and says so, instead of planning the whole run."""
