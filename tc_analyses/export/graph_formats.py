@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
 from tc_analyses.model import graph_keys as K
 
@@ -102,3 +102,67 @@ def write_dot(g: nx.DiGraph, path: str | os.PathLike[str], name: str = "dfcompas
     """Write `g` as a Graphviz DOT file (UTF-8); render with ``dot -Tsvg``."""
     with open(path, "w", encoding="utf-8", newline="\n") as file:
         file.write(to_dot(g, name))
+
+
+_GRAPHML_ROOT = {"xmlns": "http://graphml.graphdrawing.org/xmlns", "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance",
+                 "xsi:schemaLocation": "http://graphml.graphdrawing.org/xmlns "
+                                       "http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd"}
+_GRAPHML_TYPES = {bool: "boolean", int: "long", float: "double", str: "string"}
+
+
+def write_graphml_columns(path: str | os.PathLike[str], nodes: Sequence[Any], node_data: dict[str, Sequence[Any]],
+                          edges: tuple[Sequence[Any], Sequence[Any]], edge_data: dict[str, Sequence[Any]],
+                          graph_data: dict[str, Any] | None = None) -> None:
+    """A graph given as columns, written as :func:`write_graphml` writes it (networkx's layout: the
+    same keys, types and elements, so ``networkx.read_graphml`` reads the same graph) but streamed
+    through lxml's incremental writer without a networkx graph: a plan of 333k ops took 26 s there.
+    `node_data[name][i]` is node i's value (None: none), `edge_data` likewise per edge; each column
+    holds one scalar type. A ``.gz`` path is compressed."""
+    import gzip
+
+    from lxml import etree
+
+    graph_data = {k: _scalar(v) for k, v in (graph_data or {}).items() if v is not None}
+    scopes: list[tuple[str, str, Sequence[Any]]] = [("graph", name, [value]) for name, value in graph_data.items()]
+    scopes += [("node", name, column) for name, column in node_data.items()]
+    scopes += [("edge", name, column) for name, column in edge_data.items()]
+    key_of: dict[tuple[str, str], str] = {}
+    keys: list[Any] = []
+    for scope, name, column in scopes:
+        kind = next((type(v) for v in column if v is not None), None)
+        if kind is None:
+            continue  # a column without a value writes no key, as networkx sees no such attribute
+        key_of[scope, name] = f"d{len(keys)}"
+        keys.append(etree.Element("key", {"id": key_of[scope, name], "for": scope, "attr.name": name,
+                                          "attr.type": _GRAPHML_TYPES[kind]}))
+    node_columns = [(key_of["node", n], c) for n, c in node_data.items() if ("node", n) in key_of]
+    edge_columns = [(key_of["edge", n], c) for n, c in edge_data.items() if ("edge", n) in key_of]
+    opener = gzip.open if os.fspath(path).endswith(".gz") else open
+    with opener(path, "wb") as file, etree.xmlfile(file, encoding="utf-8") as xml:
+        xml.write_declaration()
+        with xml.element("graphml", _GRAPHML_ROOT):
+            for key in reversed(keys):  # networkx lists the keys last made first
+                xml.write(key, pretty_print=True)
+            with xml.element("graph", edgedefault="directed"):
+                for name, value in graph_data.items():
+                    xml.write(_data(etree, key_of["graph", name], value), pretty_print=True)
+                for i, node in enumerate(nodes):
+                    xml.write(_element(etree, "node", {"id": str(node)}, node_columns, i), pretty_print=True)
+                for i, (u, v) in enumerate(zip(*edges)):
+                    xml.write(_element(etree, "edge", {"source": str(u), "target": str(v)}, edge_columns, i),
+                              pretty_print=True)
+
+
+def _element(etree: Any, tag: str, attrib: dict[str, str], columns: list[tuple[str, Sequence[Any]]], row: int) -> Any:
+    element = etree.Element(tag, attrib)
+    for key, column in columns:
+        value = column[row]
+        if value is not None:
+            element.append(_data(etree, key, value))
+    return element
+
+
+def _data(etree: Any, key: str, value: Any) -> Any:
+    data = etree.Element("data", key=key)
+    data.text = str(value)
+    return data

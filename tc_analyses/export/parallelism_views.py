@@ -24,7 +24,9 @@ import networkx as nx
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
 from tc_analyses.export.json_text import dumps_indented
 from tc_analyses.export.parallelism_report import plan_json, plan_text
-from tc_analyses.export.placement_views import write_plan, write_plan_graph, write_predicted_trace
+from tc_analyses.export.graph_formats import write_graphml_columns
+from tc_analyses.export.placement_views import (DRAWN_GRAPH_NODES, write_plan, write_plan_graph,
+                                                  write_predicted_trace)
 from tc_analyses.model import graph_keys as K
 from tc_analyses.perf.problem import Placement
 
@@ -55,6 +57,22 @@ def _plan_graph(plan: StreamPlan) -> nx.DiGraph:
     return g
 
 
+def _write_large_plan_graph(plan: StreamPlan, path: Path) -> Path:
+    """What write_plan_graph writes for a plan past DRAWN_GRAPH_NODES ops (the GraphML of
+    :func:`_plan_graph` with each op's lane as its device), from the plan's columns."""
+    ops = plan.ops
+    label = {lane.stream: lane.label for lane in plan.lanes}
+    device = [label[s] for s in ops.column("stream")]
+    syncs = {(e.producer, e.consumer) for e in plan.sync_edges}
+    tails, heads = [u for u, _ in plan.dependencies], [v for _, v in plan.dependencies]
+    write_graphml_columns(path, ops.column("node"),
+                          {K.OP: ops.column("op"), K.NAME: ops.column("name"), K.MEAN_NS: ops.column("work_ns"),
+                           "stream": ops.column("stream"), "order": ops.column("order"),
+                           "recommended_device": device, "device": device},
+                          (tails, heads), {"sync": [True if edge in syncs else None for edge in plan.dependencies]})
+    return path
+
+
 def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None, out_dir: Path) -> dict[str, Path]:
     """Write the predicted schedule (CTF trace + Trace Compass analyses), the plan graph and the plan.
 
@@ -70,12 +88,14 @@ def write_plan_view(plan: StreamPlan, trace_path: str | os.PathLike[str] | None,
     start, offset = _real_trace_clock(trace_path if trace_path is not None else (plan.source or None))
     predicted = write_predicted_trace(out_dir / "predicted", problem, placement, start, offset)
     write_output(out_dir / "views", trace_facts(predicted))
-    graph = _plan_graph(plan)
-    index = {op.node: i for i, op in enumerate(plan.ops)}
-    # write_plan_graph keys the assignment by task id; map it back to the graph's node ids.
-    by_node = Placement({op.node: placement.assignment[index[op.node]] for op in plan.ops},
-                        placement.makespan_ns, placement.schedule, placement.algorithm)
-    graph_files = write_plan_graph(out_dir, graph, by_node)
+    if len(plan.ops) > DRAWN_GRAPH_NODES:
+        graph_files = [_write_large_plan_graph(plan, out_dir / "graph.graphml.gz")]
+    else:
+        index = {op.node: i for i, op in enumerate(plan.ops)}
+        # write_plan_graph keys the assignment by task id; map it back to the graph's node ids.
+        by_node = Placement({op.node: placement.assignment[index[op.node]] for op in plan.ops},
+                            placement.makespan_ns, placement.schedule, placement.algorithm)
+        graph_files = write_plan_graph(out_dir, _plan_graph(plan), by_node)
     data = plan_json(plan)
     if plan.lane == "thread":  # a plan `dfcompass verify` can apply: each thread a CPU lane
         data.update(runnable_plan(plan))
