@@ -24,11 +24,12 @@ ODD = ["<tag>", "a & b", 'say "hi"', "it's", "ünïcødé ☃", "[re]+(x)?*", "t
 
 
 def test_odd_names_and_types_match_networkx(tmp_path: Path) -> None:
-    nodes = [0, 1, "n2", 3]
-    node_data = {"op": [ODD[i] for i in range(4)], "count": [1, None, -2**40, 7], "ratio": [0.5, 1e-9, 3.0, None],
-                 "ok": [True, False, None, True], "never": [None] * 4, "name": ODD[4:]}
-    edges = ([0, 0, 1], [1, "n2", 3])
-    edge_data = {"bytes": [8, None, 16], "sync": [True, None, None]}
+    nodes = [0, 1, "n2", 3, 'id "\t\r\n" <&>']
+    node_data = {"op": [ODD[i] for i in range(4)] + [None], "count": [1, None, -2**40, 7, None],
+                 "ratio": [0.5, 1e-9, 3.0, None, None], "ok": [True, False, None, True, None], "never": [None] * 5,
+                 "name": [*ODD[4:7], "line\r\nbreak ]]>", None]}
+    edges = ([0, 0, 1, 3], [1, "n2", 3, 'id "\t\r\n" <&>'])
+    edge_data = {"bytes": [8, None, 16, None], "sync": [True, None, None, None]}
     graph_data = {"source": "trace <&> 'x'", "empty": None}
     g: nx.DiGraph = nx.DiGraph()
     g.graph.update(graph_data)
@@ -53,3 +54,13 @@ def test_a_large_plans_graph_is_the_networkx_one(trace: str, tmp_path: Path, mon
     columns = gzip.decompress((tmp_path / "columns" / "graph.graphml.gz").read_bytes())
     assert columns == gzip.decompress((tmp_path / "networkx" / "graph.graphml.gz").read_bytes())
     assert nx.read_graphml(tmp_path / "columns" / "graph.graphml.gz").number_of_nodes() == len(plan.ops)
+
+
+def test_a_character_xml_cannot_hold_fails_as_networkx_fails(tmp_path: Path) -> None:
+    g: nx.DiGraph = nx.DiGraph()
+    g.add_node(0, op="bell\x07")
+    with pytest.raises(ValueError) as networkx_error:
+        write_graphml(g, tmp_path / "networkx.graphml")
+    with pytest.raises(ValueError) as columns_error:
+        write_graphml_columns(tmp_path / "columns.graphml", [0], {"op": ["bell\x07"]}, ([], []), {})
+    assert str(columns_error.value) == str(networkx_error.value)
