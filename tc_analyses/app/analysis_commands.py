@@ -5,8 +5,9 @@ analysis (with its trajectory over several traces; a job analysis on the Dask cl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tc_analyses.inputs import JobInputs, Progress, TraceInputs, no_progress
 
@@ -17,10 +18,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Ran:
-    """What one analysis command gave: its text report and its JSON document."""
+    """What one analysis command gave: its text report and its JSON document, made when asked for
+    (a 333k-op plan's JSON takes seconds that a text report does not need)."""
 
     text: str
-    json: dict[str, Any]
+    make_json: Callable[[], dict[str, Any]]
+
+    @cached_property
+    def json(self) -> dict[str, Any]:
+        return self.make_json()
 
 
 def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], output: Path | None,
@@ -48,7 +54,7 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
             advance(1)
     if len(results) == 1:
         written = analysis.artifacts(results[0], output) if output is not None else []
-        ran = Ran(analysis.text(results[0]), results[0].to_json())
+        ran = Ran(analysis.text(results[0]), results[0].to_json)
     else:
         trajectory = analysis.run_trajectory(list(zip(names, results)), axis, options)
         written = []
@@ -57,7 +63,7 @@ def run_analysis(key: str, traces: Sequence[Path], options: dict[str, Any], outp
             for label, result in zip(names, results):
                 written += analysis.artifacts(result, output / label)
         ran = Ran("\n".join(analysis.text(r) for r in results) + "\n" + analysis.text(trajectory),
-                  {"runs": [r.to_json() for r in results], "trajectory": trajectory.to_json()})
+                  lambda: {"runs": [r.to_json() for r in results], "trajectory": trajectory.to_json()})
     if written:
         ran.text += "plots: " + ", ".join(str(p.resolve()) for p in written) + "\n"
     if output is not None and analysis.artifacts_note:
