@@ -84,8 +84,10 @@ def search_sorted(haystack: IntArray, needles: IntArray, side: str = "left") -> 
 def lexsort_pairs(minor: IntArray, major: IntArray) -> IntArray:
     """``np.lexsort((minor, major))``: the rows by `major`, then `minor`, ties in row order. Where
     both ranges fit one 63-bit key, a stable argsort of that key (2 to 4x faster than lexsort)."""
-    major = np.asarray(major, dtype=np.int64)
-    minor = np.asarray(minor, dtype=np.int64)
+    major, minor = np.asarray(major), np.asarray(minor)
+    if not all(np.can_cast(column.dtype, np.int64) for column in (major, minor)):  # floats, uint64: as they are
+        return np.lexsort((minor, major))
+    major, minor = major.astype(np.int64), minor.astype(np.int64)
     if not len(major):
         return np.zeros(0, dtype=np.int64)
     low_major, low_minor = int(major.min()), int(minor.min())

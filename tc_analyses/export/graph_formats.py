@@ -118,8 +118,10 @@ def write_graphml_columns(path: str | os.PathLike[str], nodes: Sequence[Any], no
     """A graph given as columns, written as :func:`write_graphml` writes it (networkx's layout: the
     same keys, types and elements, so ``networkx.read_graphml`` reads the same graph) but streamed
     through lxml's incremental writer without a networkx graph: a plan of 333k ops took 26 s there.
-    `node_data[name][i]` is node i's value (None: none), `edge_data` likewise per edge; each column
-    holds one scalar type. A ``.gz`` path is compressed."""
+    `node_data[name][i]` is node i's value (None: none), `edge_data` likewise per edge. The nodes are
+    distinct, each edge joins two of them and comes once, and each column holds Python scalars of
+    one type (a column of several types is refused: networkx would write a key per type). A
+    ``.gz`` path is compressed."""
     import gzip
 
     from lxml import etree
@@ -130,10 +132,14 @@ def write_graphml_columns(path: str | os.PathLike[str], nodes: Sequence[Any], no
     scopes += [("edge", name, column) for name, column in edge_data.items()]
     key_of: dict[tuple[str, str], str] = {}
     keys: list[Any] = []
-    for scope, name, column in scopes:
-        kind = next((type(v) for v in column if v is not None), None)
-        if kind is None:
+    for scope, name, column in sorted(scopes, key=_first_seen(scopes)):  # networkx numbers keys as it meets them
+        kinds = {type(v) for v in column if v is not None}
+        if not kinds:
             continue  # a column without a value writes no key, as networkx sees no such attribute
+        if len(kinds) > 1:
+            raise ValueError(f"the {scope} attribute {name!r} holds values of several types: "
+                             f"{', '.join(sorted(k.__name__ for k in kinds))}")
+        kind = kinds.pop()
         key_of[scope, name] = f"d{len(keys)}"
         keys.append(etree.Element("key", {"id": key_of[scope, name], "for": scope, "attr.name": name,
                                           "attr.type": _GRAPHML_TYPES[kind]}))
@@ -156,6 +162,20 @@ def write_graphml_columns(path: str | os.PathLike[str], nodes: Sequence[Any], no
         _write_rows(file, "edge", [("source", [str(u) for u in edges[0]]), ("target", [str(v) for v in edges[1]])],
                     edge_columns, len(edges[0]))
         file.write(b"</graph></graphml>")
+
+
+def _first_seen(scopes: list[tuple[str, str, Sequence[Any]]]) -> Any:
+    """The order networkx meets the attributes in: the graph's, then row by row the nodes' and the
+    edges', each row's in column order."""
+    order = {"graph": 0, "node": 1, "edge": 2}
+    column_at = {(scope, name): i for i, (scope, name, _) in enumerate(scopes)}
+
+    def key(item: tuple[str, str, Sequence[Any]]) -> tuple[int, int, int]:
+        scope, name, column = item
+        first = next((row for row, v in enumerate(column) if v is not None), len(column))
+        return order[scope], first, column_at[scope, name]
+
+    return key
 
 
 # Characters XML 1.0 cannot hold: lxml raises on them, so the file goes through lxml to raise the same.

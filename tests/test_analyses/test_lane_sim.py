@@ -54,3 +54,12 @@ def test_an_empty_plan_and_lanes_without_syncs() -> None:
 def test_work_past_the_int64_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="2\\^62"):
         simulate_lanes([0, 1], [1 << 61, 1 << 61], [0], [1], 1, 2)
+    with pytest.raises(ValueError, match="2\\^62"):  # the syncs alone carry it past
+        simulate_lanes([0, 1, 0, 1], [1, 1, 1, 1], [0, 1, 2], [1, 2, 3], 1 << 61, 2)
+    huge = simulate_lanes([0, 1], [1, 1], [0], [1], 10**18, 2)  # a large sync that stays inside: planned
+    assert huge.makespan_ns == 10**18 + 2
+
+
+def test_negative_work_is_refused() -> None:
+    with pytest.raises(ValueError, match="task 1 has negative work"):
+        simulate_lanes([0, 0, 0], [5, -3, 1], [0], [2], 10, 1)

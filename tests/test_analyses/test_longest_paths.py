@@ -75,3 +75,18 @@ def test_a_plan_by_levels_equals_the_plan_by_loops(trace: str, monkeypatch: pyte
     monkeypatch.setattr(longest_paths, "levels", lambda *args, **kwargs: None)
     by_loops = repr(plan_trace(inputs.trace, graph=inputs.graph_table, activity=inputs.activity))
     assert by_levels == wide == by_loops
+
+
+def test_negative_work_is_refused_with_the_graphs_name() -> None:
+    """A lane's ops run back to back only when none ends before it starts: negative durations
+    (a damaged trace, or weights given so) are refused in one line, not planned."""
+    import networkx as nx
+
+    from tc_analyses.errors import AnalysisUnavailable
+    from tc_analyses.analyses.parallelism import plan_streams
+
+    g: nx.DiGraph = nx.DiGraph()
+    g.add_nodes_from(range(4))
+    g.add_edge(0, 3)
+    with pytest.raises(AnalysisUnavailable, match="negative"):
+        plan_streams(g, weights={0: -5, 1: -3, 2: 4, 3: 1}, sync_ns=10, max_streams=1)

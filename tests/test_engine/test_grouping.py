@@ -74,3 +74,10 @@ def test_the_write_logs_grouped_search_is_searchsorted(in_order: bool) -> None:
     needles = attrs * span + orders
     assert _search_grouped(haystack, needles, index, len(distinct)).tolist() == \
         np.searchsorted(haystack, needles).tolist()
+
+
+def test_lexsort_pairs_leaves_other_types_to_lexsort() -> None:
+    big = np.array([2**63 + 5, 3, 2**63 + 1], dtype=np.uint64)
+    assert lexsort_pairs(np.zeros(3, dtype=np.int64), big).tolist() == np.lexsort((np.zeros(3), big)).tolist()
+    fractions = np.array([0.5, 0.2, 0.9])
+    assert lexsort_pairs(fractions, np.zeros(3, dtype=np.int64)).tolist() == [1, 0, 2]

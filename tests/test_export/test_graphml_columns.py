@@ -64,3 +64,19 @@ def test_a_character_xml_cannot_hold_fails_as_networkx_fails(tmp_path: Path) -> 
     with pytest.raises(ValueError) as columns_error:
         write_graphml_columns(tmp_path / "columns.graphml", [0], {"op": ["bell\x07"]}, ([], []), {})
     assert str(columns_error.value) == str(networkx_error.value)
+
+
+def test_keys_are_numbered_as_networkx_meets_them(tmp_path: Path) -> None:
+    """The first node lacks "a": networkx meets "b" first, so "b" is d0."""
+    node_data = {"a": [None, 1], "b": [2, 3]}
+    g: nx.DiGraph = nx.DiGraph()
+    g.add_node(0, b=2)
+    g.add_node(1, a=1, b=3)
+    write_graphml(g, tmp_path / "networkx.graphml")
+    write_graphml_columns(tmp_path / "columns.graphml", [0, 1], node_data, ([], []), {})
+    assert (tmp_path / "columns.graphml").read_bytes() == (tmp_path / "networkx.graphml").read_bytes()
+
+
+def test_a_column_of_several_types_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="several types: bool, int"):
+        write_graphml_columns(tmp_path / "x.graphml", [0, 1], {"flag": [True, 1]}, ([], []), {})

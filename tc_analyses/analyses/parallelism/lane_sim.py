@@ -26,7 +26,7 @@ import numpy as np
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
 
-# Times are int64 below: a schedule whose work and syncs add up past this is refused.
+# Times are int64 below: a schedule that runs past this is refused.
 TIME_LIMIT_NS = 1 << 62
 
 
@@ -55,15 +55,21 @@ def simulate_lanes(lane_of: Sequence[int] | IntArray, work: Sequence[int] | IntA
         raise ValueError(f"task {v} comes before its input task {u}: the lanes' order must follow the dependencies")
     cross = lane[tail] != lane[head]  # an edge within a lane: its lane's order already keeps it
     tail, head = tail[cross], head[cross]
-    syncs = len(tail) * max(sync_ns, 0)
-    if int(cost.max(initial=0)) * n + syncs >= TIME_LIMIT_NS and sum(cost.tolist()) + syncs >= TIME_LIMIT_NS:
-        raise ValueError("the tasks' work and syncs add up past 2^62 ns: too long to schedule")
+    negative = np.flatnonzero(cost < 0)
+    if len(negative):  # a lane's tasks run back to back only when none ends before it starts
+        raise ValueError(f"task {int(negative[0])} has negative work ({int(cost[negative[0]])} ns)")
+    total = int(cost.sum()) if int(cost.max(initial=0)) * n < TIME_LIMIT_NS else sum(cost.tolist())
+    if total >= TIME_LIMIT_NS:
+        raise ValueError(f"the tasks' work adds up to {total} ns, past 2^62 ns: too long to schedule")
     lanes_order = _LaneOrder.of(lane)
     before = lanes_order.running_sum(cost)  # each task's lane's work before it
     syncing = np.zeros(n, dtype=bool)
     syncing[tail] = syncing[head] = True
     at = np.flatnonzero(syncing)
-    start = lanes_order.back_to_back(before, at, _syncing_starts(at, lane, cost, before, tail, head, sync_ns, lanes))
+    starts = _syncing_starts(at, lane, cost, before, tail, head, sync_ns, lanes)
+    if max(starts, default=0) + total >= TIME_LIMIT_NS:  # every end is at most the last sync's start + all work
+        raise ValueError("the schedule runs past 2^62 ns (its syncs): too long to schedule")
+    start = lanes_order.back_to_back(before, at, starts)
     end = start + cost
     return LaneSchedule(start.tolist(), end.tolist(), int(end.max(initial=0)))
 

@@ -36,7 +36,7 @@ def levels(n: int, tails: IntArray, heads: IntArray, limit: int | None = None) -
     frontier = np.flatnonzero(remaining == 0)
     depth = 0
     while len(frontier):
-        if depth > limit:
+        if depth >= limit:  # the level about to be placed would be level limit + 1
             return None
         level[frontier] = depth
         first = offsets[frontier]

@@ -239,6 +239,9 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
         raise AnalysisUnavailable(f"{source or 'graph'}: the ops' work adds up to {sum(work)} ns, past 2^62 ns "
                                   "(146 years): damaged durations")
     work_column = np.asarray(work, dtype=np.int64)
+    if len(work_column) and int(work_column.min()) < 0:  # durations that end before they start
+        raise AnalysisUnavailable(f"{source or 'graph'}: an op's work is negative ({int(work_column.min())} ns): "
+                                  "damaged durations")
     # Reachability bitsets cost n^2 bits: past REDUCTION_LIMIT ops the reduction is skipped and
     # matching runs on the recorded edges (still a valid plan; it may keep syncs the reduction would drop).
     reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
