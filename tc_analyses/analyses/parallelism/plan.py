@@ -8,7 +8,7 @@ from pathlib import Path
 from dataclasses import replace
 from collections.abc import Sequence
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -247,7 +247,7 @@ def _plan(dag: PlanDag, source: str, device: str, lane: str, work_kind: str,
     reach = reachability(n, dag.successors()) if n <= decompose.REDUCTION_LIMIT else None
     reduced = _reduced_edges(dag, reach)
     level = longest_paths.levels(n, *reduced)
-    succ: Any
+    succ: _Successors | list[list[int]]
     if level is not None:  # shallow for its size: the longest paths a level at a time
         succ = _Successors(*reduced, n)
         rank = longest_paths.upward_ranks(level, work_column, *reduced)
@@ -326,7 +326,7 @@ def _reduced_edges(dag: PlanDag, reach: list[int] | None) -> decompose.Edges:
     return keys // max(n, 1), keys % max(n, 1)
 
 
-def _critical_path(rank: list[int], succ: Any, heads: np.ndarray) -> list[int]:
+def _critical_path(rank: list[int], succ: "_Successors | list[list[int]]", heads: np.ndarray) -> list[int]:
     """:func:`~tc_analyses.model.dag.critical_path` of tasks ``0..n-1`` in order, from their ranks:
     the source of highest rank, then each time the successor of highest rank (ties: the first)."""
     source = np.ones(len(rank), dtype=bool)
@@ -350,7 +350,8 @@ class _Successors:
         self._offsets = np.searchsorted(tails, np.arange(n + 1)).tolist()
 
     def __getitem__(self, task: int) -> list[int]:
-        return list(self._heads[self._offsets[task]:self._offsets[task + 1]].tolist())
+        found: list[int] = self._heads[self._offsets[task]:self._offsets[task + 1]].tolist()
+        return found
 
 
 def _nodes(order: Sequence[Node], tasks: np.ndarray) -> list[Node]:
