@@ -172,10 +172,9 @@ class _WindowWriter:
             seen: set[int] = set(outside)
             # Its own inputs, read at its start; then its inner ops' inputs, read when those run
             # (a buffer freed and reused inside the op is then not taken for an input).
-            reads = [(node.start, meta) for metas in tensors for meta in metas] + node.inner_reads
-            own_sparse = {meta.impl_ptr for metas in tensors for meta in metas if _is_sparse(meta)}
-            for at, meta in reads:
-                ptr = meta.storage_data_ptr
+            own = [(node.start, meta.storage_data_ptr, meta) for metas in tensors for meta in metas]
+            own_sparse = {meta.impl_ptr for _, ptr, meta in own if not ptr and _is_sparse(meta)}
+            for at, ptr, meta in own + node.inner_reads:
                 if not ptr and meta.impl_ptr in own_sparse and -meta.impl_ptr not in seen:
                     seen.add(-meta.impl_ptr)
                     made = self._sparse.maker(meta, at)
@@ -216,7 +215,7 @@ class _WindowWriter:
             for _tensor_id, net_bytes, ptr, allocated_at in node.allocations.values():
                 if net_bytes > 0 and ptr:  # allocated here and still alive: an output
                     _record_write(writes, ptr, allocated_at, (node_id, device, session.new_tensor_id()))
-            if node.sparse_built or any(_is_sparse(meta) for _, meta in node.inner_reads):
+            if node.sparse_built or any(not ptr and _is_sparse(meta) for _, ptr, meta in node.inner_reads):
                 kept = sum(entry[1] for entry in node.allocations.values() if entry[1] > 0)  # indices + values
                 self._sparse.add(node, own_sparse, (node_id, device, session.new_tensor_id(), kept))
             for index in self._writes(node.op, node.overload, len(node.inputs)):

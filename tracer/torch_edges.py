@@ -129,7 +129,7 @@ class _SparseTensors:
         return None
 
     def add(self, node: _Node, own: set[int], entry: tuple[int, int, int, int]) -> None:
-        inner = {meta.impl_ptr for _, meta in node.inner_reads if _is_sparse(meta)} - own
+        inner = {meta.impl_ptr for _, ptr, meta in node.inner_reads if not ptr and _is_sparse(meta)} - own
         for impl in inner:
             self.made[impl] = (node.start, entry)
         if node.sparse_built and not inner:

@@ -66,7 +66,7 @@ class _Node:
     allocations: dict[int, list[int]] = field(default_factory=dict)  # allocation id -> [tensor id, net bytes, ptr, time of its last allocation]
     # Tensors the op's inner ops read, with when: the profiler describes no tensor inside a list of
     # optional tensors (index's and index_put_'s indices), but the inner ops that use them get them.
-    inner_reads: list[tuple[int, Any]] = field(default_factory=list)
+    inner_reads: list[tuple[int, int, Any]] = field(default_factory=list)  # (time, storage ptr, tensor)
     sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
     device: str = "cpu"
     replays: bool = False  # it launched a CUDA graph (torch.compile's reduce-overhead): writes unseen
@@ -88,6 +88,7 @@ class _Collector:
         self.allocation = profiler._EventType.Allocation
         self.backward = profiler.RecordScope.BACKWARD_FUNCTION
         self.user_scope = profiler.RecordScope.USER_SCOPE
+        self.meta_type = profiler._TensorMetadata
         self.nodes: list[_Node] = []
         self.memory: list[tuple[int, int, str, int, int, int]] = []  # ts, ptid, device, ptr, bytes, total
         self.steps: list[tuple[int, int, int, int]] = []  # begin, end, step, ptid
@@ -102,15 +103,18 @@ class _Collector:
     def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
         """Above the outermost aten ops. `backward`: the scope label of the backward function
         being run, or "" in forward."""
+        # Each attribute of the profiler's objects is a pybind call: each is read once, and only
+        # where the branch taken needs it.
         tag = event.tag
+        name = ""
         if tag == self.torch_op:
-            name: str = event.name
-            extra = event.extra_fields
+            name = event.name
             if name in _COMPILE_SCOPES:
                 return  # compile time: its ops trace fake tensors
             if name.startswith(_COMPILED_CALL):
                 self._compiled_call(event, scope, step, backward)
                 return
+            extra = event.extra_fields
             if name in _COMPILED_FUNCTIONS:
                 self.compiled_inputs = list(extra.inputs)
             if name.startswith(MODULE_MARK):
@@ -122,27 +126,34 @@ class _Collector:
                 if self.step_marks:
                     step = int(name[len(_STEP_MARK):])
                     self.steps.append((event.start_time_ns, event.end_time_ns, step, event.start_tid))
-            elif extra.scope == self.backward:
-                forward = self.seq_scope.get(extra.sequence_number) if extra.sequence_number >= 0 else None
-                backward = (forward or name) + " (backward)"
-            elif name.startswith(_NODE_PREFIXES):
-                node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
-                             event.overload_name, backward or scope or name, step, list(extra.inputs))
-                self.nodes.append(node)
-                if not backward and scope and extra.sequence_number >= 0:
-                    self.seq_scope.setdefault(extra.sequence_number, scope)
-                self._inside(event, node, "" if backward else scope)
-                return
-            elif extra.scope == self.user_scope and not name.startswith("##"):
-                scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
-                self.annotations.append((event.start_time_ns, event.end_time_ns, event.start_tid, name))
-            if not backward and scope and extra.sequence_number >= 0:
-                self.seq_scope.setdefault(extra.sequence_number, scope)
+            else:
+                record_scope = extra.scope
+                if record_scope == self.backward:
+                    sequence = extra.sequence_number
+                    forward = self.seq_scope.get(sequence) if sequence >= 0 else None
+                    backward = (forward or name) + " (backward)"
+                elif name.startswith(_NODE_PREFIXES):
+                    node = _Node(event.start_time_ns, event.end_time_ns, event.start_tid, name,
+                                 event.overload_name, backward or scope or name, step, list(extra.inputs))
+                    self.nodes.append(node)
+                    if not backward and scope:
+                        sequence = extra.sequence_number
+                        if sequence >= 0:
+                            self.seq_scope.setdefault(sequence, scope)
+                    self._inside(event, node, "" if backward else scope)
+                    return
+                elif record_scope == self.user_scope and not name.startswith("##"):
+                    scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+                    self.annotations.append((event.start_time_ns, event.end_time_ns, event.start_tid, name))
+            if not backward and scope:
+                sequence = extra.sequence_number
+                if sequence >= 0:
+                    self.seq_scope.setdefault(sequence, scope)
         elif tag == self.allocation:
             self._allocation(event, None)
         for child in event.children:
             self.walk(child, scope, step, backward)
-        if tag == self.torch_op and event.name in _COMPILED_FUNCTIONS:
+        if name in _COMPILED_FUNCTIONS:
             self.compiled_inputs = []  # a function without a graph call of its own lends its inputs to none
 
     def _compiled_call(self, event: Any, scope: str, step: int, backward: str) -> None:
@@ -160,24 +171,35 @@ class _Collector:
     def _inside(self, event: Any, node: _Node, forward_scope: str) -> None:
         """Below a node, in time order: its allocations, and (in forward) the autograd sequence
         numbers of its inner ops, whose backward functions take the node's scope."""
-        allocation, torch_op, seq_scope = self.allocation, self.torch_op, self.seq_scope
+        allocation, torch_op, seq_scope, meta_type = self.allocation, self.torch_op, self.seq_scope, self.meta_type
+        reads = node.inner_reads
         stack = event.children[::-1]
         while stack:
             child = stack.pop()
-            if child.tag == allocation:
+            tag = child.tag
+            if tag == allocation:
                 self._allocation(child, node)
                 continue
-            if child.tag != torch_op and child.name in GRAPH_LAUNCHES:
-                node.replays = True  # a CUDA graph replay writes its outputs into its pool, unallocated
-            if child.tag == torch_op:  # not a runtime call (Kineto): those have no sequence or inputs
+            if tag == torch_op:
                 extra = child.extra_fields
-                if forward_scope and extra.sequence_number >= 0:
-                    seq_scope.setdefault(extra.sequence_number, forward_scope)
-                at = child.start_time_ns
-                metas = [meta for value in extra.inputs for meta in _tensors(value)]
-                node.inner_reads += [(at, meta) for meta in metas]
-                if child.name in _SPARSE_BUILDERS and metas:
-                    node.sparse_built.append(metas[-1].dtype)  # the values tensor comes last
+                if forward_scope:
+                    sequence = extra.sequence_number
+                    if sequence >= 0:
+                        seq_scope.setdefault(sequence, forward_scope)
+                metas: list[Any] = []
+                for value in extra.inputs:  # a tensor, a list (of tensors), or no tensor
+                    kind = type(value)
+                    if kind is meta_type:
+                        metas.append(value)
+                    elif kind is list:
+                        metas += [v for v in value if type(v) is meta_type]
+                if metas:
+                    at = child.start_time_ns
+                    reads += [(at, meta.storage_data_ptr, meta) for meta in metas]
+                    if child.name in _SPARSE_BUILDERS:
+                        node.sparse_built.append(metas[-1].dtype)  # the values tensor comes last
+            elif child.name in GRAPH_LAUNCHES:  # a runtime call (Kineto): no sequence, no inputs
+                node.replays = True  # a CUDA graph replay writes its outputs into its pool, unallocated
             children = child.children
             if children:
                 stack += children[::-1]
@@ -185,13 +207,18 @@ class _Collector:
     def _allocation(self, event: Any, node: _Node | None) -> None:
         extra = event.extra_fields
         device = str(extra.device)
-        size = extra.alloc_size
-        self.memory.append((event.start_time_ns, event.start_tid, device, extra.ptr, size, extra.total_allocated))
-        if node is not None and extra.allocation_id is not None:
-            entry = node.allocations.setdefault(extra.allocation_id, [extra.id, 0, extra.ptr, 0])
+        size, ptr, at = extra.alloc_size, extra.ptr, event.start_time_ns
+        self.memory.append((at, event.start_tid, device, ptr, size, extra.total_allocated))
+        if node is not None:
+            allocation_id = extra.allocation_id
+            if allocation_id is None:
+                return
+            entry = node.allocations.get(allocation_id)
+            if entry is None:
+                entry = node.allocations[allocation_id] = [extra.id, 0, ptr, 0]
             entry[1] += size
             if size > 0:
-                entry[3] = event.start_time_ns  # when: a buffer freed earlier in the op may have had this address
+                entry[3] = at  # when: a buffer freed earlier in the op may have had this address
                 node.device = device
 
     def steps_by_time(self) -> None:
