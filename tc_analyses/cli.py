@@ -484,6 +484,8 @@ def record(output: Path, overwrite: bool, torch: bool, calibrate: bool, command:
     recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate)
     count = len(recorded.traces)
     click.echo(f"trace written to {output}" + (f" ({count} processes)" if count > 1 else ""), err=True)
+    for line in recorded.cost_lines():
+        click.echo(f"dfcompass: {line}", err=True)
     warning = recorded.warning()
     if warning:
         click.echo(f"dfcompass: warning: {warning}", err=True)

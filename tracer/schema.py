@@ -287,6 +287,15 @@ ENV_LOAD_END: Final = "load_end"
 ENV_CPU_S: Final = "process_cpu_s"
 ENV_WALL_S: Final = "wall_s"
 DATA_LOADER_WORKER: Final = "dataloader_worker"
+# What recording cost the program's threads (tracer/recorder_cost.py), written at stop: ns in the
+# recorder's start, its hooks and its window cuts, how many cuts, the steps they were spread over; and the
+# events the session discarded in all (tracer/session.py).
+ENV_RECORDER_START_NS: Final = "recorder_start_ns"
+ENV_RECORDER_HOOKS_NS: Final = "recorder_hooks_ns"
+ENV_RECORDER_WINDOWS_NS: Final = "recorder_windows_ns"
+ENV_RECORDER_WINDOWS: Final = "recorder_windows"
+ENV_RECORDER_STEPS: Final = "recorder_steps"
+ENV_DISCARDED: Final = "events_discarded"
 
 # The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over
 # between two threads (p50 and p90, and p90 beside one busy core), the slowdown of two lanes

@@ -242,9 +242,12 @@ class Session:
             return
         cpu0, wall0 = self._started_at
         try:
-            self.trace.update_env(**{schema.ENV_LOAD_END: f"{os.getloadavg()[0]:.2f}",
-                                     schema.ENV_CPU_S: f"{time.process_time() - cpu0:.3f}",
-                                     schema.ENV_WALL_S: f"{time.monotonic() - wall0:.3f}"})
+            notes: dict[str, str | int] = {
+                schema.ENV_LOAD_END: f"{os.getloadavg()[0]:.2f}",
+                schema.ENV_CPU_S: f"{time.process_time() - cpu0:.3f}",
+                schema.ENV_WALL_S: f"{time.monotonic() - wall0:.3f}",
+                schema.ENV_DISCARDED: sum(stream.events_discarded for stream in list(self.trace.streams.values()))}
+            self.trace.update_env(**notes)
         except OSError as exc:  # the trace still closes; only the note is missing
             self.trace.report_error(f"metadata: {exc}")
 

@@ -17,6 +17,7 @@ import warnings
 import weakref
 from typing import Any, Callable
 
+from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.stack import DATA_LOADER_FILE, in_file
 
 MODULE_MARK = "dfc.module::"
@@ -46,7 +47,8 @@ def _bind_compiling(torch: Any) -> None:
 class _ModuleScopes:
     """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
 
-    def __init__(self, torch: Any, on_outermost: Callable[[Any], None] | None = None, record: bool = True) -> None:
+    def __init__(self, torch: Any, on_outermost: Callable[[Any], None] | None = None, record: bool = True,
+                 cost: RecorderCost | None = None) -> None:
         _bind_compiling(torch)
         self._torch = torch
         self._record = torch._C._profiler._RecordFunctionFast
@@ -56,6 +58,7 @@ class _ModuleScopes:
         self._roots: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._local = threading.local()
         self._handles: list[Any] = []
+        self._cost = cost  # the hooks' time is the program's: counted when given
 
     def install(self) -> None:
         # torch.compile(module) warns that global hooks fire once more, for its OptimizedModule
@@ -63,8 +66,11 @@ class _ModuleScopes:
         # calls (_compiling), so the warning is only noise in the program's output.
         warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
         hooks = self._torch.nn.modules.module
-        self._handles = [hooks.register_module_forward_pre_hook(self._pre),
-                         hooks.register_module_forward_hook(self._post, always_call=True)]
+        pre, post = self._pre, self._post
+        if self._cost is not None:
+            pre, post = timed_hook(self._cost, pre), timed_hook(self._cost, post)
+        self._handles = [hooks.register_module_forward_pre_hook(pre),
+                         hooks.register_module_forward_hook(post, always_call=True)]
 
     def remove(self) -> None:
         for handle in self._handles:

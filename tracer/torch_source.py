@@ -34,6 +34,7 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
+from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
@@ -155,6 +156,7 @@ class TorchRecorder:
         self.windows_written = 0
         self.windows_lost = 0
         self._window_ops = 0  # op executions of the window being converted (lost with it on an error)
+        self.cost = RecorderCost()  # the program's time in our hooks and window cuts (tracer/recorder_cost.py)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -164,6 +166,13 @@ class TorchRecorder:
         self.stop()
 
     def start(self) -> "TorchRecorder":
+        started = time.perf_counter_ns()
+        try:
+            return self._start()
+        finally:
+            self.cost.start_ns += time.perf_counter_ns() - started
+
+    def _start(self) -> "TorchRecorder":
         torch = self._torch
         # The thread settings go into the metadata: the roofline's thread advice and parallelism read them.
         threads: dict[str, str | int] = {"torch_num_threads": torch.get_num_threads(),
@@ -205,11 +214,11 @@ class TorchRecorder:
         self._foreign = ForeignProfilers(torch, self._step_aside, self._come_back)
         self._foreign.install()
         if self._streaming:
-            self._open_scopes = OpenScopes(torch, self._after_scope)
+            self._open_scopes = OpenScopes(torch, timed_hook(self.cost, self._after_scope))
             self._open_scopes.install()
         if self._record_modules or self._streaming:
             self._scopes = _ModuleScopes(torch, self._at_outermost_forward if self._streaming else None,
-                                         record=self._record_modules)
+                                         record=self._record_modules, cost=self.cost)
             self._scopes.install()
         if self._streaming:
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -228,6 +237,7 @@ class TorchRecorder:
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
         self._user_steps = True
+        self.cost.user_steps += 1
         self._end_window()
 
     def _end_window(self) -> None:
@@ -236,10 +246,12 @@ class TorchRecorder:
         self._optimizer_stepped = False
         self._window_start = time.monotonic()
         assert self.session is not None
+        started = self.cost.window_started()
         with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered(), self._foreign.own():
             # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
             self._profiler.step()
+        self.cost.window_done(started)
         if self._scopes is not None and self._record_modules:
             self._scopes.mark_thread()
 
@@ -247,10 +259,12 @@ class TorchRecorder:
         # Inside Optimizer.step's own record function: ending the window here would close a
         # profile under an open scope. The next outermost forward ends it instead.
         self._optimizer_stepped = True
+        self.cost.optimizer_steps += 1
 
     def _at_outermost_forward(self, module: Any) -> None:
         if self._user_steps or threading.get_ident() != self._owner_thread:
             return  # the profiler is stopped and started only by the thread that started it
+        self.cost.forwards += 1
         if self._open_scopes is not None and self._open_scopes.open():
             return  # under an open record_function: stopping the profiler there crashes torch
         due = self._optimizer_stepped or time.monotonic() - self._window_start >= self._flush_interval
@@ -279,8 +293,10 @@ class TorchRecorder:
             print(f"dfcompass: process {os.getpid()}: the program started its own torch profiler; dfcompass "
                   "records no PyTorch op while it runs (they are in the program's own profile)", file=sys.stderr)
         profiler, self._profiler = self._profiler, None
+        started = self.cost.window_started()
         with _kineto_log_filtered():
             profiler.__exit__(None, None, None)
+        self.cost.window_done(started)
 
     def _come_back(self) -> None:
         """The program's profiler stopped: profile again, in a new window."""
@@ -307,8 +323,11 @@ class TorchRecorder:
         try:
             # Not mid-conversion (a signal interrupted one: the profiler is mid-step).
             if profiler is not None and not self._converting:
+                started = self.cost.window_started()
                 with _kineto_log_filtered():
                     profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
+                self.cost.window_done(started)
+            self._note_cost()
         finally:
             if self._scopes is not None:
                 self._scopes.remove()
@@ -318,6 +337,16 @@ class TorchRecorder:
             self._unwatch_destroy()
             if self._own_session and self.session is not None:
                 self.session.stop()
+
+    def _note_cost(self) -> None:
+        """What recording cost the program, into the trace's environment (dfcompass record prints it)."""
+        session = self.session
+        if session is None or session.trace is None or not session.active:
+            return
+        try:
+            session.trace.update_env(**self.cost.env())
+        except OSError as exc:  # the trace still closes; only the note is missing
+            session.trace.report_error(f"metadata: {exc}")
 
     # ------------------------------------------------------------------ conversion
     def _convert(self, prof: Any) -> None:

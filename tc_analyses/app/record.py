@@ -30,6 +30,15 @@ class Recorded:
     job: Path
     traces: list[Any]  # tc_analyses.reader.job.ProcessTrace, one per recorded process
 
+    def cost_lines(self, most: int = 8) -> list[str]:
+        """What recording cost each process that ran a framework recorder, a line each (the first
+        `most`, then how many more)."""
+        from tracer.recorder_cost import cost_line
+
+        lines = [f"{trace.label}: {line}" if len(self.traces) > 1 else line
+                 for trace in self.traces if (line := cost_line(trace.env)) is not None]
+        return lines[:most] + ([f"... and {len(lines) - most} more processes"] if len(lines) > most else [])
+
     def warning(self) -> str | None:
         """Why the user should doubt this job: nothing recorded at all, or no node anywhere."""
         if any(t.has_nodes() for t in self.traces):

@@ -7,8 +7,9 @@ named with ``--process``; ``dfcompass ranks`` and ``analyze JOB`` read a whole j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from tc_analyses.errors import ConfigurationError
 from tc_analyses.reader.metadata import find_traces, read_metadata
@@ -26,6 +27,7 @@ class ProcessTrace:
     world_size: int | None
     ppid: int | None = None  # the parent process (traces recorded since the job roles)
     recorded_role: str = ""  # what the recorder knew the process was for (schema.ENV_PROCESS_ROLE)
+    env: Mapping[str, object] = field(default_factory=dict, compare=False)  # the trace's environment, whole
 
     @property
     def label(self) -> str:
@@ -58,7 +60,7 @@ def job_traces(root: str | Path) -> list[ProcessTrace]:
         elif rank is None:
             rank = _recorded_rank(path, meta.uuid)
         found.append(ProcessTrace(path, str(env.get("hostname", "")), _int(env.get("pid")), rank,
-                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)), role))
+                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)), role, env))
     return sorted(found, key=lambda t: (t.rank is None, t.rank or 0, t.host, t.pid or 0, str(t.path)))
 
 

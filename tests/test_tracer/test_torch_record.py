@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,8 @@ pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from tc_analyses.reader import read_trace  # noqa: E402
+from tc_analyses.reader.job import job_traces  # noqa: E402
+from tracer import schema  # noqa: E402
 
 PROGRAM = """
 import torch
@@ -48,6 +51,17 @@ def test_record_traces_torch_ops_and_edges_without_code_change(tmp_path: Path) -
     assert (("aten::linear", "Sequential.0"), ("aten::relu", "Sequential.1")) in pairs
     assert (("aten::relu", "Sequential.1"), ("aten::linear", "Sequential.2")) in pairs
     assert len(trace.table("mem_alloc")) > 0
+    # What recording cost the program: in the trace, and one line from `record`.
+    [process] = job_traces(out)
+    env: dict[str, Any] = dict(process.env)
+    spent = env[schema.ENV_RECORDER_START_NS] + env[schema.ENV_RECORDER_HOOKS_NS] + env[schema.ENV_RECORDER_WINDOWS_NS]
+    assert env[schema.ENV_RECORDER_STEPS] == 3  # three outermost forwards, the program's only steps
+    assert env[schema.ENV_RECORDER_WINDOWS] >= 1 and env[schema.ENV_RECORDER_HOOKS_NS] > 0
+    assert 0 < spent <= float(env[schema.ENV_WALL_S]) * 1e9  # within the time the process recorded
+    assert env[schema.ENV_DISCARDED] == 0
+    [line] = [line for line in done.stderr.splitlines() if "recording took" in line]
+    assert line.startswith("dfcompass: recording took ") and "over 3 steps" in line
+    assert line.endswith("; 0 events discarded")
 
 
 @pytest.mark.slow
@@ -55,6 +69,7 @@ def test_dfcompass_torch_0_turns_the_torch_source_off(tmp_path: Path) -> None:
     done, out = _record(tmp_path, "DFCOMPASS_TORCH=0")
     assert done.returncode == 0, done.stderr
     assert len(read_trace(out).table("node_begin")) == 0
+    assert "recording took" not in done.stderr  # no recorder of torch ops ran: no cost to tell
 
 
 def test_a_window_that_fails_to_convert_is_lost_not_the_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -1,0 +1,86 @@
+"""The recorder's account of its own cost: hooks, window cuts and start, each counted once."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tracer import recorder_cost, schema
+from tracer.recorder_cost import RecorderCost, cost_line, timed_hook
+
+
+class _Clock:
+    """A perf_counter_ns that moves only when told (the accounting is then exact, not timed)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Clock]:
+    fake = _Clock()
+    monkeypatch.setattr(recorder_cost.time, "perf_counter_ns", fake)
+    yield fake
+
+
+def test_a_window_cut_inside_a_hook_counts_as_a_window_only(clock: _Clock) -> None:
+    cost = RecorderCost()
+
+    def cut_window() -> None:
+        started = cost.window_started()
+        clock.now += 700  # converting the window
+        cost.window_done(started)
+
+    def hook(module: object) -> None:
+        clock.now += 30  # the hook's own work before the cut
+        cut_window()
+        clock.now += 20
+
+    timed = timed_hook(cost, hook)
+    timed("module")
+    timed("module")  # ...and a window cut outside any hook
+    cut_window()
+    assert (cost.hooks_ns, cost.windows_ns, cost.windows) == (2 * 50, 3 * 700, 3)
+
+
+def test_a_hook_that_raises_is_still_counted(clock: _Clock) -> None:
+    cost = RecorderCost()
+
+    def hook() -> None:
+        clock.now += 40
+        raise ValueError("the program's hook failed")
+
+    with pytest.raises(ValueError):
+        timed_hook(cost, hook)()
+    assert cost.hooks_ns == 40
+
+
+def test_steps_are_the_users_else_the_optimizers_else_the_forwards() -> None:
+    cost = RecorderCost()
+    cost.forwards = 30
+    assert cost.steps == 30
+    cost.optimizer_steps = 10
+    assert cost.steps == 10
+    cost.user_steps = 5
+    assert cost.steps == 5
+
+
+def test_the_line_adds_the_parts_and_spreads_them_over_the_steps() -> None:
+    cost = RecorderCost()
+    cost.start_ns, cost.hooks_ns, cost.windows_ns, cost.windows, cost.user_steps = 1_000_000, 500_000, 8_500_000, 4, 5
+    env: dict[str, object] = {**cost.env(), schema.ENV_DISCARDED: 12}
+    line = cost_line(env)
+    assert line is not None
+    assert line.startswith("recording took 0.010 s of the program's time, 2.00 ms per step over 5 steps")
+    assert "4 window cuts 0.009 s" in line and "hooks 0.001 s" in line and "start 0.001 s" in line
+    assert line.endswith("; 12 events discarded")
+
+
+@pytest.mark.parametrize("env", [{}, {schema.ENV_RECORDER_HOOKS_NS: 5}, {**RecorderCost().env(), schema.ENV_RECORDER_STEPS: "3"},
+                                 {**RecorderCost().env(), schema.ENV_RECORDER_WINDOWS_NS: -1}])
+def test_no_line_without_a_whole_account(env: dict[str, object]) -> None:
+    assert cost_line(env) is None

@@ -1,0 +1,91 @@
+"""What recording cost the program: the time its own threads spent in the recorder.
+
+Three parts are timed where they run, on the program's threads: the **start** (the session, the
+profiler's first start), the **hooks** (the module scopes opened and closed around each forward,
+the callback when the program's last record_function scope closes) and the **window cuts**
+(stopping the profiler, converting and writing what it collected, starting it again; and the
+last window at stop). A window cut that a hook triggers counts as a window cut only. Not
+counted: the profiler's own collection inside each op (torch's C++ callbacks), which only a run
+without recording can show (``bench/torch_overhead.py`` compares the two).
+
+The totals go into the trace's environment at stop (``recorder_*`` entries, with the session's
+``events_discarded``), and ``dfcompass record`` prints them as one line per recorded process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+from tracer import schema
+
+
+class RecorderCost:
+    """Time in the recorder's hooks and window cuts, and the steps it was spread over."""
+
+    def __init__(self) -> None:
+        self.start_ns = 0
+        self.hooks_ns = 0
+        self.windows_ns = 0
+        self.windows = 0
+        self.user_steps = 0  # rec.step() calls
+        self.optimizer_steps = 0
+        self.forwards = 0  # outermost forwards on the recorder's thread (inference loops have no other step)
+        self._local = threading.local()  # .windows_ns: window time of this thread, for the hooks around it
+
+    def window_started(self) -> int:
+        return time.perf_counter_ns()
+
+    def window_done(self, started: int) -> None:
+        spent = time.perf_counter_ns() - started
+        self.windows_ns += spent
+        self.windows += 1
+        self._local.windows_ns = getattr(self._local, "windows_ns", 0) + spent
+
+    def hook_started(self) -> tuple[int, int]:
+        return time.perf_counter_ns(), getattr(self._local, "windows_ns", 0)
+
+    def hook_done(self, started: tuple[int, int]) -> None:
+        at, windows_before = started
+        inside = getattr(self._local, "windows_ns", 0) - windows_before  # a window this hook cut
+        self.hooks_ns += time.perf_counter_ns() - at - inside
+
+    @property
+    def steps(self) -> int:
+        """The program's steps as the recorder saw them: rec.step() calls, else optimizer steps,
+        else outermost forwards."""
+        return self.user_steps or self.optimizer_steps or self.forwards
+
+    def env(self) -> dict[str, int]:
+        return {schema.ENV_RECORDER_START_NS: self.start_ns, schema.ENV_RECORDER_HOOKS_NS: self.hooks_ns, schema.ENV_RECORDER_WINDOWS_NS: self.windows_ns,
+                schema.ENV_RECORDER_WINDOWS: self.windows, schema.ENV_RECORDER_STEPS: self.steps}
+
+
+def cost_line(env: Mapping[str, object]) -> str | None:
+    """One line on what recording cost a process, from its trace's environment; None when no
+    recorder of framework ops ran in it."""
+    keys = (schema.ENV_RECORDER_START_NS, schema.ENV_RECORDER_HOOKS_NS, schema.ENV_RECORDER_WINDOWS_NS,
+            schema.ENV_RECORDER_WINDOWS, schema.ENV_RECORDER_STEPS)
+    values = [env.get(key) for key in keys]
+    if not all(isinstance(v, int) and v >= 0 for v in values):
+        return None
+    start, hooks, windows, cuts, steps = (int(v) for v in values)  # type: ignore[call-overload]
+    total = start + hooks + windows
+    per_step = f", {total / steps / 1e6:.2f} ms per step over {steps:,} steps" if steps else ""
+    discarded = env.get(schema.ENV_DISCARDED)
+    lost = f"; {discarded:,} events discarded" if isinstance(discarded, int) else ""
+    return (f"recording took {total / 1e9:.3f} s of the program's time{per_step} (start {start / 1e9:.3f} s, "
+            f"{cuts:,} window cuts {windows / 1e9:.3f} s, hooks {hooks / 1e9:.3f} s; not counted: the "
+            f"profiler's collection inside each op){lost}")
+
+
+def timed_hook(cost: RecorderCost, hook: Callable[..., Any]) -> Callable[..., Any]:
+    """`hook`, its time added to the cost's hooks (less any window it cut)."""
+    def timed(*args: Any) -> Any:
+        started = cost.hook_started()
+        try:
+            return hook(*args)
+        finally:
+            cost.hook_done(started)
+    return timed
