@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -46,6 +47,38 @@ class Recorded:
         return (f"{self.job}: {len(self.traces)} process trace(s) but no dataflow node in any: if the work ran "
                 "in child processes, they were not recorded (not Python, started with a cleared environment, "
                 "or DFCOMPASS_FOLLOW=0)")
+
+
+def _process_is_gone(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, owned by another user
+        return False
+    return False
+
+
+def _cut_half_written_packets(traces: list[Any]) -> None:
+    """A process killed while it appends a packet leaves that packet half-written: Linux ends a
+    write at a page boundary for a fatal signal (SIGKILL, the OOM killer). Cut such tails of the
+    processes that are gone, so the trace opens without `dfcompass repair`; say what was cut."""
+    from tc_analyses.errors import TraceError
+    from tc_analyses.reader.repair import repair_trace
+
+    for trace in traces:
+        if trace.host != socket.gethostname() or not _process_is_gone(trace.pid):
+            continue  # another host's process, or one still writing (an orphaned child)
+        try:
+            cuts = repair_trace(trace.path)
+        except (TraceError, OSError) as exc:
+            print(f"dfcompass record: {trace.path}: not checked for a half-written packet: {exc}", file=sys.stderr)
+            continue
+        for cut in cuts:
+            print(f"dfcompass record: {cut.path}: cut {cut.dropped_bytes:,} bytes that the end of process "
+                  f"{trace.pid} left half-written ({cut.problem})", file=sys.stderr)
 
 
 def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
@@ -91,6 +124,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     if not traces:
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")
+    if code != 0:
+        _cut_half_written_packets(traces)
     # A program that failed is rarely planned from, and a test of crashes should not pay ~2 s each;
     # one stopped with Ctrl-C (a long training run cut short) is.
     if calibrate and code in (0, 130, -signal.SIGINT):

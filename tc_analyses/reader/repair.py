@@ -2,7 +2,9 @@
 
 Trace Compass refuses a whole trace when one packet is truncated, so a trace damaged after the
 fact (a full disk, a copy cut short) is made readable again by dropping the bad tail of each
-stream. The writer itself only ever writes whole packets.
+stream. The writer appends each packet in one write, but Linux ends a write at a page boundary
+when a fatal signal arrives: a process killed (SIGKILL, the OOM killer) while it appends a
+packet leaves that packet's first pages, which ``dfcompass record`` cuts once the process is gone.
 """
 
 from __future__ import annotations
