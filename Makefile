@@ -23,15 +23,17 @@ help:
 
 setup: apt $(STAMP)
 
-# System packages: babeltrace2 (CLI), python3-bt2 (bindings), python3-venv.
+# System packages: babeltrace2 (CLI), python3-bt2 (bindings), python3-venv; g++ and ninja-build
+# compile the recorder's C++ part (tracer/native).
 apt:
 	@if command -v babeltrace2 >/dev/null && /usr/bin/python3 -c 'import bt2' 2>/dev/null \
-	    && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then \
-	  echo "setup: babeltrace2 and python3-bt2 already installed"; \
+	    && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null && command -v g++ >/dev/null \
+	    && command -v ninja >/dev/null; then \
+	  echo "setup: babeltrace2, python3-bt2, g++ and ninja already installed"; \
 	else \
-	  echo "setup: installing babeltrace2 python3-bt2 python3-venv with apt"; \
+	  echo "setup: installing babeltrace2 python3-bt2 python3-venv g++ ninja-build with apt"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq babeltrace2 python3-bt2 python3-venv; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq babeltrace2 python3-bt2 python3-venv g++ ninja-build; \
 	fi
 
 $(VPY):
@@ -46,10 +48,15 @@ $(STAMP): pyproject.toml | $(VPY)
 
 venv: $(STAMP)
 
-setup: link-bt2
-.PHONY: link-bt2
+setup: link-bt2 native
+.PHONY: link-bt2 native
 link-bt2: $(STAMP)
 	@$(VPY) scripts/link_bt2.py
+
+# The recorder's C++ part, built for the installed torch (skipped when built): without it,
+# recording takes the Python walk, which gives the same trace more slowly.
+native: $(STAMP)
+	@$(VPY) -m tracer.native build || true
 
 demo: setup
 	$(VENV)/bin/dfcompass demo -o $(OUT)

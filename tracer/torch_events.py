@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracer import schema
 from tracer.torch_scopes import MODULE_MARK, THREAD_MARK
@@ -53,6 +53,18 @@ def _tensors(value: Any) -> list[Any]:
     return [value] if hasattr(value, "storage_data_ptr") else []
 
 
+class InnerTensor(NamedTuple):
+    """A tensor an inner op read, as tracer.native reads it: the attributes of the profiler's tensor
+    metadata that the conversion uses."""
+
+    storage_data_ptr: int
+    impl_ptr: int
+    dtype: Any
+    sizes: tuple[int, ...]
+    device: str
+    layout: Any
+
+
 @dataclass
 class _Node:
     start: int
@@ -82,13 +94,14 @@ class _Collector:
     """
 
     def __init__(self, torch: Any, os_tids: dict[int, int] | None = None,
-                 seq_scope: dict[int, str] | None = None, step_marks: bool = True) -> None:
+                 seq_scope: dict[int, str] | None = None, step_marks: bool = True, native: Any = None) -> None:
         profiler = torch._C._profiler
         self.torch_op = profiler._EventType.TorchOp
         self.allocation = profiler._EventType.Allocation
         self.backward = profiler.RecordScope.BACKWARD_FUNCTION
         self.user_scope = profiler.RecordScope.USER_SCOPE
         self.meta_type = profiler._TensorMetadata
+        self.native = native  # tracer.native's profile_walk: the inside of each op read in C++ (same result)
         self.nodes: list[_Node] = []
         self.memory: list[tuple[int, int, str, int, int, int]] = []  # ts, ptid, device, ptr, bytes, total
         self.steps: list[tuple[int, int, int, int]] = []  # begin, end, step, ptid
@@ -140,7 +153,10 @@ class _Collector:
                         sequence = extra.sequence_number
                         if sequence >= 0:
                             self.seq_scope.setdefault(sequence, scope)
-                    self._inside(event, node, "" if backward else scope)
+                    if self.native is not None:
+                        self._inside_native(event, node, "" if backward else scope)
+                    else:
+                        self._inside(event, node, "" if backward else scope)
                     return
                 elif record_scope == self.user_scope and not name.startswith("##"):
                     scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
@@ -204,6 +220,34 @@ class _Collector:
             if children:
                 stack += children[::-1]
 
+    def _inside_native(self, event: Any, node: _Node, forward_scope: str) -> None:
+        """:meth:`_inside`, read by tracer.native's profile_walk: each storage's first inner read
+        only (a later one adds no edge: torch_convert skips a storage it has seen)."""
+        allocations, reads, sequences, sparse_built, replays = self.native.inside(event, _SPARSE_BUILDERS,
+                                                                                  GRAPH_LAUNCHES)
+        for at, tid, device, ptr, size, total, allocation_id, tensor_id in allocations:
+            self.memory.append((at, tid, device, ptr, size, total))
+            if allocation_id is not None:
+                self._node_allocation(node, allocation_id, tensor_id, ptr, size, at, device)
+        if forward_scope:
+            for sequence in sequences:
+                self.seq_scope.setdefault(sequence, forward_scope)
+        node.inner_reads += [(at, ptr, InnerTensor(ptr, impl, dtype, sizes, device, layout))
+                             for at, ptr, impl, dtype, sizes, device, layout in reads]
+        node.sparse_built += sparse_built
+        node.replays = node.replays or replays
+
+    @staticmethod
+    def _node_allocation(node: _Node, allocation_id: int, tensor_id: Any, ptr: int, size: int, at: int,
+                         device: str) -> None:
+        entry = node.allocations.get(allocation_id)
+        if entry is None:
+            entry = node.allocations[allocation_id] = [tensor_id, 0, ptr, 0]
+        entry[1] += size
+        if size > 0:
+            entry[3] = at  # when: a buffer freed earlier in the op may have had this address
+            node.device = device
+
     def _allocation(self, event: Any, node: _Node | None) -> None:
         extra = event.extra_fields
         device = str(extra.device)
@@ -211,15 +255,8 @@ class _Collector:
         self.memory.append((at, event.start_tid, device, ptr, size, extra.total_allocated))
         if node is not None:
             allocation_id = extra.allocation_id
-            if allocation_id is None:
-                return
-            entry = node.allocations.get(allocation_id)
-            if entry is None:
-                entry = node.allocations[allocation_id] = [extra.id, 0, ptr, 0]
-            entry[1] += size
-            if size > 0:
-                entry[3] = at  # when: a buffer freed earlier in the op may have had this address
-                node.device = device
+            if allocation_id is not None:
+                self._node_allocation(node, allocation_id, extra.id, ptr, size, at, device)
 
     def steps_by_time(self) -> None:
         """Give ops outside every step tree the step whose window contains their start.

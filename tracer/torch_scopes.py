@@ -44,6 +44,16 @@ def _bind_compiling(torch: Any) -> None:
     _is_compiling = getattr(compiler, "is_compiling", _never_compiling)
 
 
+def _timed_unless_compiling(cost: RecorderCost, hook: Callable[..., Any]) -> Callable[..., Any]:
+    """`hook`, timed (tracer/recorder_cost.py), except while dynamo traces it into a graph: a
+    clock read there breaks the graph (a compiled program then ran without its compiled graph)."""
+    timed = timed_hook(cost, hook)
+
+    def hook_or_timed(*args: Any) -> Any:
+        return hook(*args) if _compiling() else timed(*args)
+    return hook_or_timed
+
+
 class _ModuleScopes:
     """Global module hooks: each forward call becomes a ``dfc.module::<path>`` record function."""
 
@@ -68,7 +78,7 @@ class _ModuleScopes:
         hooks = self._torch.nn.modules.module
         pre, post = self._pre, self._post
         if self._cost is not None:
-            pre, post = timed_hook(self._cost, pre), timed_hook(self._cost, post)
+            pre, post = _timed_unless_compiling(self._cost, pre), _timed_unless_compiling(self._cost, post)
         self._handles = [hooks.register_module_forward_pre_hook(pre),
                          hooks.register_module_forward_hook(post, always_call=True)]
 

@@ -34,6 +34,7 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
+from tracer.native import profile_walk
 from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
@@ -138,6 +139,7 @@ class TorchRecorder:
         self._cuda = usable if cuda is None else cuda and usable
         # Each window's conversion, and what outlives a window: each live tensor's last writer, the rank.
         self._writer = _WindowWriter(self._torch)
+        self._native = profile_walk(self._torch)  # the C++ reading of each op's inside, when built
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
         self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
@@ -371,7 +373,7 @@ class TorchRecorder:
         try:
             results = prof.profiler.kineto_results
             collector = _Collector(self._torch, self._os_tids, self._seq_scope,
-                                   step_marks=self._user_steps or not self._streaming)
+                                   step_marks=self._user_steps or not self._streaming, native=self._native)
             for root in results.experimental_event_tree():
                 collector.walk(root, "", schema.NO_STEP, "")
             self._window_ops = len(collector.nodes)
