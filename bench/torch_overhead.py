@@ -6,7 +6,10 @@ Three models, ``torch.set_num_threads(1)``, batch 8 (tracer/workloads/torch_mode
 * ``tiny_mlp``: :func:`tiny_mlp`, 20 ``Linear(16, 16)`` + ReLU, inference: many tiny ops, so the
   per-op cost of recording dominates;
 * ``transformer_train``: a 4-layer ``nn.TransformerEncoder`` (d=64, 4 heads) training step with
-  SGD on 16-token sequences: forward, backward and optimizer ops, ~590 ops per step.
+  SGD on 16-token sequences: forward, backward and optimizer ops, ~590 ops per step;
+* ``lstm_sequence``: :class:`LstmSequence`, two ``LSTMCell(51)`` and a ``Linear`` unrolled over
+  100 time steps of 97 series, trained with SGD: the loop of pytorch/examples'
+  time_sequence_prediction (its shapes, fewer time steps), where dfcompass once cost 8.7x untraced.
 
 Cases, alternated round by round in one process, best of k each (:func:`_common.alternate`):
 
@@ -47,7 +50,8 @@ TARGET_RATIO = 1.2
 TARGET_BYTES_PER_EVENT = 32.0
 BATCH = 8
 # Steps timed per case: the tiny MLP's step takes ~0.2 ms, so it gets more of them.
-STEPS = {"resnet18": 20, "tiny_mlp": 200, "transformer_train": 20}
+STEPS = {"resnet18": 20, "tiny_mlp": 200, "transformer_train": 20, "lstm_sequence": 5}
+LSTM_SERIES, LSTM_TIME_STEPS = 97, 100
 WARMUP_STEPS = 3
 CASES = ("untraced", "profiler", "profiler+export", "ours")
 
@@ -68,6 +72,11 @@ class _Model:
         elif name == "tiny_mlp":
             self.module = torch_models.tiny_mlp().eval()
             self.input = torch.randn(BATCH, 16)
+        elif name == "lstm_sequence":
+            self.module = torch_models.LstmSequence()
+            self.optimizer = torch.optim.SGD(self.module.parameters(), lr=0.01)
+            self.input = torch.sin(torch.arange(LSTM_SERIES * LSTM_TIME_STEPS, dtype=torch.float32) / 20.0).reshape(
+                LSTM_SERIES, LSTM_TIME_STEPS)
         else:
             layer = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
             self.module = torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tracer import schema
+from tracer.fork_chain import in_converter_fork
 from tracer.session import Session
 from tracer.stack import DATA_LOADER_FILE, in_file
 
@@ -105,7 +106,10 @@ class _JobProcess:
         """A fork child: its parent's session is off here (tracer.session); start its own.
 
         TensorFlow is not recorded in a fork child: its runtime does not survive a fork (TF's own
-        rule), and its profiler is the parent's."""
+        rule), and its profiler is the parent's. A window converter (tracer/fork_chain.py) is no new
+        process of the job: it writes into its parent's trace."""
+        if in_converter_fork():
+            return
         self.tensorflow = False
         if _forked_by_data_loader():
             self.role = schema.DATA_LOADER_WORKER

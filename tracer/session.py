@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 
 from tracer import schema
 from tracer.clock import Clock, MonotonicClock
+from tracer.id_blocks import BlockCursor, SharedIdBlocks
 from tracer.ctf import DEFAULT_PACKET_SIZE, StreamFile, TraceDirectory, pack_fixed, pack_string_defs, records_per_packet
 
 _GRACE_S = 0.02
@@ -117,13 +118,15 @@ class Session:
         self._local = threading.local()
         self._threads: list[_ThreadState] = []
         self._strings: dict[str, int] = {}
-        self._string_def_ts: list[int] = []  # sid -> timestamp of its dfc:string_def
+        self._string_def_ts: dict[int, int] = {}  # sid -> timestamp of its dfc:string_def
+        self._sids: Iterator[int] = itertools.count()
+        self._shared_ids: SharedIdBlocks | None = None  # once fork children number ids too (share_ids)
         self._strings_lock = threading.Lock()
         self._devices_lock = threading.Lock()
         self._devices: dict[str, int] = {}
-        self._node_ids = itertools.count()
-        self._tensor_ids = itertools.count()
-        self._annotation_ids = itertools.count(1)
+        self._node_ids: Iterator[int] = itertools.count()
+        self._tensor_ids: Iterator[int] = itertools.count()
+        self._annotation_ids: Iterator[int] = itertools.count(1)
         self._pending: deque[tuple[float, StreamFile, list[Any]]] = deque()
         self._wake = threading.Event()
         self._stop_lock = threading.Lock()
@@ -317,11 +320,11 @@ class Session:
         with self._strings_lock:
             sid = self._strings.get(text)
             if sid is None:
-                sid = len(self._strings)
+                sid = next(self._sids)
                 # The definition is timestamped before the dict entry exists, so every
                 # event that can see the id is later than its definition.
                 ts = self._now()
-                self._string_def_ts.append(ts)
+                self._string_def_ts[sid] = ts
                 self._append_at(state, schema.STRING_DEF.id, ts, (sid, text))
                 self._strings[text] = sid
         return sid
@@ -354,6 +357,26 @@ class Session:
         """An annotation id unique in the trace (sources that write annotations share it)."""
         return next(self._annotation_ids) & _U32
 
+    def share_ids(self) -> SharedIdBlocks:
+        """From now on take ids in blocks from counters that fork children share (tracer.id_blocks):
+        a child that converts windows (tracer.fork_chain) then numbers nothing this process does."""
+        if self._shared_ids is not None:
+            return self._shared_ids
+        with self._strings_lock:
+            counters = {"node": self._node_ids, "tensor": self._tensor_ids, "annotation": self._annotation_ids,
+                        "string": self._sids}
+            # Each counter's next value starts the shared count (the one read here is skipped: a hole).
+            shared = SharedIdBlocks({name: next(counter) for name, counter in counters.items()})
+            self._node_ids, self._tensor_ids = shared.ids("node"), shared.ids("tensor")
+            self._annotation_ids, self._sids = shared.ids("annotation"), shared.ids("string")
+        self._shared_ids = shared
+        return shared
+
+    def use_id_cursors(self, cursors: dict[str, BlockCursor]) -> None:
+        """In a converting fork child: number from the chain's own blocks (tracer.fork_chain)."""
+        self._node_ids, self._tensor_ids = cursors["node"], cursors["tensor"]
+        self._annotation_ids, self._sids = cursors["annotation"], cursors["string"]
+
     # ------------------------------------------------------------------ recording
     def intern_at(self, text: str, ts: int) -> tuple[int, bool]:
         """For batch sources: the id of `text`, and whether a definition must be written at `ts`.
@@ -364,8 +387,8 @@ class Session:
         with self._strings_lock:
             sid = self._strings.get(text)
             if sid is None:
-                sid = self._strings[text] = len(self._strings)
-                self._string_def_ts.append(ts)
+                sid = self._strings[text] = next(self._sids)
+                self._string_def_ts[sid] = ts
                 return sid, True
             if self._string_def_ts[sid] > ts:
                 self._string_def_ts[sid] = ts

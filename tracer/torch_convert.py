@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -111,6 +110,20 @@ class _WindowWriter:
         self._rank_written = False
         self.nodes_recorded = 0
         self.edges_recorded = 0
+
+    def chain_state(self) -> dict[str, Any]:
+        """What outlives a window, for the next window's converter child (tracer.fork_chain)."""
+        state = {name: value for name, value in vars(self).items() if name not in ("_torch", "_writes")}
+        state["writes_known"] = self._writes.known
+        return state
+
+    def take_chain_state(self, state: dict[str, Any]) -> None:
+        """The previous converter's state; the rank learnt in this process stays if it had none."""
+        rank = self._rank
+        self._writes.known.update(state.pop("writes_known"))
+        vars(self).update(state)
+        if self._rank is None:
+            self._rank = rank
 
     def nbytes(self, meta: Any) -> int:
         """The bytes of a tensor (the profiler's tensor metadata): its sizes times its dtype's item size."""
@@ -268,13 +281,13 @@ class _WindowWriter:
         if dist is not None and dist.is_available() and dist.is_initialized():
             self._rank = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
 
-    def write_rank(self, batch: Batch) -> None:
-        """dfc:process_rank, once, when the rank is known (:meth:`note_rank`)."""
+    def write_rank(self, batch: Batch, tid: int) -> None:
+        """dfc:process_rank, once, when the rank is known (:meth:`note_rank`), on thread `tid`."""
         if self._rank is None or self._rank_written:
             return
         rank, world, backend = self._rank
         local = os.environ.get("LOCAL_RANK", "")
-        batch.add("process_rank", f"torch-{threading.get_native_id()}", time.time_ns(), rank,
+        batch.add("process_rank", f"torch-{tid}", time.time_ns(), rank,
                   int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
         self._rank_written = True
 

@@ -32,11 +32,11 @@ class _Writes:
 
     def __init__(self, torch: Any) -> None:
         self._schemas = torch._C._jit_get_schemas_for_operator
-        self._cache: dict[tuple[str, str, int], tuple[int, ...]] = {}
+        self.known: dict[tuple[str, str, int], tuple[int, ...]] = {}  # (op, overload, arity) -> written args
 
     def __call__(self, op: str, overload: str, arity: int) -> tuple[int, ...]:
         key = (op, overload, arity)
-        found = self._cache.get(key)
+        found = self.known.get(key)
         if found is None:
             try:
                 schemas = self._schemas(op)
@@ -46,7 +46,7 @@ class _Writes:
             candidates = exact or [s for s in schemas if len(s.arguments) == arity]
             found = tuple(sorted({i for s in candidates for i, a in enumerate(s.arguments)
                                   if a.alias_info is not None and a.alias_info.is_write}))
-            self._cache[key] = found
+            self.known[key] = found
         return found
 
 

@@ -34,6 +34,8 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
+from tracer.chain_state import SessionChainState
+from tracer.fork_chain import ForkChain, handoff_enabled
 from tracer.native import profile_walk
 from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.session import Session, active_session
@@ -44,6 +46,7 @@ from tracer.torch_gpu import mark_replays, write_gpu
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 
 _MAX_SEQ_SCOPES = 200_000
+_CHAIN_SEQ_SCOPES = 20_000  # forward scopes handed to the next window's converter: backward comes soon after
 
 
 def _import_torch() -> Any:
@@ -159,6 +162,10 @@ class TorchRecorder:
         self.windows_lost = 0
         self._window_ops = 0  # op executions of the window being converted (lost with it on an error)
         self.cost = RecorderCost()  # the program's time in our hooks and window cuts (tracer/recorder_cost.py)
+        # Windows convert in fork children (tracer/fork_chain.py) when this platform allows.
+        self._chain: ForkChain | None = None
+        self._chain_session: SessionChainState | None = None
+        self._convert_tid = 0  # the program's thread that cut the window being converted
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -234,7 +241,48 @@ class TorchRecorder:
         if self._scopes is not None and self._record_modules:
             self._scopes.mark_thread()
         self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
+        self._start_chain()
         return self
+
+    def _start_chain(self) -> None:
+        """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
+        checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
+        session = self.session
+        if not handoff_enabled() or self._cuda or session is None or session.trace is None:
+            return
+        self._chain_session = SessionChainState(session, session.share_ids())
+        self._chain = ForkChain(session.trace.path, self._chain_capture, self._chain_apply)
+
+    def _end_chain(self) -> None:
+        """Wait for the converters and take their state: later windows convert here."""
+        chain, self._chain = self._chain, None
+        if chain is None:
+            return
+        chain.drain()
+        if chain.failed:
+            print(f"dfcompass: error: process {os.getpid()}: {chain.failed} of {chain.forked} window converters "
+                  "failed (their windows are missing)", file=sys.stderr)
+
+    def _chain_capture(self) -> dict[str, Any]:
+        assert self._chain_session is not None
+        scopes = self._seq_scope
+        if len(scopes) > _CHAIN_SEQ_SCOPES:  # insertion order is issue order: keep the newest
+            scopes = dict(list(scopes.items())[-_CHAIN_SEQ_SCOPES:])
+        return {"session": self._chain_session.capture(), "windows": (self.windows_written, self.windows_lost),
+                "os_tids": self._os_tids, "seq_scope": scopes, "writer": self._writer.chain_state()}
+
+    def _chain_apply(self, state: dict[str, Any] | None, in_child: bool) -> None:
+        assert self._chain_session is not None
+        if in_child:
+            self._chain_session.enter_child(state["session"] if state else None)
+        elif state:
+            self._chain_session.apply(state["session"])
+        if state:
+            self.windows_written, self.windows_lost = state["windows"]
+            self._os_tids.update(state["os_tids"])
+            self._seq_scope.clear()
+            self._seq_scope.update(state["seq_scope"])
+            self._writer.take_chain_state(state["writer"])
 
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
@@ -324,6 +372,7 @@ class TorchRecorder:
             self.session.discard_stop_hook(self.stop)
         try:
             # Not mid-conversion (a signal interrupted one: the profiler is mid-step).
+            self._end_chain()
             if profiler is not None and not self._converting:
                 started = self.cost.window_started()
                 with _kineto_log_filtered():
@@ -352,7 +401,22 @@ class TorchRecorder:
 
     # ------------------------------------------------------------------ conversion
     def _convert(self, prof: Any) -> None:
-        """on_trace_ready: write one window. A failure loses that window, never the program."""
+        """on_trace_ready: write one window, in a converter child when there is a chain."""
+        self._convert_tid = threading.get_native_id()
+        self._writer.note_rank()  # here: a child does not ask torch.distributed
+        chain = self._chain
+        if chain is not None:
+            try:
+                chain.submit(lambda: self._convert_here(prof))
+                return
+            except OSError as exc:
+                print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({exc}); windows "
+                      "convert on the program's thread from now on", file=sys.stderr)
+                self._end_chain()
+        self._convert_here(prof)
+
+    def _convert_here(self, prof: Any) -> None:
+        """Write one window. A failure loses that window, never the program."""
         try:
             self._convert_window(prof)
         except Exception as exc:  # the profiler calls this inside the user's step() or forward
@@ -360,7 +424,7 @@ class TorchRecorder:
             lost = max(1, self._window_ops)  # the window's op executions, when they were counted
             session = self.session
             if session is not None and session.trace is not None:  # shown as discarded events (dfcompass info)
-                session.trace.stream(schema.BY_SHORT["node_begin"], f"torch-{threading.get_native_id()}").discard(lost)
+                session.trace.stream(schema.BY_SHORT["node_begin"], f"torch-{self._convert_tid}").discard(lost)
             print(f"dfcompass: error: process {os.getpid()}: a PyTorch profile window ({lost} ops) was not "
                   f"recorded: {type(exc).__name__}: {exc}", file=sys.stderr)
 
@@ -379,8 +443,7 @@ class TorchRecorder:
             self._window_ops = len(collector.nodes)
             collector.steps_by_time()
             batch = Batch(session, session.trace.origin_ts, self._clock_offset(session))
-            self._writer.note_rank()
-            self._writer.write_rank(batch)
+            self._writer.write_rank(batch, self._convert_tid)
             if self._cuda:  # before the edges: a CUDA graph replay's outputs are written unseen
                 mark_replays(results.events(), collector, self._torch.autograd.DeviceType.CUDA)
             self._writer.write_nodes(batch, collector, self.windows_written)

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -59,6 +60,23 @@ def _process_is_gone(pid: int | None) -> bool:
     except OSError:  # alive, owned by another user
         return False
     return False
+
+
+def _wait_for_window_converters(traces: list[Any]) -> bool:
+    """Profile windows convert in fork children that outlive a killed program (tracer/fork_chain.py):
+    wait until they have written them. Whether any trace was waited for."""
+    from tracer.fork_chain import wait_for_converters
+
+    waited = False
+    for trace in traces:
+        if trace.host != socket.gethostname():
+            continue
+        started = time.monotonic()
+        if not wait_for_converters(trace.path):
+            print(f"dfcompass record: {trace.path}: a window converter of process {trace.pid} is still "
+                  "writing after 120 s; its last windows may be missing", file=sys.stderr)
+        waited = waited or time.monotonic() - started > 0.01
+    return waited
 
 
 def _cut_half_written_packets(traces: list[Any]) -> None:
@@ -121,6 +139,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     except FileNotFoundError:
         raise ConfigurationError(f"{command[0]}: command not found") from None
     traces = job_traces(output) if output.is_dir() else []
+    if _wait_for_window_converters(traces):
+        traces = job_traces(output)
     if not traces:
         raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
                              "interpreter that could import dfcompass's tracer")

@@ -29,6 +29,7 @@ from tracer.torch_source import TorchRecorder  # noqa: E402
 def _windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The profiler results of four recorded steps, kept instead of converted."""
     kept: list[Any] = []
+    monkeypatch.setenv("DFCOMPASS_HANDOFF", "0")  # the windows are kept in this process
     monkeypatch.setattr(TorchRecorder, "_convert_window", lambda self, prof: kept.append(prof.profiler.kineto_results))
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)

@@ -157,6 +157,28 @@ def tiny_mlp(layers: int = 20, width: int = 16) -> nn.Sequential:
 
 
 # ---------------------------------------------------------------------------- the workload
+class LstmSequence(nn.Module):
+    """Two LSTM cells and a linear read-out unrolled over time, as pytorch/examples'
+    time_sequence_prediction (hidden 51, one value per time step): many small ops per step."""
+
+    def __init__(self, hidden: int = 51) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.cell1 = nn.LSTMCell(1, hidden)
+        self.cell2 = nn.LSTMCell(hidden, hidden)
+        self.linear = nn.Linear(hidden, 1)
+
+    def forward(self, series: torch.Tensor) -> torch.Tensor:
+        batch = series.size(0)
+        h1 = c1 = h2 = c2 = torch.zeros(batch, self.hidden)
+        outputs = []
+        for value in series.split(1, dim=1):
+            h1, c1 = self.cell1(value, (h1, c1))
+            h2, c2 = self.cell2(h1, (h2, c2))
+            outputs.append(self.linear(h2))
+        return torch.cat(outputs, dim=1)
+
+
 class Workload:
     """Both models with their inputs and labels, built from `seed` (the setup, before any step)."""
 
