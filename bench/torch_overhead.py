@@ -25,8 +25,9 @@ A traced run is timed from just before the recorder/profiler starts to just afte
 each one's stop-time processing is inside: torch's own post-processing of the collected events
 for both, plus, for ours, the conversion to dfcompass events and the trace write (the profiler
 defers its Python-side event parsing until someone asks for results; exporting nothing, it is
-never paid). The loop alone is reported too. Headline: the ratio of slowdowns, (t_ours /
-t_untraced) / (t_prof / t_untraced), target <= 1.2; and on-disk bytes per recorded event of our
+never paid). The loop alone is reported too. Headline: the ratio of slowdowns against the
+profiler that writes its trace, (t_ours / t_untraced) / (t_prof+export / t_untraced), target
+<= 1.2, and on the LSTM loop t_ours / t_untraced <= 1.5; and on-disk bytes per recorded event of our
 trace (stream files, packet headers included, metadata excluded), target <= 32.
 
 Every traced run is checked: our trace is read back (nodes > 0, tensor edges > 0, nothing
@@ -46,7 +47,8 @@ from typing import Any, Callable
 from _common import Sample, Timings, alternate, log
 from tc_analyses.reader.fast import read_trace
 
-TARGET_RATIO = 1.2
+TARGET_RATIO = 1.2  # ours / (profiler + its Chrome export), issue 35
+TARGET_LSTM_SLOWDOWN = 1.5  # traced / untraced on the time-sequence loop
 TARGET_BYTES_PER_EVENT = 32.0
 BATCH = 8
 # Steps timed per case: the tiny MLP's step takes ~0.2 ms, so it gets more of them.
@@ -218,7 +220,9 @@ def summarize(model: str, steps: int, timings: dict[str, Timings]) -> dict[str, 
         "measured_overhead_s": measured,
         "own_cost_per_measured": own_cost / measured if measured > 0 else None,
         "bytes_per_event": trace["stream_bytes"] / trace["events"],
-        "pass": ratio <= TARGET_RATIO,
+        # The profiler writing its own trace is the fair match: ours writes one too.
+        "pass": slowdown["ours"] / slowdown["profiler+export"] <= TARGET_RATIO
+        and (model != "lstm_sequence" or slowdown["ours"] <= TARGET_LSTM_SLOWDOWN),
     }
 
 

@@ -32,6 +32,8 @@ class RecorderCost:
         self.user_steps = 0  # rec.step() calls
         self.optimizer_steps = 0
         self.forwards = 0  # outermost forwards on the recorder's thread (inference loops have no other step)
+        self.handed_off = 0  # windows converted in fork children (tracer/fork_chain.py)
+        self.handoff_wait_ns = 0  # of windows_ns: waiting for those children (a full chain, or the stop)
         self._local = threading.local()  # .windows_ns: window time of this thread, for the hooks around it
 
     def window_started(self) -> int:
@@ -42,6 +44,11 @@ class RecorderCost:
         self.windows_ns += spent
         self.windows += 1
         self._local.windows_ns = getattr(self._local, "windows_ns", 0) + spent
+
+    def waited(self, ns: int) -> None:
+        """Time the program waited for window converters: part of the window cuts' cost."""
+        self.windows_ns += ns
+        self.handoff_wait_ns += ns
 
     def hook_started(self) -> tuple[int, int]:
         return time.perf_counter_ns(), getattr(self._local, "windows_ns", 0)
@@ -58,8 +65,13 @@ class RecorderCost:
         return self.user_steps or self.optimizer_steps or self.forwards
 
     def env(self) -> dict[str, int]:
-        return {schema.ENV_RECORDER_START_NS: self.start_ns, schema.ENV_RECORDER_HOOKS_NS: self.hooks_ns, schema.ENV_RECORDER_WINDOWS_NS: self.windows_ns,
-                schema.ENV_RECORDER_WINDOWS: self.windows, schema.ENV_RECORDER_STEPS: self.steps}
+        env = {schema.ENV_RECORDER_START_NS: self.start_ns, schema.ENV_RECORDER_HOOKS_NS: self.hooks_ns,
+               schema.ENV_RECORDER_WINDOWS_NS: self.windows_ns, schema.ENV_RECORDER_WINDOWS: self.windows,
+               schema.ENV_RECORDER_STEPS: self.steps}
+        if self.handed_off:
+            env[schema.ENV_RECORDER_HANDED_OFF] = self.handed_off
+            env[schema.ENV_RECORDER_HANDOFF_WAIT_NS] = self.handoff_wait_ns
+        return env
 
 
 def cost_line(env: Mapping[str, object]) -> str | None:
@@ -75,8 +87,11 @@ def cost_line(env: Mapping[str, object]) -> str | None:
     per_step = f", {total / steps / 1e6:.2f} ms per step over {steps:,} steps" if steps else ""
     discarded = env.get(schema.ENV_DISCARDED)
     lost = f"; {discarded:,} events discarded" if isinstance(discarded, int) else ""
+    forked, waited = env.get(schema.ENV_RECORDER_HANDED_OFF), env.get(schema.ENV_RECORDER_HANDOFF_WAIT_NS)
+    handed = (f" ({forked:,} converted in fork children, {waited / 1e9:.3f} s of it waiting for them)"
+              if isinstance(forked, int) and isinstance(waited, int) else "")
     return (f"recording took {total / 1e9:.3f} s of the program's time{per_step} (start {start / 1e9:.3f} s, "
-            f"{cuts:,} window cuts {windows / 1e9:.3f} s, hooks {hooks / 1e9:.3f} s; not counted: the "
+            f"{cuts:,} window cuts {windows / 1e9:.3f} s{handed}, hooks {hooks / 1e9:.3f} s; not counted: the "
             f"profiler's collection inside each op){lost}")
 
 

@@ -295,6 +295,8 @@ ENV_RECORDER_HOOKS_NS: Final = "recorder_hooks_ns"
 ENV_RECORDER_WINDOWS_NS: Final = "recorder_windows_ns"
 ENV_RECORDER_WINDOWS: Final = "recorder_windows"
 ENV_RECORDER_STEPS: Final = "recorder_steps"
+ENV_RECORDER_HANDED_OFF: Final = "recorder_handed_off"  # windows converted in fork children
+ENV_RECORDER_HANDOFF_WAIT_NS: Final = "recorder_handoff_wait_ns"  # ns the program waited for them
 ENV_DISCARDED: Final = "events_discarded"
 
 # The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over

@@ -129,7 +129,9 @@ class _WindowWriter:
         """The bytes of a tensor (the profiler's tensor metadata): its sizes times its dtype's item size."""
         size = self._itemsize.get(meta.dtype)
         if size is None:
-            size = self._itemsize[meta.dtype] = self._torch.empty((), dtype=meta.dtype).element_size()
+            # The dtype's own size, not an op: a converter child must run no op (an execution trace
+            # observer copied into it would write its buffer into the program's file).
+            size = self._itemsize[meta.dtype] = meta.dtype.itemsize
         count = 1
         for dim in meta.sizes:
             count *= dim

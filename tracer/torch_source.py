@@ -258,7 +258,11 @@ class TorchRecorder:
         chain, self._chain = self._chain, None
         if chain is None:
             return
+        started = time.perf_counter_ns()
         chain.drain()
+        self.cost.waited(time.perf_counter_ns() - started)
+        self.cost.handoff_wait_ns += chain.waited_ns  # inside the window cuts' time already
+        self.cost.handed_off += chain.forked
         if chain.failed:
             print(f"dfcompass: error: process {os.getpid()}: {chain.failed} of {chain.forked} window converters "
                   "failed (their windows are missing)", file=sys.stderr)

@@ -53,6 +53,7 @@ class Kill:
     nodes: int
     babeltrace2_ok: bool | None  # None: babeltrace2 not installed
     error: str = ""
+    cut: bool = False  # `record` cut a half-written packet (the trace needed that repair)
 
     @property
     def lost(self) -> int:
@@ -75,10 +76,16 @@ def _progress(path: Path) -> tuple[int | None, int]:
     return pid, step
 
 
+BURNER = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
 def kill_once(seed: int, workdir: Path, dfcompass: list[str], env: dict[str, str],
-              babeltrace2: str | None, max_delay_s: float = 3.0, sig: int = signal.SIGKILL) -> Kill:
-    """Run the program under `dfcompass record`, send it `sig` at a seeded time, read the trace."""
+              babeltrace2: str | None, max_delay_s: float = 3.0, sig: int = signal.SIGKILL,
+              burn: bool = False) -> Kill:
+    """Run the program under `dfcompass record`, send it `sig` at a seeded time, read the trace.
+    `burn`: a CPU burner (one core, bounded to 180 s) runs beside it, as on a busy machine."""
     delay = random.Random(seed).uniform(0.0, max_delay_s)
+    burner = subprocess.Popen(["python3", "-c", BURNER.format(seconds=180)]) if burn else None
     workdir.mkdir(parents=True, exist_ok=True)
     script, progress, trace = workdir / "train.py", workdir / "progress", workdir / "trace"
     script.write_text(PROGRAM)
@@ -101,6 +108,11 @@ def kill_once(seed: int, workdir: Path, dfcompass: list[str], env: dict[str, str
         if record.poll() is None:
             record.kill()
             record.wait()
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+    said = record.stderr.read().decode(errors="replace") if record.stderr else ""
+    cut = "left half-written" in said
     completed = _progress(progress)[1]
     try:
         data = read_trace(trace)
@@ -112,4 +124,4 @@ def kill_once(seed: int, workdir: Path, dfcompass: list[str], env: dict[str, str
     if babeltrace2:
         ok = subprocess.run([babeltrace2, "--output-format=dummy", str(trace)], capture_output=True,
                             timeout=120).returncode == 0
-    return Kill(seed, delay, completed, surviving, len(names), ok)
+    return Kill(seed, delay, completed, surviving, len(names), ok, cut=cut)
