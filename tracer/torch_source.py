@@ -166,6 +166,7 @@ class TorchRecorder:
         self._chain: ForkChain | None = None
         self._chain_session: SessionChainState | None = None
         self._convert_tid = 0  # the program's thread that cut the window being converted
+        self._handed_off = 0  # windows with converter children now, not yet in windows_written/lost
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -259,7 +260,8 @@ class TorchRecorder:
         if chain is None:
             return
         started = time.perf_counter_ns()
-        chain.drain()
+        chain.drain()  # the last child's state holds windows_written and windows_lost
+        self._handed_off = 0
         self.cost.waited(time.perf_counter_ns() - started)
         self.cost.handoff_wait_ns += chain.waited_ns  # inside the window cuts' time already
         self.cost.handed_off += chain.forked
@@ -412,6 +414,7 @@ class TorchRecorder:
         if chain is not None:
             try:
                 chain.submit(lambda: self._convert_here(prof))
+                self._handed_off += 1
                 return
             except OSError as exc:
                 print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({exc}); windows "
@@ -478,6 +481,11 @@ class TorchRecorder:
     def _clock_offset(session: Session) -> int:
         # The profiler stamps events in ns since the Unix epoch; the trace clock is monotonic.
         return session.clock.offset_to_wall_ns()
+
+    @property
+    def windows_ended(self) -> int:
+        """Windows ended so far: written, lost, or with a converter child now."""
+        return self.windows_written + self.windows_lost + self._handed_off
 
     @property
     def nodes_recorded(self) -> int:

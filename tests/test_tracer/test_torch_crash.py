@@ -32,6 +32,16 @@ def test_sigkill_loses_at_most_one_completed_step(tmp_path: Path, seed: int) -> 
     check_packets(single_trace(tmp_path / "trace"))  # whole packets only: Trace Compass opens it without repair
 
 
+def test_sigkill_beside_a_cpu_burner_loses_at_most_one_completed_step(tmp_path: Path) -> None:
+    """A busy machine: one core burnt beside the program. Window converters (fork children) that
+    fall behind still write every window the program finished, after the kill."""
+    kill = kill_once(3, tmp_path, dfcompass_cmd(), subprocess_env(), BABELTRACE2, max_delay_s=2.0, burn=True)
+    assert not kill.error, kill.error
+    assert -1 <= kill.lost <= 1, f"{kill.completed} steps completed, {kill.surviving} {STEP_OP} in the trace"
+    assert kill.babeltrace2_ok is not False, "babeltrace2 cannot read the killed run's trace"
+    check_packets(single_trace(tmp_path / "trace"))
+
+
 def test_sigterm_converts_the_window_in_progress(tmp_path: Path) -> None:
     """SIGTERM stops the session, which first has the recorder convert what it holds: no step lost.
 
