@@ -155,6 +155,9 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
              f"loop only {_x(loop['profiler'])}; stop {c['profiler']['stop_s_of_best'] * 1e3:,.0f} ms"),
             ("  TorchRecorder slowdown", _x(s["ours"]),
              f"loop only {_x(loop['ours'])}; stop + conversion {c['ours']['stop_s_of_best'] * 1e3:,.0f} ms"),
+            ("  TorchRecorder, converting on the program's thread", _x(s["ours, converting here"]),
+             f"DFCOMPASS_HANDOFF=0; ours / (profiler + export) "
+             f"{_x(s['ours, converting here'] / s['profiler+export'])}"),
             ("  torch.profiler + export_chrome_trace", _x(s["profiler+export"]),
              f"context; ours / it {_x(m['ratio_ours_per_profiler_export'])}; "
              f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),

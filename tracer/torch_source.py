@@ -416,9 +416,9 @@ class TorchRecorder:
                 chain.submit(lambda: self._convert_here(prof))
                 self._handed_off += 1
                 return
-            except OSError as exc:
-                print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({exc}); windows "
-                      "convert on the program's thread from now on", file=sys.stderr)
+            except Exception as exc:  # noqa: BLE001 - the window is still converted, here
+                print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({type(exc).__name__}: "
+                      f"{exc}); windows convert on the program's thread from now on", file=sys.stderr)
                 self._end_chain()
         self._convert_here(prof)
 
