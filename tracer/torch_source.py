@@ -35,7 +35,7 @@ from typing import Any, Iterator
 from tracer import schema
 from tracer.batch import Batch
 from tracer.chain_state import SessionChainState
-from tracer.fork_chain import ForkChain, handoff_enabled
+from tracer.fork_chain import ForkChain, HandoffPolicy, handoff_mode
 from tracer.native import profile_walk
 from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.session import Session, active_session
@@ -164,6 +164,8 @@ class TorchRecorder:
         self.cost = RecorderCost()  # the program's time in our hooks and window cuts (tracer/recorder_cost.py)
         # Windows convert in fork children (tracer/fork_chain.py) when this platform allows.
         self._chain: ForkChain | None = None
+        self._policy: HandoffPolicy | None = None
+        self._cut_window_s = 0.0  # how long the window being converted ran
         self._chain_session: SessionChainState | None = None
         self._convert_tid = 0  # the program's thread that cut the window being converted
         self._handed_off = 0  # windows with converter children now, not yet in windows_written/lost
@@ -248,9 +250,10 @@ class TorchRecorder:
     def _start_chain(self) -> None:
         """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
-        session = self.session
-        if not handoff_enabled() or self._cuda or session is None or session.trace is None:
+        session, mode = self.session, handoff_mode()
+        if mode is None or self._cuda or session is None or session.trace is None:
             return
+        self._policy = HandoffPolicy(mode)
         self._chain_session = SessionChainState(session, session.share_ids())
         self._chain = ForkChain(session.trace.path, self._chain_capture, self._chain_apply)
 
@@ -259,15 +262,19 @@ class TorchRecorder:
         chain, self._chain = self._chain, None
         if chain is None:
             return
-        started = time.perf_counter_ns()
-        chain.drain()  # the last child's state holds windows_written and windows_lost
-        self._handed_off = 0
-        self.cost.waited(time.perf_counter_ns() - started)
+        self._sync_chain(chain)
         self.cost.handoff_wait_ns += chain.waited_ns  # inside the window cuts' time already
         self.cost.handed_off += chain.forked
         if chain.failed:
             print(f"dfcompass: error: process {os.getpid()}: {chain.failed} of {chain.forked} window converters "
                   "failed (their windows are missing)", file=sys.stderr)
+
+    def _sync_chain(self, chain: ForkChain) -> None:
+        """Wait for the children now converting and take the last one's state into this process."""
+        started = time.perf_counter_ns()
+        chain.drain()  # the last child's state holds windows_written and windows_lost
+        self._handed_off = 0
+        self.cost.waited(time.perf_counter_ns() - started)
 
     def _chain_capture(self) -> dict[str, Any]:
         assert self._chain_session is not None
@@ -300,7 +307,8 @@ class TorchRecorder:
         if self._profiler is None or self._converting or self._foreign is None or self._foreign.active:
             return
         self._optimizer_stepped = False
-        self._window_start = time.monotonic()
+        now = time.monotonic()
+        self._cut_window_s, self._window_start = now - self._window_start, now
         assert self.session is not None
         started = self.cost.window_started()
         with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered(), self._foreign.own():
@@ -349,6 +357,7 @@ class TorchRecorder:
             print(f"dfcompass: process {os.getpid()}: the program started its own torch profiler; dfcompass "
                   "records no PyTorch op while it runs (they are in the program's own profile)", file=sys.stderr)
         profiler, self._profiler = self._profiler, None
+        self._cut_window_s = time.monotonic() - self._window_start
         started = self.cost.window_started()
         with _kineto_log_filtered():
             profiler.__exit__(None, None, None)
@@ -410,17 +419,24 @@ class TorchRecorder:
         """on_trace_ready: write one window, in a converter child when there is a chain."""
         self._convert_tid = threading.get_native_id()
         self._writer.note_rank()  # here: a child does not ask torch.distributed
-        chain = self._chain
-        if chain is not None:
+        chain, policy, window_s = self._chain, self._policy, self._cut_window_s
+        if chain is not None and policy is not None and policy.fork(window_s):
             try:
+                started = time.perf_counter()
                 chain.submit(lambda: self._convert_here(prof))
+                policy.forked(time.perf_counter() - started)
                 self._handed_off += 1
                 return
             except Exception as exc:  # noqa: BLE001 - the window is still converted, here
                 print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({type(exc).__name__}: "
                       f"{exc}); windows convert on the program's thread from now on", file=sys.stderr)
                 self._end_chain()
+        if chain is not None and chain.forked:
+            self._sync_chain(chain)  # the children's state comes here before a window converts here
+        started = time.perf_counter()
         self._convert_here(prof)
+        if policy is not None:
+            policy.converted_here(time.perf_counter() - started, window_s)
 
     def _convert_here(self, prof: Any) -> None:
         """Write one window. A failure loses that window, never the program."""

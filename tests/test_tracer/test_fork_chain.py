@@ -3,8 +3,9 @@
 A training loop with steps (edges cross windows: the optimizer writes the weights one window reads
 in the next) is recorded twice, converting on the program's thread (DFCOMPASS_HANDOFF=0) and in
 a chain of fork children; the two traces hold the same nodes, edges, memory events and strings.
-A program killed with SIGKILL right after its steps still gets every finished window written, by
-the converters that outlive it. The shared id blocks never give one id twice across processes.
+(DFCOMPASS_HANDOFF=1 forks for every window; by default a window whose conversion costs less
+than a fork converts here.) A program killed with SIGKILL right after its steps still gets every
+finished window written, by the converters that outlive it. The shared id blocks never give one id twice across processes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from tc_analyses.reader.fast import read_trace
-from tracer.fork_chain import wait_for_converters
+from tracer.fork_chain import HandoffPolicy, wait_for_converters
 from tracer.id_blocks import BLOCK, BlockCursor, SharedIdBlocks
 from tests.helpers import subprocess_env
 
@@ -134,3 +135,16 @@ def test_a_cursor_goes_on_where_it_was_handed_over() -> None:
     taken = [next(first) for _ in range(10)]
     second = BlockCursor(shared, "node", *first.position())
     assert next(second) == taken[-1] + 1 == 110
+
+
+def test_the_policy_forks_only_where_converting_here_costs_more() -> None:
+    policy = HandoffPolicy("auto")
+    assert not policy.fork(1.0), "the first window converts here: what that costs is not known yet"
+    policy.converted_here(0.5, 1.0)  # conversion here: half a second per second of window
+    policy.forked(0.010)  # a fork: 10 ms
+    assert not policy.fork(0.002), "a 2 ms window converts here (1 ms) for less than a fork"
+    assert policy.fork(0.2), "a 200 ms window would cost 100 ms here, ten forks"
+    policy.converted_here(0.0001, 0.002)  # cheap windows lower the learnt rate
+    assert policy.convert_s_per_window_s is not None and policy.convert_s_per_window_s < 0.5
+    always = HandoffPolicy("always")
+    assert always.fork(0.0)
