@@ -61,7 +61,8 @@ class Kill:
 
     @property
     def ok(self) -> bool:
-        return not self.error and self.babeltrace2_ok is not False and 0 <= self.lost <= 1
+        # -1: the step in flight reached backward before the program counted it (nothing lost).
+        return not self.error and self.babeltrace2_ok is not False and -1 <= self.lost <= 1
 
 
 def _progress(path: Path) -> tuple[int | None, int]:
