@@ -130,11 +130,6 @@ class ForkChain:
         self.failed = 0  # children that ended without handing their state on
         self.waited_ns = 0  # the program's time spent waiting for a child (back-pressure)
 
-    @property
-    def in_flight(self) -> int:
-        self._reap(block=False)
-        return len(self._children)
-
     def submit(self, convert: Callable[[], None]) -> None:
         """Run `convert` in a new child, after the previous child's state; return at once."""
         global _forking_converter
