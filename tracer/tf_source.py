@@ -4,7 +4,8 @@ Mechanism (docs/tensorflow.md): TensorFlow's own profiler (``tf.profiler.experim
 times, and the runtime's run metadata (``context.enable_run_metadata``) for the graphs that ran:
 the post-optimisation partition graphs, whose node names are the profile's (``<node>:<OpType>``)
 and whose nodes carry the device they were placed on. Tensor sizes come from the traced
-``FuncGraph`` of each function (static shapes). :mod:`tracer.tf_xspace` does the conversion.
+``FuncGraph`` of each function (static shapes, :mod:`tracer.tf_graphs`). :mod:`tracer.tf_xspace` does the
+conversion.
 
 ``with TFRecorder("out/trace") as rec:`` records everything in between; ``rec.step()`` (or the
 Keras callback from ``rec.keras_callback()``) marks steps. ``dfcompass record -- python prog.py``
@@ -16,7 +17,6 @@ TensorFlow is imported lazily: the rest of ``tracer`` still needs only the stand
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import shutil
 import sys
@@ -28,6 +28,7 @@ from typing import Any
 
 from tracer.batch import Batch
 from tracer.session import Session, active_session
+from tracer.tf_graphs import FuncGraphSizes, watch_functions
 from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
 
 
@@ -45,58 +46,12 @@ def _import_tf() -> Any:
         import tensorflow as tf
     except ImportError as exc:
         raise RuntimeError("recording TensorFlow needs tensorflow: pip install 'dfcompass[tf]'") from exc
+    watch_functions()
     return tf
 
 
-class FuncGraphSizes:
-    """Output sizes from the Python ``FuncGraph`` of every function alive at the end of recording.
-
-    A node of an inlined call is named ``<call op>/<node in the callee>``: the call op's ``f``
-    attribute names the callee, where the rest of the name is looked up.
-    """
-
-    def __init__(self) -> None:
-        from tensorflow.python.eager.polymorphic_function.atomic_function import AtomicFunction
-
-        # An exact type test: isinstance goes through ABC checks, 10x slower over a whole heap.
-        classes = {AtomicFunction, *AtomicFunction.__subclasses__()}
-        self._graphs: dict[str, Any] = {}
-        for obj in gc.get_objects():
-            if type(obj) in classes:
-                name = obj.name.decode() if isinstance(obj.name, bytes) else str(obj.name)
-                self._graphs[name] = obj.graph
-        self._known: dict[tuple[str, str, int], int] = {}
-
-    def nbytes(self, function: str, node: str, slot: int) -> int:
-        key = (function, node, slot)
-        found = self._known.get(key)
-        if found is None:
-            found = self._known[key] = self._lookup(function, node, slot)
-        return found
-
-    def _lookup(self, function: str, node: str, slot: int) -> int:
-        graph = self._graphs.get(function)
-        depth = 0
-        while graph is not None and depth < 8:
-            try:
-                op = graph.get_operation_by_name(node)
-            except (KeyError, ValueError):
-                head, _, rest = node.partition("/")
-                try:
-                    call = graph.get_operation_by_name(head) if rest else None
-                except (KeyError, ValueError):
-                    return 0
-                if call is None or "f" not in call.node_def.attr:
-                    return 0
-                graph, node, depth = self._graphs.get(call.node_def.attr["f"].func.name), rest, depth + 1
-                continue
-            if slot >= len(op.outputs):
-                return 0
-            tensor = op.outputs[slot]
-            if not tensor.shape.is_fully_defined():
-                return 0
-            return int(tensor.shape.num_elements()) * int(tensor.dtype.size)
-        return 0
+if "tensorflow" in sys.modules:  # functions the program makes from here on are found without a heap scan
+    watch_functions()
 
 
 class TFRecorder:
@@ -126,6 +81,7 @@ class TFRecorder:
         self.session: Session | None = None
         self.result: Converted | None = None
         self.graphs: GraphSet | None = None  # the graphs that ran, once stopped
+        self.sizes: FuncGraphSizes | None = None  # where the tensors' bytes came from, once stopped
 
     def __enter__(self) -> "TFRecorder":
         return self.start()
@@ -271,7 +227,8 @@ class TFRecorder:
         graphs = self.graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
-        converter = XSpaceConverter(batch, graphs, FuncGraphSizes(), session.new_node_id,
+        self.sizes = FuncGraphSizes()
+        converter = XSpaceConverter(batch, graphs, self.sizes, session.new_node_id,
                                     session.new_tensor_id, [step[:3] for step in self._steps], pid=os.getpid(),
                                     new_annotation_id=session.new_annotation_id)
         result = converter.convert(space)
@@ -292,6 +249,8 @@ def start_when_ready(session: Session) -> None:
     profile_batch), only one can run: the recorder gives way, keeping what it recorded so far.
     """
     from tensorflow.python.eager import context
+
+    watch_functions()  # before the program makes its first function
 
     def start() -> None:
         try:

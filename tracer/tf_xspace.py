@@ -99,23 +99,36 @@ def line_events(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, 
                 ) -> list[XEvent]:
     """A line's events in start order (longest first at equal starts, so parents come first);
     with `keep`, only those whose (name, op type) it accepts."""
+    return line_events_and_first(plane, line, origin_ns, keep)[0]
+
+
+def line_events_and_first(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, str], bool] | None = None,
+                          ) -> tuple[list[XEvent], int | None]:
+    """:func:`line_events`, and the first start (epoch ns) of any event of the line, kept or not."""
     events = []
     base_ps = (origin_ns + line.timestamp_ns) * 1000
     metadata = plane.event_metadata
-    kept: dict[int, bool] = {}
+    # One metadata lookup per kind of event (a protobuf map lookup costs more than the rest of the loop).
+    kinds: dict[int, tuple[str, str, Any] | None] = {}
+    first_ps: int | None = None
     for event in line.events:
+        offset = event.offset_ps
+        if first_ps is None or offset < first_ps:
+            first_ps = offset
         meta_id = event.metadata_id
-        meta = metadata[meta_id]
-        wanted = kept.get(meta_id)
-        if wanted is None:
-            wanted = kept[meta_id] = keep is None or keep(meta.name, meta.display_name)
-        if not wanted:
+        if meta_id in kinds:
+            kind = kinds[meta_id]
+        else:
+            meta = metadata[meta_id]
+            kind = kinds[meta_id] = ((meta.name, meta.display_name, meta.stats)
+                                     if keep is None or keep(meta.name, meta.display_name) else None)
+        if kind is None:
             continue
-        start_ps = base_ps + event.offset_ps
-        events.append(XEvent(meta.name, meta.display_name, start_ps // 1000, (start_ps + event.duration_ps) // 1000,
-                             plane, (meta.stats, event.stats)))
+        start_ps = base_ps + offset
+        events.append(XEvent(kind[0], kind[1], start_ps // 1000, (start_ps + event.duration_ps) // 1000,
+                             plane, (kind[2], event.stats)))
     events.sort(key=lambda e: (e.start, -e.end))
-    return events
+    return events, None if first_ps is None else (base_ps + first_ps) // 1000
 
 
 def device_name(tf_device: str) -> str:
@@ -148,6 +161,7 @@ class GraphSet:
                     nodes[node.name] = node
             self.graphs.append(nodes)
         self._cache: dict[Any, dict[str, Any] | None] = {}
+        self._inputs: dict[tuple[int, str], tuple[tuple[str, int, bool], ...]] = {}
 
     def match(self, names: frozenset[str], function: str = "") -> dict[str, Any] | None:
         key = function or names
@@ -159,6 +173,22 @@ class GraphSet:
                 best = graph
         self._cache[key] = best
         return best
+
+    def inputs(self, graph: Mapping[str, Any], name: str) -> tuple[tuple[str, int, bool], ...] | None:
+        """Node `name`'s inputs in `graph` (one of :attr:`graphs`) as (producer, output slot, control?),
+        parsed once: every run of a function reads the same NodeDefs."""
+        key = (id(graph), name)
+        found = self._inputs.get(key)
+        if found is None:
+            node = graph.get(name)
+            if node is None:
+                return None
+            parsed = []
+            for text in node.input:
+                source, _, slot = text.lstrip("^").partition(":")
+                parsed.append((source, int(slot) if slot.isdigit() else 0, text.startswith("^")))
+            found = self._inputs[key] = tuple(parsed)
+        return found
 
 
 class TensorSizes(Protocol):
@@ -251,11 +281,10 @@ class XSpaceConverter:
     def _host_line(self, plane: Any, line: Any) -> None:
         tid = thread_id(line)
         key = f"tf-{tid}"
-        first = min((e.offset_ps for e in line.events), default=None)
-        events = line_events(plane, line, self.origin, lambda name, op: name in _HOST_EVENTS or _graph_op(name, op))
+        events, first = line_events_and_first(plane, line, self.origin,
+                                              lambda name, op: name in _HOST_EVENTS or _graph_op(name, op))
         if first is not None:
-            at = (self.origin + line.timestamp_ns) + first // 1000
-            self.batch.add("thread_info", key, at, self.pid, tid, line.display_name or line.name)
+            self.batch.add("thread_info", key, first, self.pid, tid, line.display_name or line.name)
         stack: list[_Frame] = []
         for event in events:
             while stack and stack[-1].end <= event.start:
@@ -383,14 +412,12 @@ class XSpaceConverter:
             by_name.setdefault(node.name, _Runs()).add(node)
         tensors: dict[tuple[int, int], int] = {}
         for consumer in nodes:
-            found = graph.get(consumer.name)
-            if found is None:
+            inputs = self.graphs.inputs(graph, consumer.name)
+            if inputs is None:
                 continue
             data: dict[int, tuple[_Exec, int, int]] = {}
             control: list[_Exec] = []
-            for text in found.input:
-                is_control = text.startswith("^")
-                source, _, slot_text = text.lstrip("^").partition(":")
+            for source, slot, is_control in inputs:
                 runs = by_name.get(source)
                 producer = runs.before(consumer) if runs is not None else None
                 if producer is None:
@@ -398,7 +425,6 @@ class XSpaceConverter:
                 if is_control:
                     control.append(producer)
                     continue
-                slot = int(slot_text) if slot_text.isdigit() else 0
                 tensor = tensors.get((producer.node_id, slot))
                 if tensor is None:
                     tensor = tensors[(producer.node_id, slot)] = self.new_tensor_id()

@@ -175,19 +175,23 @@ def test_record_starts_the_tf_recorder_on_import(tmp_path: Path) -> None:
     assert _edges(traces[0])
 
 
-@pytest.mark.parametrize("mode", ["refresh", "keep"])
+@pytest.mark.parametrize("mode", ["refresh", "keep", "late"])
 def test_functions_that_ran_before_recording(tmp_path: Path, mode: str) -> None:
     """The runtime gives a function's graphs when it instantiates it: by default the recorder has
-    functions that ran before it instantiated again; with refresh_graphs=False they keep no edges."""
-    _run(sys.executable, PROGRAMS / "warm_function.py", tmp_path / "trace", mode)
+    functions that ran before it instantiated again; with refresh_graphs=False they keep no edges.
+    The tensors' bytes come from the function's graph, registered when it was made or, when the
+    recorder was imported after that ("late"), found on the heap."""
+    done = _run(sys.executable, PROGRAMS / "warm_function.py", tmp_path / "trace", mode)
+    if mode != "keep":
+        assert f"heap scans: {int(mode == 'late')}" in done.stdout
     nodes = _nodes(tmp_path / "trace")
     names = {n["name"]: i for i, n in nodes.items()}
     assert {"MatMul", "Relu", "mul"} <= set(names)
-    edges = {(p, c) for p, c, _, _ in _edges(tmp_path / "trace")}
-    if mode == "refresh":
-        assert edges == {(names["MatMul"], names["Relu"]), (names["Relu"], names["mul"])}
-    else:
-        assert edges == set()
+    edges = {(p, c): nbytes for p, c, _, nbytes in _edges(tmp_path / "trace")}
+    if mode == "keep":
+        assert edges == {}
+    else:  # 16 x 16 float32 each
+        assert edges == {(names["MatMul"], names["Relu"]): 1024, (names["Relu"], names["mul"]): 1024}
 
 
 def test_record_lets_the_program_configure_tf_and_run_its_own_profiler(tmp_path: Path) -> None:
