@@ -58,7 +58,7 @@ class FuncGraphSizes:
     """
 
     def __init__(self) -> None:
-        self._functions: dict[str, Any] = dict(_registry.items())
+        self._functions: dict[str, Any] = {}  # found by the heap scan
         self._graphs: dict[str, Any] = {}
         self._scanned = False
         self._known: dict[tuple[str, str, int], int] = {}
@@ -74,7 +74,7 @@ class FuncGraphSizes:
     def _graph(self, name: str) -> Any:
         graph = self._graphs.get(name)
         if graph is None and name:
-            function = self._functions.get(name)
+            function = _registry.get(name) or self._functions.get(name)
             if function is None and not self._scanned:
                 self._scan_heap()
                 function = self._functions.get(name)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.batch import Batch
+from tracer.import_hooks import call_after_import
 from tracer.session import Session, active_session
 from tracer.tf_graphs import FuncGraphSizes, watch_functions
 from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
@@ -58,7 +59,13 @@ class TFRecorder:
     """Record a TensorFlow program into a dfcompass trace, like ``tf.profiler.experimental.start``.
 
     Given a path, the recorder runs its own :class:`Session`; given a session (or with one already
-    active), it records into it. The profile is converted when the recorder stops.
+    active), it records into it.
+
+    Windows: at the end of a step (:meth:`step`, :meth:`end_step`, the Keras callback) the profile
+    so far is cut off and written, and TF's profiler starts again, so a program killed later keeps
+    its earlier steps and TF's profiler never holds a whole run. A restart costs 15-30 ms, so a
+    window holds as many steps as keep restarts under ``restart_share`` of the run (and at least
+    ``min_window_s``). With no steps marked the profile is written when the recorder stops.
 
     ``refresh_graphs`` (default on) clears TensorFlow's kernel cache at the start, so functions that
     ran before recording are instantiated again and their graphs are collected. Side effect: stateful
@@ -67,7 +74,7 @@ class TFRecorder:
     """
 
     def __init__(self, trace: "str | os.PathLike[str] | Session | None" = None, *, refresh_graphs: bool = True,
-                 **session_options: Any) -> None:
+                 min_window_s: float = 0.5, restart_share: float = 0.05, **session_options: Any) -> None:
         self._tf = _import_tf()
         self._refresh_graphs = refresh_graphs
         self._own_session = isinstance(trace, (str, os.PathLike))
@@ -78,10 +85,17 @@ class TFRecorder:
         self._steps: list[tuple[int, int, int, int]] = []  # (begin, end, step, tid of the marking thread), epoch ns
         self._step_open: tuple[int, int, int] | None = None  # (begin, step, tid)
         self._step_count = 0
+        self._steps_written = 0
+        self._min_window_s = min_window_s
+        self._restart_share = restart_share
+        self._restart_s = 0.03  # a profiler restart, measured at each cut; a prior until the first
+        self._window_start = 0.0
+        self._cutting = False
+        self.user_steps = False  # the program marks steps: Keras's batches are then not marked on their own
         self.session: Session | None = None
-        self.result: Converted | None = None
-        self.graphs: GraphSet | None = None  # the graphs that ran, once stopped
-        self.sizes: FuncGraphSizes | None = None  # where the tensors' bytes came from, once stopped
+        self.result = Converted()
+        self.graphs = GraphSet()  # the graphs that ran (the runtime reports each function's once)
+        self.sizes = FuncGraphSizes()  # where the tensors' bytes came from
 
     def __enter__(self) -> "TFRecorder":
         return self.start()
@@ -139,10 +153,15 @@ class TFRecorder:
             # The runtime hands out a function's graphs when it instantiates the function: functions
             # that ran before this point are instantiated again, so their graphs (and edges) are seen.
             context.context().clear_kernel_cache()
+        self._start_profiler()
+        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
+
+    def _start_profiler(self) -> None:
+        tf = self._tf
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3, python_tracer_level=0,
                                                            device_tracer_level=1)
         tf.profiler.experimental.start(self._logdir, options=options)
-        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
+        self._window_start = time.monotonic()
 
     def _undo_start(self, context: Any) -> None:
         with contextlib.suppress(Exception):
@@ -160,15 +179,59 @@ class TFRecorder:
         self.begin_step()
 
     def begin_step(self) -> None:
-        self.end_step()
+        self.user_steps = True
+        self._begin_step()
+
+    def end_step(self) -> None:
+        self.user_steps = True
+        self._end_step()
+
+    def _begin_step(self) -> None:
+        self._end_step()
         self._step_open = (time.time_ns(), self._step_count, threading.get_native_id())
         self._step_count += 1
 
-    def end_step(self) -> None:
+    def _end_step(self) -> None:
         if self._step_open is not None:
             begin, number, tid = self._step_open
             self._steps.append((begin, time.time_ns(), number, tid))
             self._step_open = None
+            if self.recording and not self._cutting and self._window_due():
+                self._cut()
+
+    def _window_due(self) -> bool:
+        ran = time.monotonic() - self._window_start
+        return ran >= max(self._min_window_s, self._restart_s / self._restart_share)
+
+    def _cut(self) -> None:
+        """Write the profile so far and go on recording in a new one (at a step end)."""
+        from tensorflow.python.eager import context
+
+        session = self.session
+        assert session is not None and self._logdir is not None
+        started = time.perf_counter()
+        self._cutting = True
+        logdir, self._logdir = self._logdir, None
+        try:
+            with session.sigterm_deferred():
+                try:
+                    self._tf.profiler.experimental.stop()
+                except Exception as exc:  # the program stopped TF's profiler itself: nothing more to record
+                    self._finish(context, logdir)
+                    print(f"dfcompass: error: TensorFlow's profiler was stopped by the program ({exc}): "
+                          "dfcompass recorded TensorFlow up to the previous window", file=sys.stderr)
+                    return
+                metadata = context.export_run_metadata()  # the graphs instantiated so far; clears them
+                self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
+                self._start_profiler()
+                self._restart_s = time.perf_counter() - started
+                try:
+                    self._convert_window(Path(logdir), metadata)
+                except Exception as exc:  # inside the program's step: a lost window, never a failed step
+                    print(f"dfcompass: error: process {os.getpid()}: a TensorFlow profile window was not "
+                          f"recorded: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            self._cutting = False
 
     def keras_callback(self) -> Any:
         """A Keras callback that makes each training batch a step."""
@@ -190,31 +253,53 @@ class TFRecorder:
         profile cannot be read, after the trace is closed."""
         if not self.recording:
             return
+        from tensorflow.python.eager import context
+
         logdir, self._logdir = self._logdir, None
         assert logdir is not None
+        self._cutting = True  # the open step ends without a cut
+        try:
+            self._end_step()
+        finally:
+            self._cutting = False
+        try:
+            self._tf.profiler.experimental.stop()
+        except Exception as exc:  # the program stopped TF's profiler itself
+            self._finish(context, logdir)
+            raise RuntimeError(f"TensorFlow's profiler was already stopped, its events are lost ({exc})") from exc
+        try:
+            metadata = context.export_run_metadata()
+        finally:
+            self._finish(context, None)
+        try:
+            self._convert_window(Path(logdir), metadata)
+        finally:
+            if self._own_session and self.session is not None:
+                self.session.stop()
+
+    def _finish(self, context: Any, logdir: str | None) -> None:
+        """Recording is over: run metadata off, this recorder no longer the active one or a stop hook."""
         global _active
         if _active is self:
             _active = None
-        session = self.session
-        if session is not None:
-            session.discard_stop_hook(self.stop)
-        from tensorflow.python.eager import context
+        self._logdir = None
+        with contextlib.suppress(Exception):
+            context.disable_run_metadata()
+        if self.session is not None:
+            self.session.discard_stop_hook(self.stop)
+        if logdir is not None:
+            shutil.rmtree(logdir, ignore_errors=True)
+            if self._own_session and self.session is not None:
+                self.session.stop()
 
+    def _convert_window(self, logdir: Path, metadata: Any) -> None:
+        """Write one profile (a window) and the steps that ended in it; then remove its folder."""
         try:
-            self.end_step()
-            try:
-                self._tf.profiler.experimental.stop()
-            except Exception as exc:  # the program stopped TF's profiler itself
-                raise RuntimeError(f"TensorFlow's profiler was already stopped, its events are lost ({exc})") from exc
-            finally:
-                metadata = context.export_run_metadata()
-                context.disable_run_metadata()
+            session = self.session
             if session is not None and session.active and session.trace is not None:
-                self.result = self._convert(session, Path(logdir), metadata)
+                self.result.add(self._convert(session, logdir, metadata))
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
-            if self._own_session and session is not None:
-                session.stop()
 
     def _convert(self, session: Session, logdir: Path, metadata: Any) -> Converted:
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -224,15 +309,16 @@ class TFRecorder:
         if not files:
             raise RuntimeError(f"{logdir}: the TensorFlow profiler wrote no .xplane.pb")
         space.ParseFromString(files[-1].read_bytes())
-        graphs = self.graphs = GraphSet([list(fg.partition_graphs) for fg in metadata.function_graphs])
+        self.graphs.add(list(fg.partition_graphs) for fg in metadata.function_graphs)
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
-        self.sizes = FuncGraphSizes()
-        converter = XSpaceConverter(batch, graphs, self.sizes, session.new_node_id,
+        converter = XSpaceConverter(batch, self.graphs, self.sizes, session.new_node_id,
                                     session.new_tensor_id, [step[:3] for step in self._steps], pid=os.getpid(),
                                     new_annotation_id=session.new_annotation_id)
         result = converter.convert(space)
-        for begin, end, step, tid in self._steps:  # on the thread that marked the step
+        result.windows = 1
+        ended, self._steps_written = self._steps[self._steps_written:], len(self._steps)
+        for begin, end, step, tid in ended:  # on the thread that marked the step
             batch.add("step_begin", f"tf-steps-{tid}", begin, step, tid)
             batch.add("step_end", f"tf-steps-{tid}", end, step, tid)
         batch.flush()
@@ -251,6 +337,7 @@ def start_when_ready(session: Session) -> None:
     from tensorflow.python.eager import context
 
     watch_functions()  # before the program makes its first function
+    call_after_import("keras.src.callbacks.callback_list", _mark_keras_batches)
 
     def start() -> None:
         try:
@@ -274,6 +361,28 @@ def start_when_ready(session: Session) -> None:
     context.Context.ensure_initialized = ensure_initialized
 
 
+def _mark_keras_batches(module: Any) -> None:
+    """Under ``dfcompass record``: each Keras training batch is a step (and may end a window),
+    unless the program marks steps itself."""
+    callbacks = module.CallbackList
+    begin, end = callbacks.on_train_batch_begin, callbacks.on_train_batch_end
+
+    def on_train_batch_begin(self: Any, batch: Any, logs: Any = None) -> Any:
+        recorder = _active
+        if recorder is not None and recorder.recording and not recorder.user_steps:
+            recorder._begin_step()
+        return begin(self, batch, logs)
+
+    def on_train_batch_end(self: Any, batch: Any, logs: Any = None) -> Any:
+        result = end(self, batch, logs)
+        recorder = _active
+        if recorder is not None and recorder.recording and not recorder.user_steps:
+            recorder._end_step()
+        return result
+
+    callbacks.on_train_batch_begin, callbacks.on_train_batch_end = on_train_batch_begin, on_train_batch_end
+
+
 def _give_way_to_the_programs_profiler(recorder: TFRecorder) -> None:
     import tensorflow as tf
     from tensorflow.python.profiler import profiler_v2
@@ -281,7 +390,7 @@ def _give_way_to_the_programs_profiler(recorder: TFRecorder) -> None:
     original = profiler_v2.start
 
     def start(*args: Any, **kwargs: Any) -> Any:
-        if recorder.recording:
+        if recorder.recording and not recorder._cutting:  # not the recorder's own restart at a window cut
             print("dfcompass: the program starts TensorFlow's profiler: dfcompass records TensorFlow up to here",
                   file=sys.stderr)
             recorder.stop()

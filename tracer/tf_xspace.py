@@ -152,16 +152,22 @@ class GraphSet:
     not give (a nested call it did not inline) must not borrow its caller's.
     """
 
-    def __init__(self, function_graphs: Iterable[Iterable[Any]]) -> None:
+    def __init__(self, function_graphs: Iterable[Iterable[Any]] = ()) -> None:
         self.graphs: list[dict[str, Any]] = []
+        self._cache: dict[Any, dict[str, Any] | None] = {}
+        self._inputs: dict[tuple[int, str], tuple[tuple[str, int, bool], ...]] = {}
+        self.add(function_graphs)
+
+    def add(self, function_graphs: Iterable[Iterable[Any]]) -> None:
+        """More graphs (the runtime reports a function's graphs once, when it instantiates it)."""
         for partitions in function_graphs:
             nodes: dict[str, Any] = {}
             for partition in partitions:
                 for node in partition.node:
                     nodes[node.name] = node
-            self.graphs.append(nodes)
-        self._cache: dict[Any, dict[str, Any] | None] = {}
-        self._inputs: dict[tuple[int, str], tuple[tuple[str, int, bool], ...]] = {}
+            if nodes:
+                self.graphs.append(nodes)
+                self._cache.clear()  # a run that matched nothing, or a larger graph, may match this one
 
     def match(self, names: frozenset[str], function: str = "") -> dict[str, Any] | None:
         key = function or names
@@ -237,6 +243,14 @@ class Converted:
     gpu_ops: int = 0
     unmatched_runs: int = 0  # function runs with no graph in the run metadata: nodes without edges
     devices: set[str] = field(default_factory=set)
+    windows: int = 0  # the profiles converted (TFRecorder cuts one at a step end, see tracer/tf_source.py)
+
+    def add(self, other: "Converted") -> None:
+        """Count `other` (a later window's) in."""
+        for name in ("nodes", "edges", "control_edges", "eager_ops", "graph_ops", "function_calls", "gpu_ops",
+                     "unmatched_runs", "windows"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.devices |= other.devices
 
 
 class XSpaceConverter:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -175,6 +176,18 @@ def test_record_starts_the_tf_recorder_on_import(tmp_path: Path) -> None:
     assert _edges(traces[0])
 
 
+def test_record_makes_each_keras_batch_a_step(tmp_path: Path) -> None:
+    """A program that marks no steps: under record, each training batch is one, its nodes in it."""
+    _run(sys.executable, "-m", "tc_analyses.cli", "record", "-o", tmp_path / "job", "--", "python",
+         PROGRAMS / "plain_fit.py")
+    trace = next(p for p in (tmp_path / "job").iterdir() if p.is_dir())
+    assert read_trace(trace).table("step_end")["step"].tolist() == list(range(6))
+    per_step = _per_step(trace)
+    assert all(per_step[step][1] for step in range(6))  # each batch's function run, with its edges
+    trained = [[name for name in per_step[step][0] if name.startswith("StatefulPartitionedCall/")] for step in range(6)]
+    assert trained[0] and all(names == trained[0] for names in trained)  # tf.data's prefetching varies
+
+
 @pytest.mark.parametrize("mode", ["refresh", "keep", "late"])
 def test_functions_that_ran_before_recording(tmp_path: Path, mode: str) -> None:
     """The runtime gives a function's graphs when it instantiates it: by default the recorder has
@@ -228,3 +241,42 @@ def test_two_windows_on_one_session_keep_their_dispatches_apart(tmp_path: Path, 
     result = cli("eager-overhead", tmp_path / "trace", "--format", "json")
     data = json.loads(result.stdout)["result"]
     assert data["executions"] == 6 and data["unmatched"] == 0
+
+
+def _per_step(trace: Path) -> dict[int, tuple[list[str], list[tuple[str, str, int]]]]:
+    """Each step's node names and its edges by (producer name, consumer name, bytes), sorted."""
+    nodes = _nodes(trace)
+    steps: dict[int, tuple[list[str], list[tuple[str, str, int]]]] = defaultdict(lambda: ([], []))
+    for node in nodes.values():
+        steps[node["step"]][0].append(node["name"])
+    for producer, consumer, _, nbytes in _edges(trace):
+        steps[nodes[consumer]["step"]][1].append((nodes[producer]["name"], nodes[consumer]["name"], nbytes))
+    return {step: (sorted(names), sorted(edges)) for step, (names, edges) in steps.items()}
+
+
+def test_windows_cut_at_step_ends_record_what_one_profile_records(tmp_path: Path) -> None:
+    """A window per step (the profiler restarted at each step end) against one profile for the run:
+    the same nodes and edges in every step; a function's graph, reported once by the runtime, still
+    gives edges in later windows."""
+    counts = {mode: json.loads(_run(sys.executable, PROGRAMS / "windows.py", tmp_path / mode, mode).stdout)
+              for mode in ("each", "one")}
+    assert counts["each"]["windows"] == 7 and counts["one"]["windows"] == 1  # six cuts and the stop
+    assert counts["each"]["edges"] == counts["one"]["edges"] > 0 and counts["each"]["unmatched_runs"] == 0
+    each, one = _per_step(tmp_path / "each"), _per_step(tmp_path / "one")
+    assert sorted(each) == list(range(6)) and each == one
+    assert all(edges for _, edges in each.values())
+
+
+def test_a_killed_program_keeps_its_finished_windows(tmp_path: Path) -> None:
+    """SIGKILL in the fifth step: the four steps before it are on disk, readable without repair."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, str(PROGRAMS / "windows.py"), str(tmp_path / "kill"), "kill"],
+                          env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr[-2000:]
+    if shutil.which("babeltrace2") is not None:
+        subprocess.run(["babeltrace2", "--output-format=dummy", str(tmp_path / "kill")], check=True,
+                       capture_output=True)
+    _run(sys.executable, PROGRAMS / "windows.py", tmp_path / "one", "one")
+    kept, whole = _per_step(tmp_path / "kill"), _per_step(tmp_path / "one")
+    assert sorted(kept) == [0, 1, 2, 3]
+    assert all(kept[step] == whole[step] for step in kept)
