@@ -24,13 +24,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tracer.batch import Batch
 from tracer.import_hooks import call_after_import
 from tracer.session import Session, active_session
 from tracer.tf_graphs import FuncGraphSizes, watch_functions
 from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
+from tracer.window_handoff import WindowHandoff
 
 
 _active: "TFRecorder | None" = None
@@ -91,6 +92,8 @@ class TFRecorder:
         self._restart_s = 0.03  # a profiler restart, measured at each cut; a prior until the first
         self._window_start = 0.0
         self._cutting = False
+        self._handoff: WindowHandoff | None = None  # cut windows convert in fork children (tracer/window_handoff.py)
+        self.windows_handed_off = 0
         self.user_steps = False  # the program marks steps: Keras's batches are then not marked on their own
         self.session: Session | None = None
         self.result = Converted()
@@ -154,7 +157,11 @@ class TFRecorder:
             # that ran before this point are instantiated again, so their graphs (and edges) are seen.
             context.context().clear_kernel_cache()
         self._start_profiler()
-        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
+        self.session.add_stop_hook(self.stop)
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: F401 - imported here, not in a fork child
+
+        if not tf.config.list_physical_devices("GPU"):  # as PyTorch's: no fork beside CUPTI until checked on a GPU
+            self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply)  # a SIGTERM or exit that stops the session converts first
 
     def _start_profiler(self) -> None:
         tf = self._tf
@@ -210,6 +217,7 @@ class TFRecorder:
         session = self.session
         assert session is not None and self._logdir is not None
         started = time.perf_counter()
+        window_s = time.monotonic() - self._window_start
         self._cutting = True
         logdir, self._logdir = self._logdir, None
         try:
@@ -225,11 +233,11 @@ class TFRecorder:
                 self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
                 self._start_profiler()
                 self._restart_s = time.perf_counter() - started
-                try:
-                    self._convert_window(Path(logdir), metadata)
-                except Exception as exc:  # inside the program's step: a lost window, never a failed step
-                    print(f"dfcompass: error: process {os.getpid()}: a TensorFlow profile window was not "
-                          f"recorded: {type(exc).__name__}: {exc}", file=sys.stderr)
+                convert = self._window_converter(Path(logdir), metadata)
+                if self._handoff is not None:
+                    self._handoff.write(window_s, convert)
+                else:
+                    convert()
         finally:
             self._cutting = False
 
@@ -272,13 +280,16 @@ class TFRecorder:
         finally:
             self._finish(context, None)
         try:
-            self._convert_window(Path(logdir), metadata)
+            self._end_handoff()
+            self._convert_window(Path(logdir), *self._window_input(metadata))
         finally:
             if self._own_session and self.session is not None:
                 self.session.stop()
 
     def _finish(self, context: Any, logdir: str | None) -> None:
-        """Recording is over: run metadata off, this recorder no longer the active one or a stop hook."""
+        """Recording is over: run metadata off, this recorder no longer the active one or a stop hook,
+        the window converters done."""
+        self._end_handoff()
         global _active
         if _active is self:
             _active = None
@@ -292,16 +303,54 @@ class TFRecorder:
             if self._own_session and self.session is not None:
                 self.session.stop()
 
-    def _convert_window(self, logdir: Path, metadata: Any) -> None:
+    # ------------------------------------------------------------------ windows in fork children
+    def _end_handoff(self) -> None:
+        """Wait for the window converters and take their counts: the last window converts here."""
+        handoff, self._handoff = self._handoff, None
+        if handoff is not None:
+            handoff.end()
+            self.windows_handed_off = handoff.forked
+
+    def _chain_capture(self) -> Converted:
+        return self.result
+
+    def _chain_apply(self, result: Converted) -> None:
+        self.result = result
+
+    def _window_input(self, metadata: Any) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]]]:
+        """Here, at the cut: the window's new graphs in, and the steps it writes (those that ended
+        since the last window) with all steps so far (each node's step is looked up in them)."""
+        self.graphs.add(list(fg.partition_graphs) for fg in metadata.function_graphs)
+        ended, self._steps_written = self._steps[self._steps_written:], len(self._steps)
+        return ended, [step[:3] for step in self._steps]
+
+    def _window_converter(self, logdir: Path, metadata: Any) -> Callable[[], None]:
+        """A cut window's conversion, to run here or in a converter child: a failure loses that
+        window, never the program's step."""
+        ended, steps = self._window_input(metadata)
+
+        def convert() -> None:
+            try:
+                self._convert_window(logdir, ended, steps)
+            except Exception as exc:
+                self.result.windows_lost += 1
+                print(f"dfcompass: error: process {os.getpid()}: a TensorFlow profile window was not recorded: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+        return convert
+
+    def _convert_window(self, logdir: Path, ended: list[tuple[int, int, int, int]],
+                        steps: list[tuple[int, int, int]]) -> None:
         """Write one profile (a window) and the steps that ended in it; then remove its folder."""
         try:
             session = self.session
             if session is not None and session.active and session.trace is not None:
-                self.result.add(self._convert(session, logdir, metadata))
+                self.result.add(self._convert(session, logdir, ended, steps))
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
 
-    def _convert(self, session: Session, logdir: Path, metadata: Any) -> Converted:
+    def _convert(self, session: Session, logdir: Path, ended: list[tuple[int, int, int, int]],
+                 steps: list[tuple[int, int, int]]) -> Converted:
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
         space = xplane_pb2.XSpace()
@@ -309,15 +358,12 @@ class TFRecorder:
         if not files:
             raise RuntimeError(f"{logdir}: the TensorFlow profiler wrote no .xplane.pb")
         space.ParseFromString(files[-1].read_bytes())
-        self.graphs.add(list(fg.partition_graphs) for fg in metadata.function_graphs)
         assert session.trace is not None
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
-        converter = XSpaceConverter(batch, self.graphs, self.sizes, session.new_node_id,
-                                    session.new_tensor_id, [step[:3] for step in self._steps], pid=os.getpid(),
-                                    new_annotation_id=session.new_annotation_id)
+        converter = XSpaceConverter(batch, self.graphs, self.sizes, session.new_node_id, session.new_tensor_id,
+                                    steps, pid=self._pid, new_annotation_id=session.new_annotation_id)
         result = converter.convert(space)
         result.windows = 1
-        ended, self._steps_written = self._steps[self._steps_written:], len(self._steps)
         for begin, end, step, tid in ended:  # on the thread that marked the step
             batch.add("step_begin", f"tf-steps-{tid}", begin, step, tid)
             batch.add("step_end", f"tf-steps-{tid}", end, step, tid)

@@ -244,11 +244,12 @@ class Converted:
     unmatched_runs: int = 0  # function runs with no graph in the run metadata: nodes without edges
     devices: set[str] = field(default_factory=set)
     windows: int = 0  # the profiles converted (TFRecorder cuts one at a step end, see tracer/tf_source.py)
+    windows_lost: int = 0  # cut windows whose conversion failed
 
     def add(self, other: "Converted") -> None:
         """Count `other` (a later window's) in."""
         for name in ("nodes", "edges", "control_edges", "eager_ops", "graph_ops", "function_calls", "gpu_ops",
-                     "unmatched_runs", "windows"):
+                     "unmatched_runs", "windows", "windows_lost"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.devices |= other.devices
 
@@ -523,7 +524,11 @@ class _Runs:
     def before(self, consumer: _Exec) -> _Exec | None:
         at = bisect.bisect_right(self.ends, consumer.start)
         if at == 0:
-            return None
+            # None ended before the consumer started. The profiler stamps an op's end when its
+            # thread leaves the op's scope, which on a busy machine can come after the consumer it
+            # fed has started on another thread: take the last one that started before it.
+            started = [node for node in self.nodes if node.start < consumer.start and node is not consumer]
+            return max(started, key=lambda node: node.start) if started else None
         if consumer.iteration is not None:
             for back in range(at - 1, max(-1, at - 1 - self._SAME_ITERATION_LOOKBACK), -1):
                 if self.nodes[back].iteration == consumer.iteration and self.nodes[back] is not consumer:

@@ -34,8 +34,6 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
-from tracer.chain_state import SessionChainState
-from tracer.fork_chain import ForkChain, HandoffPolicy, handoff_mode
 from tracer.native import profile_walk
 from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.session import Session, active_session
@@ -44,6 +42,7 @@ from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: importe
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import mark_replays, write_gpu
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
+from tracer.window_handoff import WindowHandoff
 
 _MAX_SEQ_SCOPES = 200_000
 _CHAIN_SEQ_SCOPES = 20_000  # forward scopes handed to the next window's converter: backward comes soon after
@@ -162,13 +161,10 @@ class TorchRecorder:
         self.windows_lost = 0
         self._window_ops = 0  # op executions of the window being converted (lost with it on an error)
         self.cost = RecorderCost()  # the program's time in our hooks and window cuts (tracer/recorder_cost.py)
-        # Windows convert in fork children (tracer/fork_chain.py) when this platform allows.
-        self._chain: ForkChain | None = None
-        self._policy: HandoffPolicy | None = None
+        # Windows convert in fork children (tracer/window_handoff.py) when this platform allows.
+        self._handoff: WindowHandoff | None = None
         self._cut_window_s = 0.0  # how long the window being converted ran
-        self._chain_session: SessionChainState | None = None
         self._convert_tid = 0  # the program's thread that cut the window being converted
-        self._handed_off = 0  # windows with converter children now, not yet in windows_written/lost
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":
@@ -250,52 +246,31 @@ class TorchRecorder:
     def _start_chain(self) -> None:
         """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
-        session, mode = self.session, handoff_mode()
-        if mode is None or self._cuda or session is None or session.trace is None:
-            return
-        self._policy = HandoffPolicy(mode)
-        self._chain_session = SessionChainState(session, session.share_ids())
-        self._chain = ForkChain(session.trace.path, self._chain_capture, self._chain_apply)
+        if not self._cuda:
+            self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
+                                                on_drain=self.cost.waited)
 
     def _end_chain(self) -> None:
         """Wait for the converters and take their state: later windows convert here."""
-        chain, self._chain = self._chain, None
-        if chain is None:
-            return
-        self._sync_chain(chain)
-        self.cost.handoff_wait_ns += chain.waited_ns  # inside the window cuts' time already
-        self.cost.handed_off += chain.forked
-        if chain.failed:
-            print(f"dfcompass: error: process {os.getpid()}: {chain.failed} of {chain.forked} window converters "
-                  "failed (their windows are missing)", file=sys.stderr)
-
-    def _sync_chain(self, chain: ForkChain) -> None:
-        """Wait for the children now converting and take the last one's state into this process."""
-        started = time.perf_counter_ns()
-        chain.drain()  # the last child's state holds windows_written and windows_lost
-        self._handed_off = 0
-        self.cost.waited(time.perf_counter_ns() - started)
+        handoff, self._handoff = self._handoff, None
+        if handoff is not None:
+            handoff.end()
+            self.cost.handoff_wait_ns += handoff.backpressure_ns  # inside the window cuts' time already
+            self.cost.handed_off += handoff.forked
 
     def _chain_capture(self) -> dict[str, Any]:
-        assert self._chain_session is not None
         scopes = self._seq_scope
         if len(scopes) > _CHAIN_SEQ_SCOPES:  # insertion order is issue order: keep the newest
             scopes = dict(list(scopes.items())[-_CHAIN_SEQ_SCOPES:])
-        return {"session": self._chain_session.capture(), "windows": (self.windows_written, self.windows_lost),
-                "os_tids": self._os_tids, "seq_scope": scopes, "writer": self._writer.chain_state()}
+        return {"windows": (self.windows_written, self.windows_lost), "os_tids": self._os_tids, "seq_scope": scopes,
+                "writer": self._writer.chain_state()}
 
-    def _chain_apply(self, state: dict[str, Any] | None, in_child: bool) -> None:
-        assert self._chain_session is not None
-        if in_child:
-            self._chain_session.enter_child(state["session"] if state else None)
-        elif state:
-            self._chain_session.apply(state["session"])
-        if state:
-            self.windows_written, self.windows_lost = state["windows"]
-            self._os_tids.update(state["os_tids"])
-            self._seq_scope.clear()
-            self._seq_scope.update(state["seq_scope"])
-            self._writer.take_chain_state(state["writer"])
+    def _chain_apply(self, state: dict[str, Any]) -> None:
+        self.windows_written, self.windows_lost = state["windows"]
+        self._os_tids.update(state["os_tids"])
+        self._seq_scope.clear()
+        self._seq_scope.update(state["seq_scope"])
+        self._writer.take_chain_state(state["writer"])
 
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
@@ -419,24 +394,10 @@ class TorchRecorder:
         """on_trace_ready: write one window, in a converter child when there is a chain."""
         self._convert_tid = threading.get_native_id()
         self._writer.note_rank()  # here: a child does not ask torch.distributed
-        chain, policy, window_s = self._chain, self._policy, self._cut_window_s
-        if chain is not None and policy is not None and policy.fork(window_s):
-            try:
-                started = time.perf_counter()
-                chain.submit(lambda: self._convert_here(prof))
-                policy.forked(time.perf_counter() - started)
-                self._handed_off += 1
-                return
-            except Exception as exc:  # noqa: BLE001 - the window is still converted, here
-                print(f"dfcompass: process {os.getpid()}: cannot fork a window converter ({type(exc).__name__}: "
-                      f"{exc}); windows convert on the program's thread from now on", file=sys.stderr)
-                self._end_chain()
-        if chain is not None and chain.forked:
-            self._sync_chain(chain)  # the children's state comes here before a window converts here
-        started = time.perf_counter()
-        self._convert_here(prof)
-        if policy is not None:
-            policy.converted_here(time.perf_counter() - started, window_s)
+        if self._handoff is not None:
+            self._handoff.write(self._cut_window_s, lambda: self._convert_here(prof))
+        else:
+            self._convert_here(prof)
 
     def _convert_here(self, prof: Any) -> None:
         """Write one window. A failure loses that window, never the program."""
@@ -501,7 +462,7 @@ class TorchRecorder:
     @property
     def windows_ended(self) -> int:
         """Windows ended so far: written, lost, or with a converter child now."""
-        return self.windows_written + self.windows_lost + self._handed_off
+        return self.windows_written + self.windows_lost + (self._handoff.in_flight if self._handoff else 0)
 
     @property
     def nodes_recorded(self) -> int:

@@ -42,7 +42,7 @@ PROGRAM = textwrap.dedent("""
         model(x).sum().backward()
         optimizer.step()
         rec.step()
-    print("chain", rec._chain is not None, flush=True)
+    print("chain", rec._handoff is not None, flush=True)
     if sys.argv[2] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     rec.stop()

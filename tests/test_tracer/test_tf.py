@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from tc_analyses.reader import read_trace
+from tracer.fork_chain import wait_for_converters
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 if importlib.util.find_spec("tensorflow") is None:
@@ -254,25 +255,32 @@ def _per_step(trace: Path) -> dict[int, tuple[list[str], list[tuple[str, str, in
     return {step: (sorted(names), sorted(edges)) for step, (names, edges) in steps.items()}
 
 
-def test_windows_cut_at_step_ends_record_what_one_profile_records(tmp_path: Path) -> None:
-    """A window per step (the profiler restarted at each step end) against one profile for the run:
-    the same nodes and edges in every step; a function's graph, reported once by the runtime, still
-    gives edges in later windows."""
-    counts = {mode: json.loads(_run(sys.executable, PROGRAMS / "windows.py", tmp_path / mode, mode).stdout)
-              for mode in ("each", "one")}
+@pytest.mark.parametrize("handoff", ["0", "1"])
+def test_windows_cut_at_step_ends_record_what_one_profile_records(tmp_path: Path, handoff: str) -> None:
+    """A window per step (the profiler restarted at each step end), converted here or in fork
+    children, against one profile for the run: the same nodes and edges in every step; a function's
+    graph, reported once by the runtime, still gives edges in later windows."""
+    counts = {mode: json.loads(_run(sys.executable, PROGRAMS / "windows.py", tmp_path / mode, mode,
+                                    env={"DFCOMPASS_HANDOFF": handoff}).stdout) for mode in ("each", "one")}
     assert counts["each"]["windows"] == 7 and counts["one"]["windows"] == 1  # six cuts and the stop
+    assert counts["each"]["handed_off"] == (6 if handoff == "1" else 0) and counts["each"]["lost"] == 0
     assert counts["each"]["edges"] == counts["one"]["edges"] > 0 and counts["each"]["unmatched_runs"] == 0
     each, one = _per_step(tmp_path / "each"), _per_step(tmp_path / "one")
     assert sorted(each) == list(range(6)) and each == one
     assert all(edges for _, edges in each.values())
+    ids = read_trace(tmp_path / "each").table("node_begin")["node_id"].tolist()
+    assert len(ids) == len(set(ids))  # children number from blocks shared with the program
 
 
-def test_a_killed_program_keeps_its_finished_windows(tmp_path: Path) -> None:
-    """SIGKILL in the fifth step: the four steps before it are on disk, readable without repair."""
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+@pytest.mark.parametrize("handoff", ["0", "1"])
+def test_a_killed_program_keeps_its_finished_windows(tmp_path: Path, handoff: str) -> None:
+    """SIGKILL in the fifth step: the four steps before it are on disk, readable without repair,
+    also when their windows were still converting in children (which outlive the program)."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DFCOMPASS_HANDOFF": handoff}
     done = subprocess.run([sys.executable, str(PROGRAMS / "windows.py"), str(tmp_path / "kill"), "kill"],
                           env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == -9, done.stderr[-2000:]
+    assert wait_for_converters(tmp_path / "kill")
     if shutil.which("babeltrace2") is not None:
         subprocess.run(["babeltrace2", "--output-format=dummy", str(tmp_path / "kill")], check=True,
                        capture_output=True)

@@ -4,7 +4,8 @@ python tests/tf_programs/windows.py TRACE each|one|kill
 
 ``each`` cuts a window at every step end, ``one`` writes the whole profile at the stop; both print
 the recorder's counts as JSON. ``kill`` cuts at every step and SIGKILLs itself in the fifth step:
-the steps before it must be in the trace.
+the steps before it must be in the trace. ``DFCOMPASS_HANDOFF=1`` converts every cut window in a fork
+child, ``0`` here (tracer/window_handoff.py).
 """
 
 from __future__ import annotations
@@ -42,4 +43,5 @@ with TFRecorder(sys.argv[1], **windows) as recorder:
         train_step(x).numpy()
         recorder.end_step()
 print(json.dumps({"windows": recorder.result.windows, "nodes": recorder.result.nodes,
-                  "edges": recorder.result.edges, "unmatched_runs": recorder.result.unmatched_runs}))
+                  "edges": recorder.result.edges, "unmatched_runs": recorder.result.unmatched_runs,
+                  "handed_off": recorder.windows_handed_off, "lost": recorder.result.windows_lost}))
