@@ -13,10 +13,15 @@ Cases, alternated round by round in one child process, best of k each (:func:`_c
 * ``profiler``: ``tf.profiler.experimental.start``/``stop`` with the options we use (host tracer
   level 3, no Python tracer), which also writes TF's own ``.xplane.pb``;
 * ``ours``: ``tracer.tf_source.TFRecorder(tmpdir)``: the profiler, plus the run metadata, the
-  conversion to dfcompass events and the CTF trace.
+  conversion to dfcompass events and the CTF trace; each Keras batch is a step, windows are cut at
+  step ends once long enough and go to fork children when the policy says that pays;
+* ``ours, converting here``: the same with ``DFCOMPASS_HANDOFF=0`` (every window converts on the
+  program's thread), side by side.
 
-A traced run is timed from just before the recorder/profiler starts to just after it stops.
-Headline: the ratio of slowdowns, (t_ours / t_untraced) / (t_prof / t_untraced), target <= 1.2.
+A traced run is timed from just before the recorder/profiler starts to just after it stops (the
+last window's conversion, and the wait for the children, inside).
+Headline: the ratio of slowdowns, (t_ours / t_untraced) / (t_prof / t_untraced); issue 35's target
+for TensorFlow is <= 1.5.
 Every run of ours is checked: the trace is read back and holds nodes and (for ``fit``) edges.
 TensorFlow runs in a child process: the parent (``bench/run.py``) has torch loaded.
 """
@@ -34,7 +39,7 @@ from typing import Any, Callable
 
 from _common import REPO_ROOT, Sample, alternate, log
 
-TARGET_RATIO = 1.2
+TARGET_RATIO = 1.5  # issue 35, for TensorFlow
 STEPS = 10
 BATCH = 32
 
@@ -54,6 +59,7 @@ def _child(rounds: int) -> dict[str, Any]:
     import tensorflow as tf
 
     from tc_analyses.reader.fast import read_trace
+    from tracer.fork_chain import HANDOFF_ENV
     from tracer.tf_source import TFRecorder
     from tracer.workloads.tf_models import IMAGE, build_cnn
 
@@ -88,23 +94,33 @@ def _child(rounds: int) -> dict[str, Any]:
                 tf.profiler.experimental.stop()
                 return Sample(time.perf_counter() - t0)
 
-        def ours() -> Sample:
+        def recorded(handoff: str | None) -> Sample:
             with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                with TFRecorder(Path(tmp) / "trace"):
-                    work()
-                seconds = time.perf_counter() - t0
+                if handoff is not None:
+                    os.environ[HANDOFF_ENV] = handoff  # read when the recorder starts
+                try:
+                    t0 = time.perf_counter()
+                    with TFRecorder(Path(tmp) / "trace") as recorder:
+                        work()
+                    seconds = time.perf_counter() - t0
+                finally:
+                    os.environ.pop(HANDOFF_ENV, None)
                 trace = read_trace(Path(tmp) / "trace")
                 nodes, edges = len(trace.table("node_begin")), len(trace.table("tensor_edge"))
-                if nodes == 0 or (name.startswith("fit") and edges == 0):
+                if nodes == 0 or (name.startswith("fit") and edges == 0) or recorder.result.windows_lost:
                     raise RuntimeError(f"{name}: the recorder wrote {nodes} nodes and {edges} edges")
                 checked.append(nodes)
-                return Sample(seconds, {"nodes": nodes, "edges": edges})
+                return Sample(seconds, {"nodes": nodes, "edges": edges, "windows": recorder.result.windows,
+                                        "handed_off": recorder.windows_handed_off})
 
-        timings = alternate({"untraced": untraced, "profiler": profiler, "ours": ours}, rounds)
+        timings = alternate({"untraced": untraced, "profiler": profiler, "ours": lambda: recorded(None),
+                             "ours, converting here": lambda: recorded("0")}, rounds)
         best = {case: t.best.seconds for case, t in timings.items()}
         ratio = (best["ours"] / best["untraced"]) / (best["profiler"] / best["untraced"])
         out["workloads"][name] = {"seconds": best, "ratio": ratio, "pass": ratio <= TARGET_RATIO,
+                                  "ratio_converting_here": best["ours, converting here"] / best["profiler"],
+                                  "windows": timings["ours"].best.extra["windows"],
+                                  "handed_off": timings["ours"].best.extra["handed_off"],
                                   "slowdown_ours": best["ours"] / best["untraced"],
                                   "slowdown_profiler": best["profiler"] / best["untraced"],
                                   "nodes": timings["ours"].best.extra["nodes"],

@@ -17,6 +17,7 @@ TensorFlow is imported lazily: the rest of ``tracer`` still needs only the stand
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracer.batch import Batch
 from tracer.import_hooks import call_after_import
@@ -62,8 +63,9 @@ class TFRecorder:
     Given a path, the recorder runs its own :class:`Session`; given a session (or with one already
     active), it records into it.
 
-    Windows: at the end of a step (:meth:`step`, :meth:`end_step`, the Keras callback) the profile
-    so far is cut off and written, and TF's profiler starts again, so a program killed later keeps
+    Windows: at the end of a step (:meth:`step`, :meth:`end_step`, a Keras training batch unless the
+    program marks steps itself) the profile so far is cut off and written (in a fork child when that
+    pays, tracer/window_handoff.py), and TF's profiler starts again, so a program killed later keeps
     its earlier steps and TF's profiler never holds a whole run. A restart costs 15-30 ms, so a
     window holds as many steps as keep restarts under ``restart_share`` of the run (and at least
     ``min_window_s``). With no steps marked the profile is written when the recorder stops.
@@ -157,6 +159,7 @@ class TFRecorder:
             # that ran before this point are instantiated again, so their graphs (and edges) are seen.
             context.context().clear_kernel_cache()
         self._start_profiler()
+        call_after_import("keras.src.callbacks.callback_list", _mark_keras_batches)
         self.session.add_stop_hook(self.stop)
         from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: F401 - imported here, not in a fork child
 
@@ -362,13 +365,25 @@ class TFRecorder:
         batch = Batch(session, session.trace.origin_ts, session.clock.offset_to_wall_ns())
         converter = XSpaceConverter(batch, self.graphs, self.sizes, session.new_node_id, session.new_tensor_id,
                                     steps, pid=self._pid, new_annotation_id=session.new_annotation_id)
-        result = converter.convert(space)
+        with _gc_paused():  # the conversion makes objects by the ten thousand: collections cost 0.3 s a window
+            result = converter.convert(space)
         result.windows = 1
         for begin, end, step, tid in ended:  # on the thread that marked the step
             batch.add("step_begin", f"tf-steps-{tid}", begin, step, tid)
             batch.add("step_end", f"tf-steps-{tid}", end, step, tid)
         batch.flush()
         return result
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def start_when_ready(session: Session) -> None:
@@ -383,7 +398,6 @@ def start_when_ready(session: Session) -> None:
     from tensorflow.python.eager import context
 
     watch_functions()  # before the program makes its first function
-    call_after_import("keras.src.callbacks.callback_list", _mark_keras_batches)
 
     def start() -> None:
         try:
@@ -408,9 +422,12 @@ def start_when_ready(session: Session) -> None:
 
 
 def _mark_keras_batches(module: Any) -> None:
-    """Under ``dfcompass record``: each Keras training batch is a step (and may end a window),
-    unless the program marks steps itself."""
+    """Each Keras training batch is a step of the recorder recording now (and may end a window),
+    unless the program marks steps itself. Installed once."""
     callbacks = module.CallbackList
+    if getattr(callbacks, "_dfcompass_steps", False):
+        return
+    callbacks._dfcompass_steps = True
     begin, end = callbacks.on_train_batch_begin, callbacks.on_train_batch_end
 
     def on_train_batch_begin(self: Any, batch: Any, logs: Any = None) -> Any:

@@ -54,31 +54,36 @@ class XEvent:
     """One profile event: its name, op type (graph ops only), times in epoch ns, and its stats,
     decoded on first use (most events are never asked for theirs)."""
 
-    __slots__ = ("name", "op", "start", "end", "_plane", "_raw", "_stats")
+    __slots__ = ("name", "op", "start", "end", "_stat_names", "_raw", "_stats")
 
-    def __init__(self, name: str, op: str, start: int, end: int, plane: Any = None, raw: tuple[Any, ...] = (),
-                 stats: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, op: str, start: int, end: int, stat_names: Mapping[int, str] | None = None,
+                 raw: tuple[Any, ...] = (), stats: Mapping[str, Any] | None = None) -> None:
         self.name, self.op, self.start, self.end = name, op, start, end
-        self._plane, self._raw, self._stats = plane, raw, stats
+        self._stat_names, self._raw, self._stats = stat_names or {}, raw, stats
 
     @property
     def stats(self) -> Mapping[str, Any]:
         if self._stats is None:
             decoded: dict[str, Any] = {}
             for stats in self._raw:
-                _stat_values(self._plane, stats, decoded)
+                _stat_values(self._stat_names, stats, decoded)
             self._stats = decoded
         return self._stats
 
 
-def _stat_values(plane: Any, stats: Iterable[Any], into: dict[str, Any]) -> None:
+def stat_names(plane: Any) -> dict[int, str]:
+    """The plane's stat names by metadata id, read once (a protobuf map lookup per stat costs more
+    than the rest of decoding it)."""
+    return {key: meta.name for key, meta in plane.stat_metadata.items()}
+
+
+def _stat_values(names: Mapping[int, str], stats: Iterable[Any], into: dict[str, Any]) -> None:
     for stat in stats:
-        name = plane.stat_metadata[stat.metadata_id].name
         kind = stat.WhichOneof("value")
-        value = getattr(stat, kind) if kind else None
+        value: Any = getattr(stat, kind) if kind else None
         if kind == "ref_value":
-            value = plane.stat_metadata[value].name
-        into[name] = value
+            value = names.get(value, "")
+        into[names.get(stat.metadata_id, "")] = value
 
 
 def profile_start_ns(space: Any) -> int:
@@ -86,7 +91,7 @@ def profile_start_ns(space: Any) -> int:
     for plane in space.planes:
         if plane.name == TASK_PLANE:
             stats: dict[str, Any] = {}
-            _stat_values(plane, plane.stats, stats)
+            _stat_values(stat_names(plane), plane.stats, stats)
             return int(stats.get("profile_start_time", 0) or 0)
     return 0
 
@@ -103,18 +108,16 @@ def line_events(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, 
 
 
 def line_events_and_first(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, str], bool] | None = None,
-                          ) -> tuple[list[XEvent], int | None]:
-    """:func:`line_events`, and the first start (epoch ns) of any event of the line, kept or not."""
+                          names: Mapping[int, str] | None = None) -> tuple[list[XEvent], int | None]:
+    """:func:`line_events`, and the line's start (epoch ns; None for a line without events).
+    `names`: the plane's :func:`stat_names`, when the caller has them."""
     events = []
     base_ps = (origin_ns + line.timestamp_ns) * 1000
     metadata = plane.event_metadata
+    names = stat_names(plane) if names is None else names
     # One metadata lookup per kind of event (a protobuf map lookup costs more than the rest of the loop).
     kinds: dict[int, tuple[str, str, Any] | None] = {}
-    first_ps: int | None = None
     for event in line.events:
-        offset = event.offset_ps
-        if first_ps is None or offset < first_ps:
-            first_ps = offset
         meta_id = event.metadata_id
         if meta_id in kinds:
             kind = kinds[meta_id]
@@ -124,11 +127,11 @@ def line_events_and_first(plane: Any, line: Any, origin_ns: int = 0, keep: Calla
                                      if keep is None or keep(meta.name, meta.display_name) else None)
         if kind is None:
             continue
-        start_ps = base_ps + offset
+        start_ps = base_ps + event.offset_ps
         events.append(XEvent(kind[0], kind[1], start_ps // 1000, (start_ps + event.duration_ps) // 1000,
-                             plane, (kind[2], event.stats)))
+                             names, (kind[2], event.stats)))
     events.sort(key=lambda e: (e.start, -e.end))
-    return events, None if first_ps is None else (base_ps + first_ps) // 1000
+    return events, (origin_ns + line.timestamp_ns if len(line.events) else None)
 
 
 def device_name(tf_device: str) -> str:
@@ -282,8 +285,9 @@ class XSpaceConverter:
         launched: set[int] = set()
         for plane in space.planes:
             if plane.name == HOST_PLANE:
+                names = stat_names(plane)
                 for line in plane.lines:
-                    self._host_line(plane, line)
+                    self._host_line(plane, line, names)
             elif plane.name.startswith(GPU_PLANE_PREFIX):
                 launched |= self._gpu_plane(plane)
         for plane in space.planes:
@@ -293,11 +297,11 @@ class XSpaceConverter:
         return self.result
 
     # ------------------------------------------------------------------ host threads
-    def _host_line(self, plane: Any, line: Any) -> None:
+    def _host_line(self, plane: Any, line: Any, names: Mapping[int, str]) -> None:
         tid = thread_id(line)
         key = f"tf-{tid}"
         events, first = line_events_and_first(plane, line, self.origin,
-                                              lambda name, op: name in _HOST_EVENTS or _graph_op(name, op))
+                                              lambda name, op: name in _HOST_EVENTS or _graph_op(name, op), names)
         if first is not None:
             self.batch.add("thread_info", key, first, self.pid, tid, line.display_name or line.name)
         stack: list[_Frame] = []
