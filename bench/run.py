@@ -75,7 +75,8 @@ def tf_rows(r: dict[str, Any]) -> list[Row]:
                      f"target <= {r['target_ratio']:.1f}x: {verdict(w['pass'])}; ours {_x(w['slowdown_ours'])}, "
                      f"profiler {_x(w['slowdown_profiler'])} of untraced ({s['untraced'] * 1e3:.0f} ms); "
                      f"{w['nodes']} nodes, {w['edges']} edges; {w['windows']} windows, {w['handed_off']} to fork "
-                     f"children; converting here {_x(w['ratio_converting_here'])}"))
+                     f"children; converting here {_x(w['ratio_converting_here'])}; cost line "
+                     f"{w['cost_line_share']:.0%} of the measured overhead"))
     rows.append(("tensorflow", r["tensorflow"], "TF runs in a child process"))
     return rows
 

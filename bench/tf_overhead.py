@@ -110,8 +110,10 @@ def _child(rounds: int) -> dict[str, Any]:
                 if nodes == 0 or (name.startswith("fit") and edges == 0) or recorder.result.windows_lost:
                     raise RuntimeError(f"{name}: the recorder wrote {nodes} nodes and {edges} edges")
                 checked.append(nodes)
+                cost = recorder.cost  # the recorder's own account (what `dfcompass record` prints)
+                own_s = (cost.start_ns + cost.hooks_ns + cost.windows_ns) / 1e9
                 return Sample(seconds, {"nodes": nodes, "edges": edges, "windows": recorder.result.windows,
-                                        "handed_off": recorder.windows_handed_off})
+                                        "handed_off": recorder.windows_handed_off, "own_cost_s": own_s})
 
         timings = alternate({"untraced": untraced, "profiler": profiler, "ours": lambda: recorded(None),
                              "ours, converting here": lambda: recorded("0")}, rounds)
@@ -121,6 +123,9 @@ def _child(rounds: int) -> dict[str, Any]:
                                   "ratio_converting_here": best["ours, converting here"] / best["profiler"],
                                   "windows": timings["ours"].best.extra["windows"],
                                   "handed_off": timings["ours"].best.extra["handed_off"],
+                                  # the cost line against the overhead measured beside an untraced run
+                                  "cost_line_share": timings["ours"].best.extra["own_cost_s"]
+                                  / max(best["ours"] - best["untraced"], 1e-9),
                                   "slowdown_ours": best["ours"] / best["untraced"],
                                   "slowdown_profiler": best["profiler"] / best["untraced"],
                                   "nodes": timings["ours"].best.extra["nodes"],

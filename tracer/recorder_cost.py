@@ -8,6 +8,11 @@ last window at stop). A window cut that a hook triggers counts as a window cut o
 counted: the profiler's own collection inside each op (torch's C++ callbacks), which only a run
 without recording can show (``bench/torch_overhead.py`` compares the two).
 
+The TensorFlow recorder (``tracer/tf_source.py``) counts its start (the session, the kernel-cache
+clear, the profiler's start), its window cuts (the profiler stopped and started again, the window
+converted here or forked) and its stop (the last window, the wait for the children). Not counted
+there: TF's profiler inside each op, and the functions' second instantiation after the cache clear.
+
 The totals go into the trace's environment at stop (``recorder_*`` entries, with the session's
 ``events_discarded``), and ``dfcompass record`` prints them as one line per recorded process.
 """
@@ -16,9 +21,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from tracer import schema
+
+if TYPE_CHECKING:
+    from tracer.session import Session
 
 
 class RecorderCost:
@@ -72,6 +80,16 @@ class RecorderCost:
             env[schema.ENV_RECORDER_HANDED_OFF] = self.handed_off
             env[schema.ENV_RECORDER_HANDOFF_WAIT_NS] = self.handoff_wait_ns
         return env
+
+
+def note_cost(session: "Session | None", cost: RecorderCost) -> None:
+    """What recording cost the program, into the trace's environment (dfcompass record prints it)."""
+    if session is None or session.trace is None or not session.active:
+        return
+    try:
+        session.trace.update_env(**cost.env())
+    except OSError as exc:  # the trace still closes; only the note is missing
+        session.trace.report_error(f"metadata: {exc}")
 
 
 def cost_line(env: Mapping[str, object]) -> str | None:

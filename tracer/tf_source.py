@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from tracer.batch import Batch
 from tracer.import_hooks import call_after_import
+from tracer.recorder_cost import RecorderCost, note_cost
 from tracer.session import Session, active_session
 from tracer.tf_graphs import FuncGraphSizes, watch_functions
 from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
@@ -96,6 +97,7 @@ class TFRecorder:
         self._cutting = False
         self._handoff: WindowHandoff | None = None  # cut windows convert in fork children (tracer/window_handoff.py)
         self.windows_handed_off = 0
+        self.cost = RecorderCost()  # the program's time in the recorder: start, window cuts, stop
         self.user_steps = False  # the program marks steps: Keras's batches are then not marked on their own
         self.session: Session | None = None
         self.result = Converted()
@@ -125,8 +127,10 @@ class TFRecorder:
             raise RuntimeError("this TFRecorder is already recording")
         from tensorflow.python.eager import context
 
+        started = time.perf_counter_ns()
         try:
             self._start(context)
+            self.cost.start_ns += time.perf_counter_ns() - started
         except Exception as exc:
             self._undo_start(context)
             raise RuntimeError(f"cannot start recording TensorFlow: {type(exc).__name__}: "
@@ -164,7 +168,8 @@ class TFRecorder:
         from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: F401 - imported here, not in a fork child
 
         if not tf.config.list_physical_devices("GPU"):  # as PyTorch's: no fork beside CUPTI until checked on a GPU
-            self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply)  # a SIGTERM or exit that stops the session converts first
+            self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
+                                                on_drain=self._drained)  # a SIGTERM or exit that stops the session converts first
 
     def _start_profiler(self) -> None:
         tf = self._tf
@@ -206,6 +211,7 @@ class TFRecorder:
             begin, number, tid = self._step_open
             self._steps.append((begin, time.time_ns(), number, tid))
             self._step_open = None
+            self.cost.user_steps += 1
             if self.recording and not self._cutting and self._window_due():
                 self._cut()
 
@@ -219,6 +225,7 @@ class TFRecorder:
 
         session = self.session
         assert session is not None and self._logdir is not None
+        cut_started = self.cost.window_started()
         started = time.perf_counter()
         window_s = time.monotonic() - self._window_start
         self._cutting = True
@@ -243,6 +250,7 @@ class TFRecorder:
                     convert()
         finally:
             self._cutting = False
+            self.cost.window_done(cut_started)
 
     def keras_callback(self) -> Any:
         """A Keras callback that makes each training batch a step."""
@@ -268,6 +276,7 @@ class TFRecorder:
 
         logdir, self._logdir = self._logdir, None
         assert logdir is not None
+        started = self.cost.window_started()  # the last window: its conversion, the wait for the children
         self._cutting = True  # the open step ends without a cut
         try:
             self._end_step()
@@ -285,6 +294,8 @@ class TFRecorder:
         try:
             self._end_handoff()
             self._convert_window(Path(logdir), *self._window_input(metadata))
+            self.cost.window_done(started)
+            note_cost(self.session, self.cost)
         finally:
             if self._own_session and self.session is not None:
                 self.session.stop()
@@ -312,7 +323,11 @@ class TFRecorder:
         handoff, self._handoff = self._handoff, None
         if handoff is not None:
             handoff.end()
-            self.windows_handed_off = handoff.forked
+            self.windows_handed_off = self.cost.handed_off = handoff.forked
+            self.cost.handoff_wait_ns += handoff.backpressure_ns
+
+    def _drained(self, ns: int) -> None:
+        self.cost.handoff_wait_ns += ns  # inside a window cut or the stop, whose time counts it already
 
     def _chain_capture(self) -> Converted:
         return self.result

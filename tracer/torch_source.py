@@ -35,7 +35,7 @@ from typing import Any, Iterator
 from tracer import schema
 from tracer.batch import Batch
 from tracer.native import profile_walk
-from tracer.recorder_cost import RecorderCost, timed_hook
+from tracer.recorder_cost import RecorderCost, note_cost, timed_hook
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
@@ -368,7 +368,7 @@ class TorchRecorder:
                 with _kineto_log_filtered():
                     profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
                 self.cost.window_done(started)
-            self._note_cost()
+            note_cost(self.session, self.cost)
         finally:
             if self._scopes is not None:
                 self._scopes.remove()
@@ -378,16 +378,6 @@ class TorchRecorder:
             self._unwatch_destroy()
             if self._own_session and self.session is not None:
                 self.session.stop()
-
-    def _note_cost(self) -> None:
-        """What recording cost the program, into the trace's environment (dfcompass record prints it)."""
-        session = self.session
-        if session is None or session.trace is None or not session.active:
-            return
-        try:
-            session.trace.update_env(**self.cost.env())
-        except OSError as exc:  # the trace still closes; only the note is missing
-            session.trace.report_error(f"metadata: {exc}")
 
     # ------------------------------------------------------------------ conversion
     def _convert(self, prof: Any) -> None:

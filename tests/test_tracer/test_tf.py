@@ -179,8 +179,10 @@ def test_record_starts_the_tf_recorder_on_import(tmp_path: Path) -> None:
 
 def test_record_makes_each_keras_batch_a_step(tmp_path: Path) -> None:
     """A program that marks no steps: under record, each training batch is one, its nodes in it."""
-    _run(sys.executable, "-m", "tc_analyses.cli", "record", "-o", tmp_path / "job", "--", "python",
-         PROGRAMS / "plain_fit.py")
+    done = _run(sys.executable, "-m", "tc_analyses.cli", "record", "-o", tmp_path / "job", "--", "python",
+                PROGRAMS / "plain_fit.py")
+    [cost] = [line for line in done.stderr.splitlines() if "recording took" in line]
+    assert "over 6 steps" in cost  # the recorder's own cost line, per Keras batch
     trace = next(p for p in (tmp_path / "job").iterdir() if p.is_dir())
     assert read_trace(trace).table("step_end")["step"].tolist() == list(range(6))
     per_step = _per_step(trace)
