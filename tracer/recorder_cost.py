@@ -54,8 +54,8 @@ class RecorderCost:
         self._local.windows_ns = getattr(self._local, "windows_ns", 0) + spent
 
     def waited(self, ns: int) -> None:
-        """Time the program waited for window converters: part of the window cuts' cost."""
-        self.windows_ns += ns
+        """Time the program waited for window converters, inside a window cut or the stop (both
+        timed already: this only says how much of them was waiting)."""
         self.handoff_wait_ns += ns
 
     def hook_started(self) -> tuple[int, int]:

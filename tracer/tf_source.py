@@ -164,12 +164,12 @@ class TFRecorder:
             context.context().clear_kernel_cache()
         self._start_profiler()
         call_after_import("keras.src.callbacks.callback_list", _mark_keras_batches)
-        self.session.add_stop_hook(self.stop)
+        self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
         from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: F401 - imported here, not in a fork child
 
         if not tf.config.list_physical_devices("GPU"):  # as PyTorch's: no fork beside CUPTI until checked on a GPU
             self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
-                                                on_drain=self._drained)  # a SIGTERM or exit that stops the session converts first
+                                                on_drain=self.cost.waited)
 
     def _start_profiler(self) -> None:
         tf = self._tf
@@ -325,9 +325,6 @@ class TFRecorder:
             handoff.end()
             self.windows_handed_off = self.cost.handed_off = handoff.forked
             self.cost.handoff_wait_ns += handoff.backpressure_ns
-
-    def _drained(self, ns: int) -> None:
-        self.cost.handoff_wait_ns += ns  # inside a window cut or the stop, whose time counts it already
 
     def _chain_capture(self) -> Converted:
         return self.result

@@ -361,13 +361,13 @@ class TorchRecorder:
         if self.session is not None:
             self.session.discard_stop_hook(self.stop)
         try:
-            # Not mid-conversion (a signal interrupted one: the profiler is mid-step).
+            # The last window, with the wait for the converter children before it.
+            started = self.cost.window_started()
             self._end_chain()
-            if profiler is not None and not self._converting:
-                started = self.cost.window_started()
+            if profiler is not None and not self._converting:  # not mid-conversion (a signal interrupted one)
                 with _kineto_log_filtered():
                     profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
-                self.cost.window_done(started)
+            self.cost.window_done(started)
             note_cost(self.session, self.cost)
         finally:
             if self._scopes is not None:
