@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from tc_analyses.reader import read_trace
+from tests.helpers import check_packets
 from tracer.fork_chain import wait_for_converters
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
@@ -277,12 +278,20 @@ def test_windows_cut_at_step_ends_record_what_one_profile_records(tmp_path: Path
 @pytest.mark.parametrize("handoff", ["0", "1"])
 def test_a_killed_program_keeps_its_finished_windows(tmp_path: Path, handoff: str) -> None:
     """SIGKILL in the fifth step: the four steps before it are on disk, readable without repair,
-    also when their windows were still converting in children (which outlive the program)."""
+    also when their windows were still converting in children (which outlive the program), beside
+    a CPU burner (bounded: one core for at most 60 s)."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DFCOMPASS_HANDOFF": handoff}
-    done = subprocess.run([sys.executable, str(PROGRAMS / "windows.py"), str(tmp_path / "kill"), "kill"],
-                          env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == -9, done.stderr[-2000:]
-    assert wait_for_converters(tmp_path / "kill")
+    spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+    burner = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        done = subprocess.run([sys.executable, str(PROGRAMS / "windows.py"), str(tmp_path / "kill"), "kill"],
+                              env=environment, capture_output=True, text=True, timeout=300)
+        assert done.returncode == -9, done.stderr[-2000:]
+        assert wait_for_converters(tmp_path / "kill")
+    finally:
+        burner.kill()
+        burner.wait()
+    check_packets(tmp_path / "kill")  # whole packets only: Trace Compass opens it without repair
     if shutil.which("babeltrace2") is not None:
         subprocess.run(["babeltrace2", "--output-format=dummy", str(tmp_path / "kill")], check=True,
                        capture_output=True)
