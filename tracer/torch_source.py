@@ -34,13 +34,14 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
-from tracer.native import profile_walk
+from tracer.native import op_observer, profile_walk
 from tracer.recorder_cost import RecorderCost, note_cost, timed_hook
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import mark_replays, write_gpu
+from tracer.torch_observer import ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 from tracer.window_handoff import WindowHandoff
 
@@ -123,7 +124,7 @@ class TorchRecorder:
     def __init__(self, trace: "str | Session | None" = None, *, wait: int = 0, warmup: int = 0,
                  active: int | None = None, repeat: int = 0, record_memory: bool = True,
                  record_modules: bool = True, cuda: bool | None = None, all_threads: bool = False,
-                 flush_interval: float = 0.2, **session_options: Any) -> None:
+                 flush_interval: float = 0.2, engine: str | None = None, **session_options: Any) -> None:
         self._torch = _import_torch()
         self._own_session = isinstance(trace, str) or hasattr(trace, "__fspath__")
         self._session_arg = trace
@@ -142,6 +143,15 @@ class TorchRecorder:
         # Each window's conversion, and what outlives a window: each live tensor's last writer, the rank.
         self._writer = _WindowWriter(self._torch)
         self._native = profile_walk(self._torch)  # the C++ reading of each op's inside, when built
+        # The CPU ops of a streamed recording come from the native op observer when asked for and built
+        # (tracer/torch_observer.py); GPU activity and scheduled windows need torch.profiler.
+        self._observer: OpObserver | None = None
+        self._walk: ObservedWalk | None = None
+        wanted = engine or os.environ.get("DFCOMPASS_TORCH_ENGINE", "profiler")
+        if wanted == "observer" and self._streaming and not self._cuda and not all_threads:
+            library = op_observer(self._torch)
+            if library is not None:
+                self._observer, self._walk = OpObserver(library), ObservedWalk(self._torch)
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
         self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
@@ -218,7 +228,7 @@ class TorchRecorder:
                                       enable_cuda_sync_events=self._cuda)
         self._profiler_options = dict(activities=activities, record_shapes=True, profile_memory=self._record_memory,
                                       schedule=schedule, on_trace_ready=self._convert, experimental_config=config)
-        self._profiler = profiler.profile(**self._profiler_options)
+        self._profiler = self._new_profile()
         self._foreign = ForeignProfilers(torch, self._step_aside, self._come_back)
         self._foreign.install()
         if self._streaming:
@@ -243,6 +253,16 @@ class TorchRecorder:
         self._start_chain()
         return self
 
+    def _new_profile(self) -> Any:
+        if self._observer is not None:
+            return ObservedProfile(self._observer, self._record_memory, self._convert)
+        return self._torch.profiler.profile(**self._profiler_options)
+
+    @property
+    def engine(self) -> str:
+        """What records the CPU ops: "observer" (tracer/torch_observer.py) or "profiler"."""
+        return "observer" if self._observer is not None else "profiler"
+
     def _start_chain(self) -> None:
         """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
@@ -263,7 +283,7 @@ class TorchRecorder:
         if len(scopes) > _CHAIN_SEQ_SCOPES:  # insertion order is issue order: keep the newest
             scopes = dict(list(scopes.items())[-_CHAIN_SEQ_SCOPES:])
         return {"windows": (self.windows_written, self.windows_lost), "os_tids": self._os_tids, "seq_scope": scopes,
-                "writer": self._writer.chain_state()}
+                "writer": self._writer.chain_state(), "walk": self._walk.chain_state() if self._walk else None}
 
     def _chain_apply(self, state: dict[str, Any]) -> None:
         self.windows_written, self.windows_lost = state["windows"]
@@ -271,6 +291,8 @@ class TorchRecorder:
         self._seq_scope.clear()
         self._seq_scope.update(state["seq_scope"])
         self._writer.take_chain_state(state["writer"])
+        if self._walk is not None and state["walk"] is not None:
+            self._walk.take_chain_state(state["walk"])
 
     def step(self) -> None:
         """End one step (as ``torch.profiler.profile.step``)."""
@@ -342,7 +364,7 @@ class TorchRecorder:
         """The program's profiler stopped: profile again, in a new window."""
         if self._profiler is not None or self.session is None or not self.session.active:
             return
-        self._profiler = self._torch.profiler.profile(**self._profiler_options)
+        self._profiler = self._new_profile()
         self._window_start = time.monotonic()
         with _kineto_log_filtered():
             self._profiler.__enter__()
@@ -409,16 +431,26 @@ class TorchRecorder:
         self._converting = True
         self._window_ops = 0
         try:
-            results = prof.profiler.kineto_results
-            collector = _Collector(self._torch, self._os_tids, self._seq_scope,
-                                   step_marks=self._user_steps or not self._streaming, native=self._native)
-            for root in results.experimental_event_tree():
-                collector.walk(root, "", schema.NO_STEP, "")
+            step_marks = self._user_steps or not self._streaming
+            collector = _Collector(self._torch, self._os_tids, self._seq_scope, step_marks=step_marks,
+                                   native=self._native)
+            if isinstance(prof, ObservedCut):
+                assert self._walk is not None
+                results = None
+                self._walk.collect(prof.window, prof.names, collector)
+                if step_marks:
+                    collector.steps += prof.steps
+                offset = time.monotonic_ns() - session.clock.now()  # the observer stamps CLOCK_MONOTONIC
+            else:
+                results = prof.profiler.kineto_results
+                for root in results.experimental_event_tree():
+                    collector.walk(root, "", schema.NO_STEP, "")
+                offset = self._clock_offset(session)
             self._window_ops = len(collector.nodes)
             collector.steps_by_time()
-            batch = Batch(session, session.trace.origin_ts, self._clock_offset(session))
+            batch = Batch(session, session.trace.origin_ts, offset)
             self._writer.write_rank(batch, self._convert_tid)
-            if self._cuda:  # before the edges: a CUDA graph replay's outputs are written unseen
+            if self._cuda and results is not None:  # before the edges: a CUDA graph replay's outputs are written unseen
                 mark_replays(results.events(), collector, self._torch.autograd.DeviceType.CUDA)
             self._writer.write_nodes(batch, collector, self.windows_written)
             if self._record_memory:
@@ -434,7 +466,7 @@ class TorchRecorder:
                     annotation = session.new_annotation_id()
                     batch.add("annotation_begin", f"torch-{tid}", begin, cpu, tid, annotation, name)
                     batch.add("annotation_end", f"torch-{tid}", end, cpu, tid, annotation)
-            if self._cuda:
+            if self._cuda and results is not None:
                 self._write_gpu(batch, results.events(), collector)
             batch.flush()
             self.windows_written += 1

@@ -1,5 +1,9 @@
 """The parts of recording that run in C++: built once by ``make setup``, never while a program runs.
 
+``op_observer`` (``op_observer.cpp``) records every op and allocation with a RecordFunction
+callback, without torch.profiler (:mod:`tracer.torch_observer`); a C library loaded with ctypes,
+built with g++ against torch's headers in seconds.
+
 ``profile_walk`` (``profile_walk.cpp``) reads the inside of each op of a torch.profiler event tree
 (allocations, the tensors its inner ops read) in place; the Python walk it replaces makes a pybind
 object for every attribute it reads. The conversion gives the same trace either way
@@ -14,8 +18,10 @@ it is built for. ``DFCOMPASS_NATIVE=0`` makes recording use the Python walk.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,16 +29,57 @@ from typing import Any
 
 _SOURCE = Path(__file__).with_name("profile_walk.cpp")
 _NAME = "dfcompass_profile_walk"
-_loaded: dict[str, ModuleType | None] = {}
+_OBSERVER_SOURCE = Path(__file__).with_name("op_observer.cpp")
+_OBSERVER = "dfcompass_op_observer.so"
+_loaded: dict[str, ModuleType | ctypes.CDLL | None] = {}
 
 
 def native_dir() -> Path:
     return Path(os.environ.get("DFCOMPASS_NATIVE_DIR") or Path(sys.prefix) / "dfcompass-native")
 
 
-def _stamp(torch: Any) -> str:
+def _stamp(torch: Any, source: Path = _SOURCE) -> str:
     # The module links against this torch's libraries and this source: either changing means a rebuild.
-    return f"torch {torch.__version__}; source {_SOURCE.stat().st_mtime_ns}:{_SOURCE.stat().st_size}\n"
+    return f"torch {torch.__version__}; source {source.stat().st_mtime_ns}:{source.stat().st_size}\n"
+
+
+def op_observer(torch: Any) -> ctypes.CDLL | None:
+    """The built op observer for this torch, or None (then recording uses torch.profiler)."""
+    if "observer" in _loaded:
+        return _loaded["observer"]  # type: ignore[return-value]
+    library = None
+    folder = native_dir()
+    try:
+        if (folder / "observer-stamp").read_text() == _stamp(torch, _OBSERVER_SOURCE):
+            library = ctypes.CDLL(str(folder / _OBSERVER))
+    except OSError:
+        library = None
+    _loaded["observer"] = library  # type: ignore[assignment]
+    return library
+
+
+def build_observer(force: bool = False) -> Path:
+    """Compile op_observer.cpp against the installed torch with g++, unless built already."""
+    import torch
+    from torch.utils.cpp_extension import include_paths, library_paths
+
+    folder = native_dir()
+    if not force and op_observer(torch) is not None:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "observer-stamp").unlink(missing_ok=True)
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    command = ["g++", "-O2", "-DNDEBUG", "-std=c++17", "-fPIC", "-shared", "-Wno-c++20-extensions",
+               f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *[f"-I{path}" for path in include_paths()],
+               str(_OBSERVER_SOURCE), "-o", str(folder / _OBSERVER),
+               *[f"-L{path}" for path in library_paths()], "-lc10", "-ltorch_cpu",
+               *[f"-Wl,-rpath,{path}" for path in library_paths()]]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"g++ failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+    (folder / "observer-stamp").write_text(_stamp(torch, _OBSERVER_SOURCE))
+    _loaded.pop("observer", None)
+    return folder
 
 
 def profile_walk(torch: Any) -> ModuleType | None:
@@ -40,7 +87,7 @@ def profile_walk(torch: Any) -> ModuleType | None:
     if os.environ.get("DFCOMPASS_NATIVE") == "0":
         return None  # asked for the Python walk
     if "walk" in _loaded:
-        return _loaded["walk"]
+        return _loaded["walk"]  # type: ignore[return-value]
     module = None
     folder = native_dir()
     try:

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import sys
 
-from tracer.native import build, native_dir
+from tracer.native import build, build_observer, native_dir
 
 
 def main(argv: list[str]) -> int:
     if argv != ["build"]:
         print("usage: python -m tracer.native build", file=sys.stderr)
         return 2
+    try:
+        build_observer()  # seconds; without it recording uses torch.profiler
+    except ImportError as exc:
+        print(f"tracer.native: op observer not built: {exc}", file=sys.stderr)
+    except Exception as exc:
+        print(f"tracer.native: op observer not built in {native_dir()}: {exc} (recording uses torch.profiler)",
+              file=sys.stderr)
     try:
         folder = build()
     except ImportError as exc:

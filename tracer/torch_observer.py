@@ -1,0 +1,300 @@
+"""PyTorch ops without torch.profiler: the native op observer, and its windows walked into nodes.
+
+:mod:`tracer.native`'s ``op_observer`` is a RecordFunction callback that keeps, per thread, a begin
+row per op (name, overload, thread, parent, record scope, autograd sequence number, input tensors),
+an end row, and a row per allocation and free (with the innermost op open on the thread). The
+program's thread pays for that and for the drain at a window cut, nothing else: on the LSTM loop of
+time_sequence_prediction it costs 1.3-1.4x untraced where torch.profiler with ``record_shapes`` and
+``profile_memory`` costs 6x (docs/benchmarks.md).
+
+:class:`ObservedWalk` turns drained windows into the :class:`~tracer.torch_events._Collector` that
+the profiler's tree walk fills (the same nodes, scopes, reads and allocations), so
+:mod:`tracer.torch_convert` writes both alike; tests/test_tracer/test_torch_observer.py checks the
+two traces equal. Ops still open at a cut (another thread's, or the program's own scopes) are carried
+to the window where they end. CPU only: GPU activity needs the profiler (Kineto's CUPTI).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from tracer import schema
+from tracer.torch_events import (_COMPILE_SCOPES, _COMPILED_CALL, _COMPILED_FUNCTIONS, _NODE_PREFIXES,
+                                 _SPARSE_BUILDERS, COMPILED_GRAPH_OP, InnerTensor, _Collector, _Node)
+from tracer.torch_scopes import MODULE_MARK, THREAD_MARK
+
+# c10::ScalarType, c10::Layout and c10::DeviceType by code (append-only enums: torch serialises them).
+_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex32",
+           "complex64", "complex128", "bool", "qint8", "quint8", "qint32", "bfloat16", "quint4x2", "quint2x4",
+           "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float8_e5m2", "float8_e4m3fn",
+           "float8_e5m2fnuz", "float8_e4m3fnuz", "uint16", "uint32", "uint64")
+_LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "_mkldnn", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged")
+_DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
+                 "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone")
+_BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
+_ARRAYS = ("begins", "ends", "values", "sizes", "allocs")
+
+
+class ObservedWindow(NamedTuple):
+    """One drain's rows (int64 columns as in op_observer.cpp)."""
+
+    begins: np.ndarray  # tid, serial, parent serial, depth, t0, name id, overload id, scope, seq nr, inputs
+    ends: np.ndarray    # tid, serial, t1
+    values: np.ndarray  # tid, op serial, arg, list pos, storage ptr, impl ptr, dtype, device type, index, layout,
+    #                     ndim, first size
+    sizes: np.ndarray   # the tensors' sizes, flat
+    allocs: np.ndarray  # tid, time, ptr, bytes (< 0: free), total, device type, index, innermost op, allocation id
+
+
+class OpObserver:
+    """The native observer (one per process): start, drain a window at each cut, stop."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._lib = library
+        library.dfc_observer_taken.restype = ctypes.c_void_p
+        library.dfc_observer_columns.restype = ctypes.c_int
+        self.names: list[str] = []  # op names by id; a drain adds the new ones
+        self.observing = False
+
+    def start(self, memory: bool) -> bool:
+        self.observing = self._lib.dfc_observer_start(int(memory)) == 0
+        return self.observing
+
+    def stop(self) -> bool:
+        """Stop; False when the memory reporter could not come off (a profiler of the program's is on top)."""
+        self.observing = False
+        return self._lib.dfc_observer_stop() == 0
+
+    def drain(self) -> ObservedWindow:
+        """What every thread recorded since the last drain, copied out of the observer."""
+        counts = (ctypes.c_int64 * 6)()
+        self._lib.dfc_observer_drain(counts)
+        arrays = []
+        for which in range(5):
+            columns = self._lib.dfc_observer_columns(which)
+            rows = counts[which]
+            if rows:
+                flat = (ctypes.c_int64 * (rows * columns)).from_address(self._lib.dfc_observer_taken(which))
+                arrays.append(np.ctypeslib.as_array(flat).reshape(rows, columns).copy())
+            else:
+                arrays.append(np.zeros((0, columns), dtype=np.int64))
+        if counts[5]:
+            text = ctypes.string_at(self._lib.dfc_observer_taken(5), counts[5])
+            self.names += text[:-1].decode("utf-8", "replace").split("\0")
+        arrays[3] = arrays[3].reshape(-1)
+        return ObservedWindow(*arrays)
+
+
+def _keys(rows: np.ndarray) -> np.ndarray:
+    """One int64 per (thread, serial): OS thread ids fit 22 bits, a thread's serials 40."""
+    return (rows[:, 0] << 40) | rows[:, 1]
+
+
+class _Context(NamedTuple):
+    scope: str
+    backward: str  # the scope label of the backward function being run, or "" in forward
+    node: _Node | None  # the node this op is inside (or is)
+    skip: bool  # compile time: its ops trace fake tensors
+    compiled_inputs: list[Any]  # the inputs of the compiled function being run (CompiledFunction)
+
+
+_ROOT = _Context("", "", None, False, [])
+
+
+class ObservedWalk:
+    """Drained windows into a :class:`_Collector`, as :meth:`_Collector.walk` reads the profiler's
+    tree. What outlives a window: the ops begun and not yet ended (their context, and the nodes and
+    annotations among them)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._dtypes = [getattr(torch, name, torch.uint8) for name in _DTYPES]
+        self._layouts = [getattr(torch, name, torch.strided) for name in _LAYOUTS]
+        self._open: dict[int, _Context] = {}
+        self._open_nodes: dict[int, _Node] = {}
+        self._open_annotations: dict[int, tuple[int, int, str]] = {}  # key -> begin, tid, name
+
+    def chain_state(self) -> dict[str, Any]:
+        return {"open": self._open, "open_nodes": self._open_nodes, "open_annotations": self._open_annotations}
+
+    def take_chain_state(self, state: dict[str, Any]) -> None:
+        self._open, self._open_nodes = state["open"], state["open_nodes"]
+        self._open_annotations = state["open_annotations"]
+
+    def _device(self, kind: int, index: int) -> str:
+        name = _DEVICE_TYPES[kind] if 0 <= kind < len(_DEVICE_TYPES) else f"device{kind}"
+        return name if index < 0 or name == "cpu" else f"{name}:{index}"
+
+    def collect(self, window: ObservedWindow, names: list[str], collector: _Collector) -> None:
+        """Fill `collector` with the window's nodes (those that ended), memory and annotations."""
+        begins, values, sizes = window.begins, window.values, window.sizes
+        keys = _keys(begins)
+        ended = dict(zip(_keys(window.ends).tolist(), window.ends[:, 2].tolist()))
+        value_keys = _keys(values)
+        value_order = np.argsort(value_keys, kind="stable")
+        sorted_keys = value_keys[value_order]
+        first = np.searchsorted(sorted_keys, keys, "left").tolist()
+        last = np.searchsorted(sorted_keys, keys, "right").tolist()
+        value_rows = values[value_order].tolist()
+        size_list = sizes.tolist()
+        contexts = self._open
+        seq_scope = collector.seq_scope
+        metas: dict[int, InnerTensor] = {}
+
+        def meta(row: int) -> InnerTensor:
+            found = metas.get(row)
+            if found is None:
+                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, at = value_rows[row]
+                found = metas[row] = InnerTensor(
+                    ptr, impl, self._dtypes[dtype] if dtype < len(self._dtypes) else self._dtypes[0],
+                    tuple(size_list[at:at + ndim]), self._device(kind, index),
+                    self._layouts[layout] if layout < len(self._layouts) else self._layouts[0])
+            return found
+
+        def inputs(row: int, arity: int) -> list[Any]:
+            given: list[Any] = [None] * max(arity, 0)
+            for at in range(first[row], last[row]):
+                arg, pos = value_rows[at][2], value_rows[at][3]
+                while arg >= len(given):
+                    given.append(None)
+                if pos < 0:
+                    given[arg] = meta(at)
+                else:
+                    items = given[arg] if isinstance(given[arg], list) else []
+                    items += [None] * (pos + 1 - len(items))
+                    items[pos] = meta(at)
+                    given[arg] = items
+            return given
+
+        order = np.argsort(keys, kind="stable").tolist()  # per thread, in the order the ops began
+        rows = begins.tolist()
+        key_list = keys.tolist()
+        for row in order:
+            tid, serial, parent, _depth, start, name_id, overload_id, scope_kind, sequence, arity = rows[row]
+            key = key_list[row]
+            context = contexts.get((tid << 40) | parent, _ROOT) if parent >= 0 else _ROOT
+            name = names[name_id]
+            node = context.node
+            if context.skip or node is not None:
+                if node is not None and not context.skip:
+                    self._inner(node, context, row, start, name, sequence, first, last, value_rows, meta, seq_scope)
+                contexts[key] = context
+                continue
+            contexts[key] = self._above(collector, context, key, tid, start, name, names, overload_id,
+                                        scope_kind, sequence, row, arity, inputs)
+        for tid, at, ptr, size, total, kind, index, innermost, allocation in window.allocs.tolist():
+            device = self._device(kind, index)
+            owner = contexts.get((tid << 40) | innermost) if innermost >= 0 else None
+            if owner is not None and owner.skip:
+                continue  # compile time, as the profiler's walk: not a step's memory
+            collector.memory.append((at, tid, device, ptr, size, total))
+            if owner is not None and owner.node is not None and not owner.skip and allocation >= 0:
+                collector._node_allocation(owner.node, allocation, None, ptr, size, at, device)
+        for key, end in ended.items():
+            contexts.pop(key, None)
+            node = self._open_nodes.pop(key, None)
+            if node is not None:
+                node.end = end
+                collector.nodes.append(node)
+            annotation = self._open_annotations.pop(key, None)
+            if annotation is not None:
+                collector.annotations.append((annotation[0], end, annotation[1], annotation[2]))
+
+    @staticmethod
+    def _inner(node: _Node, context: _Context, row: int, start: int, name: str, sequence: int,
+               first: list[int], last: list[int], value_rows: list[list[int]], meta: Any,
+               seq_scope: dict[int, str]) -> None:
+        """An op inside a node: its autograd sequence takes the node's forward scope; its inputs are
+        the node's inner reads, read when it starts."""
+        if not context.backward and context.scope and sequence >= 0:
+            seq_scope.setdefault(sequence, context.scope)
+        if first[row] == last[row]:
+            return
+        reads = [(start, value_rows[at][4], meta(at)) for at in range(first[row], last[row])]
+        node.inner_reads += reads
+        if name in _SPARSE_BUILDERS:
+            node.sparse_built.append(reads[-1][2].dtype)  # the values tensor comes last
+
+    def _above(self, collector: _Collector, context: _Context, key: int, tid: int, start: int, name: str,
+               names: list[str], overload_id: int, scope_kind: int, sequence: int, row: int, arity: int,
+               inputs: Any) -> _Context:
+        """An op above the nodes: a scope, a mark, a backward function, or a node. Its context."""
+        scope, backward = context.scope, context.backward
+        if name in _COMPILE_SCOPES:
+            return _Context(scope, backward, None, True, [])
+        if name.startswith(_COMPILED_CALL):
+            graph = name[len(_COMPILED_CALL):].rstrip("# ")[:12]
+            label = f"{backward or scope or 'compiled'} [graph {graph}]"
+            node = _Node(start, start, tid, COMPILED_GRAPH_OP, "", label, schema.NO_STEP, context.compiled_inputs)
+            self._open_nodes[key] = node
+            return _Context("" if backward else scope, backward, node, False, [])
+        compiled = inputs(row, arity) if name in _COMPILED_FUNCTIONS else context.compiled_inputs
+        if name.startswith(MODULE_MARK):
+            scope = name[len(MODULE_MARK):]
+        elif name.startswith(THREAD_MARK):
+            collector.os_tids[tid] = tid  # the observer knows each thread's OS id
+            return _Context(scope, backward, None, True, [])
+        elif scope_kind == _BACKWARD_SCOPE:
+            forward = collector.seq_scope.get(sequence) if sequence >= 0 else None
+            backward = (forward or name) + " (backward)"
+        elif name.startswith(_NODE_PREFIXES):
+            overload = names[overload_id] if overload_id >= 0 else ""
+            node = _Node(start, start, tid, name, overload, backward or scope or name, schema.NO_STEP,
+                         inputs(row, arity))
+            self._open_nodes[key] = node
+            if not backward and scope and sequence >= 0:
+                collector.seq_scope.setdefault(sequence, scope)
+            return _Context("" if backward else scope, backward, node, False, [])
+        elif scope_kind == _USER_SCOPE and not name.startswith("##"):
+            scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
+            self._open_annotations[key] = (start, tid, name)
+        if not backward and scope and sequence >= 0:
+            collector.seq_scope.setdefault(sequence, scope)
+        return _Context(scope, backward, None, False, compiled)
+
+
+
+class ObservedCut(NamedTuple):
+    """What a window cut hands to the conversion: the drained rows, the op names so far (a list that
+    only grows: a fork child sees those of its fork), and the step marks of the window."""
+
+    window: ObservedWindow
+    names: list[str]
+    steps: list[tuple[int, int, int, int]]  # begin, end, step, OS tid
+
+
+class ObservedProfile:
+    """The part of ``torch.profiler.profile`` that the recorder drives (enter, step, exit, one
+    callback per window), on the op observer. Steps are numbered from 0 at enter, as the profiler's
+    ``ProfilerStep#N`` marks are."""
+
+    def __init__(self, observer: OpObserver, memory: bool, on_window: Callable[[ObservedCut], None]) -> None:
+        self._observer = observer
+        self._memory = memory
+        self._on_window = on_window
+        self._step = 0
+        self._begin = 0
+
+    def __enter__(self) -> "ObservedProfile":
+        if not self._observer.start(self._memory):
+            raise RuntimeError("the op observer is on already (one per process)")
+        self._begin = time.monotonic_ns()
+        return self
+
+    def _cut(self) -> ObservedCut:
+        end = time.monotonic_ns()
+        steps = [(self._begin, end, self._step, threading.get_native_id())]
+        self._step += 1
+        self._begin = end
+        return ObservedCut(self._observer.drain(), self._observer.names, steps)
+
+    def step(self) -> None:
+        self._on_window(self._cut())
+
+    def __exit__(self, *exc: object) -> None:
+        self._observer.stop()
+        self._on_window(self._cut())
