@@ -57,7 +57,8 @@ BATCH = 8
 STEPS = {"resnet18": 20, "tiny_mlp": 200, "transformer_train": 20, "lstm_sequence": 5}
 LSTM_SERIES, LSTM_TIME_STEPS = 97, 100
 WARMUP_STEPS = 3
-CASES = ("untraced", "profiler", "profiler+export", "ours", "ours, converting here")
+CASES = ("untraced", "profiler", "profiler+export", "ours", "ours, converting here", "ours, observer",
+         "ours, observer converting here")
 
 
 class _Model:
@@ -149,10 +150,13 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
     def profiler_export() -> Sample:
         return profiled(export=True)
 
-    def ours(handoff: str = "1") -> Sample:
-        """TorchRecorder; `handoff` "0": windows convert on the program's thread (tracer/fork_chain.py)."""
+    def ours(handoff: str = "1", engine: str = "profiler") -> Sample:
+        """TorchRecorder; `handoff` "0": windows convert on the program's thread (tracer/fork_chain.py);
+        `engine`: what records the ops (torch.profiler, or the native op observer)."""
         path = root / f"{model.name}-{next(counter)}"
-        recorder = TorchRecorder(str(path))
+        recorder = TorchRecorder(str(path), engine=engine)
+        if recorder.engine != engine:
+            raise RuntimeError(f"the {engine} engine is not available (python -m tracer.native build)")
         model.steps(1)
         os.environ[HANDOFF_ENV] = handoff  # read when the recorder starts
         try:
@@ -176,7 +180,8 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
         return ours("0")
 
     return {"untraced": untraced, "profiler": profiler, "profiler+export": profiler_export, "ours": ours,
-            "ours, converting here": ours_here}[kind]
+            "ours, converting here": ours_here, "ours, observer": lambda: ours("1", "observer"),
+            "ours, observer converting here": lambda: ours("0", "observer")}[kind]
 
 
 def _check_trace(path: Path, recorder: Any, steps: int) -> dict[str, Any]:

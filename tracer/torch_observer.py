@@ -52,7 +52,17 @@ class ObservedWindow(NamedTuple):
 
 
 class OpObserver:
-    """The native observer (one per process): start, drain a window at each cut, stop."""
+    """The native observer (one per process, as the library is): start, drain a window at each cut, stop."""
+
+    _made: dict[int, "OpObserver"] = {}
+
+    @classmethod
+    def of(cls, library: ctypes.CDLL) -> "OpObserver":
+        """The observer of this library: its name table lives as long as the library."""
+        found = cls._made.get(id(library))
+        if found is None:
+            found = cls._made[id(library)] = cls(library)
+        return found
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._lib = library

@@ -151,7 +151,7 @@ class TorchRecorder:
         if wanted == "observer" and self._streaming and not self._cuda and not all_threads:
             library = op_observer(self._torch)
             if library is not None:
-                self._observer, self._walk = OpObserver(library), ObservedWalk(self._torch)
+                self._observer, self._walk = OpObserver.of(library), ObservedWalk(self._torch)
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
         self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
