@@ -79,6 +79,7 @@ class _Node:
     # Tensors the op's inner ops read, with when: the profiler describes no tensor inside a list of
     # optional tensors (index's and index_put_'s indices), but the inner ops that use them get them.
     inner_reads: list[tuple[int, int, Any]] = field(default_factory=list)  # (time, storage ptr, tensor)
+    read_storages: set[int] = field(default_factory=set)  # those read so far (the op observer keeps the first)
     sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
     device: str = "cpu"
     replays: bool = False  # it launched a CUDA graph (torch.compile's reduce-overhead): writes unseen

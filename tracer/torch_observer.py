@@ -17,6 +17,7 @@ to the window where they end. CPU only: GPU activity needs the profiler (Kineto'
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from typing import Any, Callable, NamedTuple
@@ -70,8 +71,11 @@ class OpObserver:
         library.dfc_observer_columns.restype = ctypes.c_int
         self.names: list[str] = []  # op names by id; a drain adds the new ones
         self.observing = False
+        self._pid = os.getpid()
 
     def start(self, memory: bool) -> bool:
+        if os.getpid() != self._pid:  # a fork child starts afresh (the library forgets the parent's names)
+            self._pid, self.names = os.getpid(), []
         self.observing = self._lib.dfc_observer_start(int(memory)) == 0
         return self.observing
 
@@ -127,6 +131,7 @@ class ObservedWalk:
         self._open: dict[int, _Context] = {}
         self._open_nodes: dict[int, _Node] = {}
         self._open_annotations: dict[int, tuple[int, int, str]] = {}  # key -> begin, tid, name
+        self._devices: dict[tuple[int, int], str] = {}
 
     def chain_state(self) -> dict[str, Any]:
         return {"open": self._open, "open_nodes": self._open_nodes, "open_annotations": self._open_annotations}
@@ -149,26 +154,32 @@ class ObservedWalk:
         sorted_keys = value_keys[value_order]
         first = np.searchsorted(sorted_keys, keys, "left").tolist()
         last = np.searchsorted(sorted_keys, keys, "right").tolist()
-        value_rows = values[value_order].tolist()
-        size_list = sizes.tolist()
+        ordered_values = values[value_order]
+        pointers = ordered_values[:, 4].tolist()  # storage pointers: the first read of each is kept
         contexts = self._open
         seq_scope = collector.seq_scope
         metas: dict[int, InnerTensor] = {}
+        dtypes, layouts, devices = self._dtypes, self._layouts, self._devices
 
         def meta(row: int) -> InnerTensor:
             found = metas.get(row)
             if found is None:
-                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, at = value_rows[row]
-                found = metas[row] = InnerTensor(
-                    ptr, impl, self._dtypes[dtype] if dtype < len(self._dtypes) else self._dtypes[0],
-                    tuple(size_list[at:at + ndim]), self._device(kind, index),
-                    self._layouts[layout] if layout < len(self._layouts) else self._layouts[0])
+                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, at = ordered_values[row].tolist()
+                device = devices.get((kind, index)) or devices.setdefault((kind, index), self._device(kind, index))
+                # tuple.__new__: a NamedTuple's own constructor costs 3x more, and metas are made per read
+                found = metas[row] = tuple.__new__(InnerTensor, (
+                    ptr, impl, dtypes[dtype] if dtype < len(dtypes) else dtypes[0],
+                    tuple(sizes[at:at + ndim].tolist()), device,
+                    layouts[layout] if layout < len(layouts) else layouts[0]))
             return found
 
-        def inputs(row: int, arity: int) -> list[Any]:
+        def inputs(row: int, arity: int, read: set[int] | None = None) -> list[Any]:
+            """The op's inputs as the profiler lists them; `read` gets their storages."""
             given: list[Any] = [None] * max(arity, 0)
             for at in range(first[row], last[row]):
-                arg, pos = value_rows[at][2], value_rows[at][3]
+                arg, pos = int(ordered_values[at, 2]), int(ordered_values[at, 3])
+                if read is not None:
+                    read.add(pointers[at])
                 while arg >= len(given):
                     given.append(None)
                 if pos < 0:
@@ -191,7 +202,7 @@ class ObservedWalk:
             node = context.node
             if context.skip or node is not None:
                 if node is not None and not context.skip:
-                    self._inner(node, context, row, start, name, sequence, first, last, value_rows, meta, seq_scope)
+                    self._inner(node, context, row, start, name, sequence, first, last, pointers, meta, seq_scope)
                 contexts[key] = context
                 continue
             contexts[key] = self._above(collector, context, key, tid, start, name, names, overload_id,
@@ -216,18 +227,28 @@ class ObservedWalk:
 
     @staticmethod
     def _inner(node: _Node, context: _Context, row: int, start: int, name: str, sequence: int,
-               first: list[int], last: list[int], value_rows: list[list[int]], meta: Any,
+               first: list[int], last: list[int], pointers: list[int], meta: Any,
                seq_scope: dict[int, str]) -> None:
         """An op inside a node: its autograd sequence takes the node's forward scope; its inputs are
-        the node's inner reads, read when it starts."""
+        the node's inner reads, read when it starts. Only a storage's first read counts (the
+        conversion skips a storage it has seen, the node's own inputs first): the others are skipped
+        before a tensor description is made for them."""
         if not context.backward and context.scope and sequence >= 0:
             seq_scope.setdefault(sequence, context.scope)
-        if first[row] == last[row]:
+        begin, end = first[row], last[row]
+        if begin == end:
             return
-        reads = [(start, value_rows[at][4], meta(at)) for at in range(first[row], last[row])]
-        node.inner_reads += reads
         if name in _SPARSE_BUILDERS:
-            node.sparse_built.append(reads[-1][2].dtype)  # the values tensor comes last
+            node.sparse_built.append(meta(end - 1).dtype)  # the values tensor comes last
+        seen = node.read_storages
+        reads = node.inner_reads
+        for at in range(begin, end):
+            ptr = pointers[at]
+            if ptr:
+                if ptr in seen:
+                    continue
+                seen.add(ptr)
+            reads.append((start, ptr, meta(at)))
 
     def _above(self, collector: _Collector, context: _Context, key: int, tid: int, start: int, name: str,
                names: list[str], overload_id: int, scope_kind: int, sequence: int, row: int, arity: int,
@@ -253,8 +274,9 @@ class ObservedWalk:
             backward = (forward or name) + " (backward)"
         elif name.startswith(_NODE_PREFIXES):
             overload = names[overload_id] if overload_id >= 0 else ""
+            read: set[int] = set()
             node = _Node(start, start, tid, name, overload, backward or scope or name, schema.NO_STEP,
-                         inputs(row, arity))
+                         inputs(row, arity, read), read_storages=read)
             self._open_nodes[key] = node
             if not backward and scope and sequence >= 0:
                 collector.seq_scope.setdefault(sequence, scope)
@@ -265,7 +287,6 @@ class ObservedWalk:
         if not backward and scope and sequence >= 0:
             collector.seq_scope.setdefault(sequence, scope)
         return _Context(scope, backward, None, False, compiled)
-
 
 
 class ObservedCut(NamedTuple):

@@ -11,6 +11,7 @@ engine (two profiler runs disagree there too); a sparse program is checked on it
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -62,11 +63,16 @@ def _program(sparse: bool = False) -> Any:
 def _record(path: Path, engine: str, handoff: str, monkeypatch: pytest.MonkeyPatch, sparse: bool = False) -> Any:
     monkeypatch.setenv("DFCOMPASS_HANDOFF", handoff)
     step = _program(sparse)
-    with TorchRecorder(str(path), engine=engine) as recorder:
-        assert recorder.engine == engine
-        for _ in range(4):
-            step()
-            recorder.step()
+    gc.collect()
+    gc.disable()  # a collection frees tensors of reference cycles at a moment no two runs share
+    try:
+        with TorchRecorder(str(path), engine=engine) as recorder:
+            assert recorder.engine == engine
+            for _ in range(4):
+                step()
+                recorder.step()
+    finally:
+        gc.enable()
     assert recorder.windows_lost == 0
     return read_trace(path)
 
@@ -80,13 +86,33 @@ def _edges(trace: Any) -> set[tuple[int, ...]]:
     return set(zip(*(np.asarray(edges[c]).tolist() for c in ("producer", "consumer", "tensor_id", "bytes"))))
 
 
-def _assert_same(profiled: Any, observed: Any, frees: bool = True) -> None:
+def _frees(trace: Any) -> list[int]:
+    """The sizes of the frees of what the recording allocated, in order. A tensor made before the
+    recording may be freed inside it or not, as the interpreter's references happen to go."""
+    events = []
+    for kind, name in ((0, "mem_alloc"), (1, "mem_free")):
+        table = trace.table(name)
+        events += [(ts, kind, addr, size) for ts, addr, size in zip(
+            np.asarray(table["timestamp"]).tolist(), np.asarray(table["addr"]).tolist(),
+            np.asarray(table["bytes"]).tolist())]
+    live: set[int] = set()
+    sizes = []
+    for _ts, kind, addr, size in sorted(events):
+        if kind == 0:
+            live.add(addr)
+        elif addr in live:
+            live.discard(addr)
+            sizes.append(size)
+    return sizes
+
+
+def _assert_same(profiled: Any, observed: Any) -> None:
     assert sorted(profiled.tables) == sorted(observed.tables)
     skip = {"timestamp", "addr", "total", "bytes_in_use"}  # this run's addresses and times
     for name, table in profiled.tables.items():
         other = observed.tables[name]
-        if name == "dfc:string_def" or (name == "dfc:mem_free" and not frees):
-            continue  # the observer's extra argument texts are strings too
+        if name in ("dfc:string_def", "dfc:mem_free"):
+            continue  # the observer's extra argument texts are strings too; frees: below
         assert len(table) == len(other), name
         if name in ("dfc:tensor_edge", "dfc:node_args"):
             continue  # below: edges as a set, arguments with the observer's extra tensors
@@ -94,6 +120,7 @@ def _assert_same(profiled: Any, observed: Any, frees: bool = True) -> None:
             if column not in skip:
                 assert np.array_equal(_column(table, column), _column(other, column)), (name, column)
     assert _edges(profiled) == _edges(observed)
+    assert _frees(profiled) == _frees(observed)
     ops = _column(profiled.table("node_begin"), "op")
     for column in ("shapes", "dtypes"):
         mine, theirs = _column(observed.table("node_args"), column), _column(profiled.table("node_args"), column)
@@ -134,9 +161,7 @@ def test_windows_converted_in_fork_children_equal_those_converted_here(tmp_path:
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     here = _record(tmp_path / "here", "observer", "0", monkeypatch)
     children = _record(tmp_path / "children", "observer", "1", monkeypatch)
-    # Frees are left out: a window handed to a child is released at another time than one converted
-    # here, and the tensors it held with it (2-3 more frees seen, under the profiler engine too).
-    _assert_same(here, children, frees=False)
+    _assert_same(here, children)
 
 
 def test_without_the_built_observer_the_profiler_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,12 +71,14 @@ def build_observer(force: bool = False) -> Path:
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     command = ["g++", "-O2", "-DNDEBUG", "-std=c++17", "-fPIC", "-shared", "-Wno-c++20-extensions",
                f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *[f"-I{path}" for path in include_paths()],
-               str(_OBSERVER_SOURCE), "-o", str(folder / _OBSERVER),
+               str(_OBSERVER_SOURCE), "-o", str(folder / f"{_OBSERVER}.new"),
                *[f"-L{path}" for path in library_paths()], "-lc10", "-ltorch_cpu",
                *[f"-Wl,-rpath,{path}" for path in library_paths()]]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"g++ failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+    # Renamed into place: a process that has the old library loaded keeps its (unlinked) file.
+    (folder / f"{_OBSERVER}.new").replace(folder / _OBSERVER)
     (folder / "observer-stamp").write_text(_stamp(torch, _OBSERVER_SOURCE))
     _loaded.pop("observer", None)
     return folder

@@ -13,6 +13,7 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -99,7 +101,10 @@ void add_tensor(ThreadColumns& cols, int64_t serial, int64_t arg, int64_t pos, c
   cols.sizes.insert(cols.sizes.end(), sizes.begin(), sizes.end());
 }
 
+std::atomic<bool> observing{false};  // off: the callbacks and a reporter left behind record nothing
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!observing.load(std::memory_order_relaxed)) return nullptr;  // a fork child, or stopping
   ThreadColumns& cols = columns();
   auto context = std::make_unique<OpContext>();
   const int64_t serial = context->serial = cols.next_serial++;
@@ -160,7 +165,6 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* base) {
 // because torch casts whatever is in that slot to one (record_function_fast, which the module scopes
 // use, records only when the slot is set). Its config is Disabled, so torch and the program see no
 // profiler enabled (torch.autograd._profiler_enabled() stays False).
-std::atomic<bool> observing{false};  // a reporter left in a thread's debug info records nothing after stop
 std::mutex live_lock;
 std::unordered_map<int64_t, int64_t> live;  // ptr -> allocation id, until freed
 int64_t next_allocation = 0;
@@ -204,6 +208,31 @@ std::shared_ptr<MemoryReporter> reporter;  // in the starting thread's debug inf
 std::vector<int64_t> taken_begins, taken_ends, taken_values, taken_sizes, taken_allocs;
 std::string taken_names;
 
+// A fork child (a DataLoader worker, a converter child) inherits the callback's registration and the
+// parent's columns: it records nothing until it starts its own observer. Locks another thread held
+// at the fork stay locked in the child, so they are made anew.
+bool forked = false;
+
+void after_fork_in_child() {
+  observing = false;
+  forked = true;
+  new (&registry_lock) std::mutex();
+  new (&live_lock) std::mutex();
+  threads.clear();
+  if (mine) {
+    new (&mine->lock) std::mutex();
+    mine->begins.clear(), mine->ends.clear(), mine->values.clear(), mine->sizes.clear(), mine->allocs.clear();
+    mine->open.clear();
+    mine->tid = static_cast<int64_t>(syscall(SYS_gettid));
+    threads.push_back(mine);
+  }
+  name_ids.clear();
+  new_names.clear();
+  live.clear();
+}
+
+[[maybe_unused]] const int registered = pthread_atfork(nullptr, nullptr, after_fork_in_child);
+
 void take(std::vector<int64_t>& from, std::vector<int64_t>& into) {
   into.insert(into.end(), from.begin(), from.end());
   from.clear();
@@ -217,6 +246,15 @@ extern "C" {
 // of the threads that inherit its state). 0 on success, -1 if already observing, -2 when a profiler
 // is on in this thread.
 int dfc_observer_start(int memory) {
+  if (forked) {  // the parent's registration and reporter are not this process's observer
+    if (callback != 0) at::removeCallback(callback);
+    callback = 0;
+    if (reporter && prof::ProfilerStateBase::get(/*global=*/false) == reporter.get()) {
+      prof::ProfilerStateBase::pop(/*global=*/false);
+    }
+    reporter.reset();
+    forked = false;
+  }
   if (callback != 0) return -1;
   if (torch::profiler::impl::ProfilerStateBase::get() != nullptr) return -2;  // a profiler is on
   auto cb = at::RecordFunctionCallback(on_start, on_end)
