@@ -466,13 +466,18 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
 @click.option("--torch/--no-torch", default=True, show_default=True,
               help="Record PyTorch ops with its profiler (off for programs that record their own nodes, "
                    "such as tracer.graph_program programs).")
+@click.option("--torch-engine", type=click.Choice(["profiler", "observer"]), default=None,
+              help="What records the CPU ops: torch.profiler, or dfcompass's native op observer (cheaper on the "
+                   "program's thread; CPU only: GPU runs use the profiler). Default: $DFCOMPASS_TORCH_ENGINE, "
+                   "else profiler. See docs/pytorch.md.")
 @click.option("--calibrate/--no-calibrate", default=True, show_default=True,
               help="After the program, measure this machine's hand-over between threads and the slowdown of "
                    "two lanes computing at once (about 1 s), stored as JOB/calibration.json: the ranges of "
                    "recommend-placement's multi-lane plans use them.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
-def record(output: Path, overwrite: bool, torch: bool, calibrate: bool, command: tuple[str, ...]) -> None:
+def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None, calibrate: bool,
+           command: tuple[str, ...]) -> None:
     """Run a program with tracing on: dfcompass record -o JOB -- python prog.py ARGS...
 
     Every Python process the command starts (its children too: fork, spawn, torchrun, mp.spawn,
@@ -481,7 +486,7 @@ def record(output: Path, overwrite: bool, torch: bool, calibrate: bool, command:
     """
     from tc_analyses.app.record import run_recorded
 
-    recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate)
+    recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate, torch_engine=torch_engine)
     count = len(recorded.traces)
     click.echo(f"trace written to {output}" + (f" ({count} processes)" if count > 1 else ""), err=True)
     for line in recorded.cost_lines():

@@ -110,7 +110,7 @@ def cost_line(env: Mapping[str, object]) -> str | None:
               if isinstance(forked, int) and isinstance(waited, int) else "")
     return (f"recording took {total / 1e9:.3f} s of the program's time{per_step} (start {start / 1e9:.3f} s, "
             f"{cuts:,} window cuts {windows / 1e9:.3f} s{handed}, hooks {hooks / 1e9:.3f} s; not counted: the "
-            f"profiler's collection inside each op){lost}")
+            f"collection inside each op, by the profiler or the op observer){lost}")
 
 
 def timed_hook(cost: RecorderCost, hook: Callable[..., Any]) -> Callable[..., Any]:

@@ -38,6 +38,7 @@ _LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "_mkldnn", "sparse_csc", "spa
 _DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
                  "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone")
 _BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
+ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # profiler | observer: what records a TorchRecorder's CPU ops
 _ARRAYS = ("begins", "ends", "values", "sizes", "allocs")
 
 
@@ -88,7 +89,7 @@ class OpObserver:
         """What every thread recorded since the last drain, copied out of the observer."""
         counts = (ctypes.c_int64 * 6)()
         self._lib.dfc_observer_drain(counts)
-        arrays = []
+        arrays: list[np.ndarray] = []
         for which in range(5):
             columns = self._lib.dfc_observer_columns(which)
             rows = counts[which]

@@ -41,7 +41,7 @@ from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import mark_replays, write_gpu
-from tracer.torch_observer import ObservedCut, ObservedProfile, ObservedWalk, OpObserver
+from tracer.torch_observer import ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 from tracer.window_handoff import WindowHandoff
 
@@ -147,7 +147,7 @@ class TorchRecorder:
         # (tracer/torch_observer.py); GPU activity and scheduled windows need torch.profiler.
         self._observer: OpObserver | None = None
         self._walk: ObservedWalk | None = None
-        wanted = engine or os.environ.get("DFCOMPASS_TORCH_ENGINE", "profiler")
+        wanted = engine or os.environ.get(ENGINE_ENV, "profiler")
         if wanted == "observer" and self._streaming and not self._cuda and not all_threads:
             library = op_observer(self._torch)
             if library is not None:

@@ -100,7 +100,8 @@ def _cut_half_written_packets(traces: list[Any]) -> None:
 
 
 def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
-                 extra_env: Mapping[str, str] | None = None, stdout: Any = None, calibrate: bool = True) -> Recorded:
+                 extra_env: Mapping[str, str] | None = None, stdout: Any = None, calibrate: bool = True,
+                 torch_engine: str | None = None) -> Recorded:
     """Run `command` with dfcompass recording the job into the folder `output`.
 
     Every Python process of the job writes ``output/<host>-<pid>/`` (tracer/job.py). `torch=False`
@@ -108,7 +109,8 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     would otherwise get every aten op twice); `extra_env` is added to the environment; `stdout`
     redirects the program's standard output (None: inherited). `calibrate` measures this machine's
     hand-over and lane contention after the run and stores them with the job (tracer/calibrate.py):
-    what a placement plan's range needs; the re-runs of `verify` leave it off."""
+    what a placement plan's range needs; the re-runs of `verify` leave it off. `torch_engine`: what
+    records the CPU ops ("profiler" or "observer"; None: the environment's choice)."""
     from tc_analyses.reader.job import job_traces
     from tracer import job, schema
     from tracer.clock import OFFSET_ENV, measure_wall_offset_ns
@@ -130,6 +132,10 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     env[OFFSET_ENV] = str(measure_wall_offset_ns())  # one time base for the processes of this host
     if not torch:
         env[job.TORCH_ENV] = "0"  # else the user's own DFCOMPASS_TORCH stands
+    if torch_engine:
+        from tracer.torch_observer import ENGINE_ENV
+
+        env[ENGINE_ENV] = torch_engine
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [autostart, _package_root(), env.get("PYTHONPATH")]))
     from tc_analyses.child_process import run_child

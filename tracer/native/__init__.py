@@ -54,7 +54,7 @@ def op_observer(torch: Any) -> ctypes.CDLL | None:
             library = ctypes.CDLL(str(folder / _OBSERVER))
     except OSError:
         library = None
-    _loaded["observer"] = library  # type: ignore[assignment]
+    _loaded["observer"] = library
     return library
 
 
