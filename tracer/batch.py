@@ -27,6 +27,11 @@ class Batch:
         self._defined: dict[str, tuple[int, int]] = {}  # text -> (sid, earliest definition time) seen here
         self._pending: dict[str, int] = {}  # text -> its definition's place in _strings (written at flush)
 
+    def now(self) -> int:
+        """The time now, in the clock of the times this batch is given (the profiler's epoch ns, or
+        the op observer's CLOCK_MONOTONIC)."""
+        return self.session.clock.now() + self._offset
+
     def device(self, name: str) -> int:
         return self.session.device(name)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 
 import os
-import time
 from typing import Any
 
 from tracer.batch import Batch
@@ -289,7 +288,7 @@ class _WindowWriter:
             return
         rank, world, backend = self._rank
         local = os.environ.get("LOCAL_RANK", "")
-        batch.add("process_rank", f"torch-{tid}", time.time_ns(), rank,
+        batch.add("process_rank", f"torch-{tid}", batch.now(), rank,
                   int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
         self._rank_written = True
 

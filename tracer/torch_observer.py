@@ -304,7 +304,10 @@ class ObservedProfile:
     callback per window), on the op observer. Steps are numbered from 0 at enter, as the profiler's
     ``ProfilerStep#N`` marks are."""
 
-    def __init__(self, observer: OpObserver, memory: bool, on_window: Callable[[ObservedCut], None]) -> None:
+    def __init__(self, torch: Any, observer: OpObserver, memory: bool,
+                 on_window: Callable[[ObservedCut], None]) -> None:
+        self._autograd_profiler = torch.autograd.profiler
+        self._profiler_flag = False
         self._observer = observer
         self._memory = memory
         self._on_window = on_window
@@ -314,6 +317,10 @@ class ObservedProfile:
     def __enter__(self) -> "ObservedProfile":
         if not self._observer.start(self._memory):
             raise RuntimeError("the op observer is on already (one per process)")
+        # What torch's Python side checks before it marks its work with record functions, as under
+        # a profiler: a compiled graph's call ("## Call CompiledFxGraph"), dynamo's compile scopes.
+        self._profiler_flag = self._autograd_profiler._is_profiler_enabled
+        self._autograd_profiler._set_is_profiler_enabled(True)
         self._begin = time.monotonic_ns()
         return self
 
@@ -329,4 +336,5 @@ class ObservedProfile:
 
     def __exit__(self, *exc: object) -> None:
         self._observer.stop()
+        self._autograd_profiler._set_is_profiler_enabled(self._profiler_flag)
         self._on_window(self._cut())

@@ -255,7 +255,7 @@ class TorchRecorder:
 
     def _new_profile(self) -> Any:
         if self._observer is not None:
-            return ObservedProfile(self._observer, self._record_memory, self._convert)
+            return ObservedProfile(self._torch, self._observer, self._record_memory, self._convert)
         return self._torch.profiler.profile(**self._profiler_options)
 
     @property
