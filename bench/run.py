@@ -160,6 +160,10 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
             ("  TorchRecorder, converting on the program's thread", _x(s["ours, converting here"]),
              f"DFCOMPASS_HANDOFF=0; ours / (profiler + export) "
              f"{_x(s['ours, converting here'] / s['profiler+export'])}"),
+            ("  TorchRecorder, op observer engine", _x(s["ours, observer"]),
+             f"engine='observer'; loop only {_x(loop['ours, observer'])}; ours / (profiler + export) "
+             f"{_x(s['ours, observer'] / s['profiler+export'])} (converting on the program's thread: "
+             f"{_x(s['ours, observer converting here'] / s['profiler+export'])})"),
             ("  torch.profiler + export_chrome_trace", _x(s["profiler+export"]),
              f"context; ours / it {_x(m['ratio_ours_per_profiler_export'])}; "
              f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),

@@ -310,3 +310,26 @@ def lossy_trace(make_trace: Callable[..., Path]) -> Path:
                 pass
 
     return make_trace(body, packet_size=1024, max_pending=0)
+
+
+def transformer_training_step(torch: Any, sparse: bool = True) -> Callable[[], None]:
+    """A deterministic training step that exercises the edge rules: a transformer with backward and
+    Adam, an embedding (with `sparse`, its gradient sparse and a dense tensor made sparse and
+    multiplied), and indexing with a tensor. Run once before it is returned (lazy set-up stays out)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    embedding = torch.nn.Embedding(50, 32, sparse=sparse)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, index = torch.randn(4, 8, 32), torch.randint(0, 50, (4, 8))
+
+    def step() -> None:
+        optimizer.zero_grad()
+        y = model(x + embedding(index))
+        y[:, torch.tensor([0, 2])].sum().backward()
+        optimizer.step()
+        if sparse:
+            (torch.randn(4, 4).to_sparse() @ torch.randn(4, 2)).sum()
+
+    step()
+    return step

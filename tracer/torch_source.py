@@ -194,7 +194,8 @@ class TorchRecorder:
         torch = self._torch
         # The thread settings go into the metadata: the roofline's thread advice and parallelism read them.
         threads: dict[str, str | int] = {"torch_num_threads": torch.get_num_threads(),
-                                         "torch_interop_threads": torch.get_num_interop_threads()}
+                                         "torch_interop_threads": torch.get_num_interop_threads(),
+                                         "torch_engine": self.engine}  # which engine recorded the ops
         if os.environ.get("OMP_NUM_THREADS"):
             threads["omp_num_threads"] = os.environ["OMP_NUM_THREADS"]
         if self._own_session and (running := active_session()) is not None and running.trace is not None:

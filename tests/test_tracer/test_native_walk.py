@@ -24,6 +24,7 @@ from tracer.session import Session  # noqa: E402
 from tracer.torch_convert import _WindowWriter  # noqa: E402
 from tracer.torch_events import _Collector  # noqa: E402
 from tracer.torch_source import TorchRecorder  # noqa: E402
+from tests.helpers import transformer_training_step  # noqa: E402
 
 
 def _windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -31,22 +32,8 @@ def _windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     kept: list[Any] = []
     monkeypatch.setenv("DFCOMPASS_HANDOFF", "0")  # the windows are kept in this process
     monkeypatch.setattr(TorchRecorder, "_convert_window", lambda self, prof: kept.append(prof.profiler.kineto_results))
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-    embedding = torch.nn.Embedding(50, 32, sparse=True)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, index = torch.randn(4, 8, 32), torch.randint(0, 50, (4, 8))
-
-    def step() -> None:
-        optimizer.zero_grad()
-        y = model(x + embedding(index))
-        y[:, torch.tensor([0, 2])].sum().backward()
-        optimizer.step()
-        (torch.randn(4, 4).to_sparse() @ torch.randn(4, 2)).sum()
-
-    step()
-    with TorchRecorder(str(tmp_path / "recorded")) as recorder:
+    step = transformer_training_step(torch)
+    with TorchRecorder(str(tmp_path / "recorded"), engine="profiler") as recorder:
         for _ in range(4):
             step()
             recorder.step()

@@ -26,6 +26,8 @@ pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from tc_analyses.reader.fast import read_trace  # noqa: E402
+from tc_analyses.reader.job import job_traces  # noqa: E402
+from tests.helpers import dfcompass_cmd, subprocess_env, transformer_training_step  # noqa: E402
 from tracer import native  # noqa: E402
 from tracer.torch_source import TorchRecorder  # noqa: E402
 
@@ -40,29 +42,9 @@ def _built() -> None:
                     "(python -m tracer.native build; make setup does it)")
 
 
-def _program(sparse: bool = False) -> Any:
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-    embedding = torch.nn.Embedding(50, 32, sparse=sparse)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, index = torch.randn(4, 8, 32), torch.randint(0, 50, (4, 8))
-
-    def step() -> None:
-        optimizer.zero_grad()
-        y = model(x + embedding(index))
-        y[:, torch.tensor([0, 2])].sum().backward()
-        optimizer.step()
-        if sparse:
-            (torch.randn(4, 4).to_sparse() @ torch.randn(4, 2)).sum()
-
-    step()
-    return step
-
-
 def _record(path: Path, engine: str, handoff: str, monkeypatch: pytest.MonkeyPatch, sparse: bool = False) -> Any:
     monkeypatch.setenv("DFCOMPASS_HANDOFF", handoff)
-    step = _program(sparse)
+    step = transformer_training_step(torch, sparse)
     gc.collect()
     gc.disable()  # a collection frees tensors of reference cycles at a moment no two runs share
     try:
@@ -200,3 +182,29 @@ def test_the_program_sees_no_profiler_and_can_open_its_own(tmp_path: Path) -> No
     ops = _column(read_trace(tmp_path / "trace").table("node_begin"), "op").tolist()
     assert ops.count("aten::relu") == 3 and "aten::tanh" in ops
     assert "aten::sigmoid" not in ops  # inside the program's own profile only, as with the profiler engine
+
+
+def test_record_takes_the_engine_and_the_trace_says_which_recorded(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            optimizer.step()
+    """))
+    engines = {}
+    for engine in ("observer", "profiler"):
+        job = tmp_path / engine
+        done = subprocess.run([*dfcompass_cmd(), "record", "--torch-engine", engine, "--no-calibrate", "-o", str(job),
+                               "--", sys.executable, str(program)], env=subprocess_env(), capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        (trace,) = job_traces(job)
+        recorded = read_trace(trace.path)
+        engines[engine] = recorded.metadata.env.get("torch_engine")
+        ops = _column(recorded.table("node_begin"), "op").tolist()
+        assert ops.count("aten::linear") == 6 and len(recorded.table("tensor_edge")) > 0, ops
+    assert engines == {"observer": "observer", "profiler": "profiler"}

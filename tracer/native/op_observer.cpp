@@ -88,11 +88,17 @@ struct OpContext : public at::ObserverContext {
 
 void add_tensor(ThreadColumns& cols, int64_t serial, int64_t arg, int64_t pos, const at::Tensor& t) {
   if (!t.defined()) return;
-  const bool stored = t.has_storage();
-  const auto sizes = t.sizes();
+  int64_t storage = 0;
+  c10::IntArrayRef sizes;
+  try {  // some tensors (nested, functorch's wrappers, symbolic sizes) refuse storage() or sizes()
+    storage = t.has_storage() ? reinterpret_cast<int64_t>(t.storage().data()) : 0;
+    sizes = t.sizes();
+  } catch (...) {
+    storage = 0;
+    sizes = {};
+  }
   const auto device = t.device();
-  int64_t row[kValueCols] = {cols.tid, serial, arg, pos,
-                             stored ? reinterpret_cast<int64_t>(t.storage().data()) : 0,
+  int64_t row[kValueCols] = {cols.tid, serial, arg, pos, storage,
                              reinterpret_cast<int64_t>(t.unsafeGetTensorImpl()),
                              static_cast<int64_t>(t.scalar_type()), static_cast<int64_t>(device.type()),
                              static_cast<int64_t>(device.index()), static_cast<int64_t>(t.layout()),
@@ -110,7 +116,6 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const int64_t serial = context->serial = cols.next_serial++;
   const int64_t parent = cols.open.empty() ? -1 : cols.open.back();
   const auto depth = static_cast<int64_t>(cols.open.size());
-  cols.open.push_back(serial);
   // A begin row as the op starts: ops inside it that end before a window cut still know their scope.
   const int64_t name = name_id(fn.name());
   const char* overload = fn.overload_name();
@@ -139,6 +144,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   int64_t row[kBeginCols] = {cols.tid, serial, parent, depth, now_ns(), name, overload_id,
                              static_cast<int64_t>(fn.scope()), fn.seqNr(), arity};
   cols.begins.insert(cols.begins.end(), row, row + kBeginCols);
+  cols.open.push_back(serial);  // last: an op whose start failed is not left open
   return context;
 }
 
@@ -301,8 +307,6 @@ void dfc_observer_drain(int64_t* counts) {
   {
     std::lock_guard<std::mutex> guard(registry_lock);
     all = threads;
-    taken_names.swap(new_names);
-    new_names.clear();
   }
   for (auto& cols : all) {
     std::lock_guard<std::mutex> guard(cols->lock);
@@ -314,6 +318,12 @@ void dfc_observer_drain(int64_t* counts) {
     take(cols->values, taken_values);
     take(cols->sizes, taken_sizes);
     take(cols->allocs, taken_allocs);
+  }
+  {
+    // The names after the rows: a name in a row taken was given its id before the row was written.
+    std::lock_guard<std::mutex> guard(registry_lock);
+    taken_names.swap(new_names);
+    new_names.clear();
   }
   counts[0] = static_cast<int64_t>(taken_begins.size() / kBeginCols);
   counts[1] = static_cast<int64_t>(taken_ends.size() / kEndCols);
