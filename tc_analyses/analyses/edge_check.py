@@ -206,7 +206,7 @@ class _EtOp:
     first: Buffers  # its first argument's (`self`: what an in-place op writes)
     first_tensor: tuple[int, int] | None  # the first argument's (tensor id, storage id)
     outputs: Buffers
-    output_ids: tuple[int, ...]  # its outputs' tensor ids
+    output_ids: tuple[tuple[int, int], ...]  # its outputs' (tensor id, storage id)
     mutated: Buffers = ()  # the arguments its schema marks as written (`Tensor(a!) out` of mul.out)
     overwritten: tuple[int, ...] = ()  # of those, the buffers no other argument names: written, not read
     inner: tuple["_EtOp", ...] = ()  # a compiled graph's: its extern kernels and Triton kernels, in order
@@ -227,7 +227,7 @@ class _EtOp:
                      tuple(_storages(values, types).items()), tuple(_storages(values[:1], (types or [])[:1]).items()),
                      (first[0][0], first[0][1]) if first else None,
                      tuple(_storages(outputs["values"], outputs.get("types")).items()),
-                     tuple(t[0] for t in _tensors(outputs["values"])), tuple(mutated.items()),
+                     tuple((t[0], t[1]) for t in _tensors(outputs["values"])), tuple(mutated.items()),
                      tuple(k for k in mutated if k not in others))
 
 
@@ -397,7 +397,7 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
     wrote: list[tuple[int, ...]] = []
     read: list[tuple[int, ...]] = []
     last: set[tuple[int, int]] = set()
-    output_at: dict[int, int] = {}  # tensor id -> the last op that output it
+    output_at: dict[tuple[int, int], int] = {}  # (tensor id, storage id) -> the last op that output it
     writes_of: dict[int, list[int]] = {}
     rebound: dict[int, tuple[int, int]] = {}  # storage -> (the set_ that bound it, the writer before)
     touched: dict[int, int] = {}  # storage -> the last forward compiled graph that read or wrote it
@@ -443,8 +443,8 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
             writers[storage] = index
             written_kind[storage] = kind
             writes_of.setdefault(storage, []).append(index)
-        for tensor_id in op.output_ids:
-            output_at[tensor_id] = index
+        for output in op.output_ids:
+            output_at[output] = index
         if op.kind == "forward":
             touched.update((k, index) for k in reads.keys() | written.keys())
         # What its inner ops made (saved for backward: dropout's mask, nll_loss's total weight) may
@@ -458,14 +458,16 @@ def _graph(ops: list[_EtOp], owners: dict[int, int]) -> EtGraph:
     return EtGraph([op.name for op in top], wrote, read, last, writes_of=writes_of, rewritten=rewritten)
 
 
-def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[int, int], writers: dict[int, int]) -> bool:
+def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[tuple[int, int], int],
+                      writers: dict[int, int]) -> bool:
     """Whether the first input of a fresh-tensor op was made outside any op: no op output that
-    tensor since its buffer's last write (the observer reuses the ids of freed tensors too)."""
+    tensor on that buffer since the buffer's last write. The observer reuses the ids of freed
+    tensors, and numpy's buffers take freed tensors' addresses: an id an op output on another
+    buffer is another tensor."""
     if first is None:
         return False
-    tensor_id, storage = first
-    last_write = writers.get(storage, -1)
-    return last_write < 0 or output_at.get(tensor_id, -1) < last_write
+    last_write = writers.get(first[1], -1)
+    return last_write < 0 or output_at.get(first, -1) < last_write
 
 
 def align(ours: list[str], theirs: list[str], window: int = ALIGN_WINDOW) -> dict[int, int]:
