@@ -26,7 +26,7 @@ pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from tc_analyses.reader.fast import read_trace  # noqa: E402
-from tc_analyses.reader.job import job_traces  # noqa: E402
+from tc_analyses.reader.job import job_traces, single_trace  # noqa: E402
 from tests.helpers import dfcompass_cmd, subprocess_env, transformer_training_step  # noqa: E402
 from tracer import native  # noqa: E402
 from tracer.torch_source import TorchRecorder  # noqa: E402
@@ -208,3 +208,25 @@ def test_record_takes_the_engine_and_the_trace_says_which_recorded(tmp_path: Pat
         ops = _column(recorded.table("node_begin"), "op").tolist()
         assert ops.count("aten::linear") == 6 and len(recorded.table("tensor_edge")) > 0, ops
     assert engines == {"observer": "observer", "profiler": "profiler"}
+
+
+def test_a_compiled_program_shows_its_graph_calls(tmp_path: Path) -> None:
+    """torch.compile marks a graph's call and its compile scopes only when it believes a profiler is
+    on: the observer sets that belief (torch.autograd.profiler._is_profiler_enabled) while it runs,
+    so its trace holds the graph calls and, like the profiler engine's, no op of compile time."""
+    steps = 3
+    found = {}
+    for engine in ("observer", "profiler"):
+        job = tmp_path / engine
+        done = subprocess.run([*dfcompass_cmd(), "record", "--torch-engine", engine, "--no-calibrate", "-o", str(job),
+                               "--", sys.executable, str(ROOT / "tests" / "torch_programs" / "compiled.py"), "cnn",
+                               "default", "cpu", str(steps)], env=subprocess_env(), capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        recorded = read_trace(single_trace(job))  # the program's, beside inductor's compile workers
+        assert recorded.metadata.env.get("torch_engine") == engine
+        found[engine] = _column(recorded.table("node_begin"), "op").tolist()
+    ops = found["observer"]
+    assert ops.count("inductor::compiled_graph") >= 2 * (steps - 1), ops  # forward and backward graphs per step
+    # Compile time runs aten ops on fake tensors (dynamo's checks, inductor's lowering): none is a node.
+    assert set(ops) <= set(found["profiler"]), set(ops) - set(found["profiler"])
