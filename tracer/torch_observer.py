@@ -20,9 +20,8 @@ import ctypes
 import os
 import threading
 import time
-from typing import Any, Callable, NamedTuple
-
-import numpy as np
+from array import array
+from typing import Any, Callable, Iterator, NamedTuple
 
 from tracer import schema
 from tracer.torch_events import (_COMPILE_SCOPES, _COMPILED_CALL, _COMPILED_FUNCTIONS, _NODE_PREFIXES,
@@ -39,18 +38,26 @@ _DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "f
                  "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone")
 _BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
 ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # profiler | observer: what records a TorchRecorder's CPU ops
-_ARRAYS = ("begins", "ends", "values", "sizes", "allocs")
+_BEGIN, _END, _VALUE, _ALLOC = 12, 3, 12, 9  # columns per row, as in op_observer.cpp
 
 
 class ObservedWindow(NamedTuple):
-    """One drain's rows (int64 columns as in op_observer.cpp)."""
+    """One drain's rows, flat int64 arrays (the recorder loads no numpy: the program may have none).
+    Per thread, rows are in the order the ops began; an op's input tensors are value rows
+    ``first .. first + count`` of its begin row."""
 
-    begins: np.ndarray  # tid, serial, parent serial, depth, t0, name id, overload id, scope, seq nr, inputs
-    ends: np.ndarray    # tid, serial, t1
-    values: np.ndarray  # tid, op serial, arg, list pos, storage ptr, impl ptr, dtype, device type, index, layout,
-    #                     ndim, first size
-    sizes: np.ndarray   # the tensors' sizes, flat
-    allocs: np.ndarray  # tid, time, ptr, bytes (< 0: free), total, device type, index, innermost op, allocation id
+    begins: array  # tid, serial, parent serial, depth, t0, name id, overload id, scope, seq nr, inputs, first, count
+    ends: array    # tid, serial, t1
+    values: array  # tid, op serial, arg, list pos, storage ptr, impl ptr, dtype, device type, index, layout,
+    #                ndim, first size
+    sizes: array   # the tensors' sizes, flat
+    allocs: array  # tid, time, ptr, bytes (< 0: free), total, device type, index, innermost op, allocation id
+
+
+def _rows(flat: list[int], width: int) -> Iterator[tuple[int, ...]]:
+    """A flat list as rows of `width`."""
+    items = iter(flat)
+    return zip(*[items] * width)
 
 
 class OpObserver:
@@ -89,25 +96,17 @@ class OpObserver:
         """What every thread recorded since the last drain, copied out of the observer."""
         counts = (ctypes.c_int64 * 6)()
         self._lib.dfc_observer_drain(counts)
-        arrays: list[np.ndarray] = []
+        arrays: list[array] = []
         for which in range(5):
-            columns = self._lib.dfc_observer_columns(which)
-            rows = counts[which]
-            if rows:
-                flat = (ctypes.c_int64 * (rows * columns)).from_address(self._lib.dfc_observer_taken(which))
-                arrays.append(np.ctypeslib.as_array(flat).reshape(rows, columns).copy())
-            else:
-                arrays.append(np.zeros((0, columns), dtype=np.int64))
+            taken = array("q")
+            words = counts[which] * self._lib.dfc_observer_columns(which)
+            if words:
+                taken.frombytes(ctypes.string_at(self._lib.dfc_observer_taken(which), words * taken.itemsize))
+            arrays.append(taken)
         if counts[5]:
             text = ctypes.string_at(self._lib.dfc_observer_taken(5), counts[5])
             self.names += text[:-1].decode("utf-8", "replace").split("\0")
-        arrays[3] = arrays[3].reshape(-1)
         return ObservedWindow(*arrays)
-
-
-def _keys(rows: np.ndarray) -> np.ndarray:
-    """One int64 per (thread, serial): OS thread ids fit 22 bits, a thread's serials 40."""
-    return (rows[:, 0] << 40) | rows[:, 1]
 
 
 class _Context(NamedTuple):
@@ -147,16 +146,10 @@ class ObservedWalk:
 
     def collect(self, window: ObservedWindow, names: list[str], collector: _Collector) -> None:
         """Fill `collector` with the window's nodes (those that ended), memory and annotations."""
-        begins, values, sizes = window.begins, window.values, window.sizes
-        keys = _keys(begins)
-        ended = dict(zip(_keys(window.ends).tolist(), window.ends[:, 2].tolist()))
-        value_keys = _keys(values)
-        value_order = np.argsort(value_keys, kind="stable")
-        sorted_keys = value_keys[value_order]
-        first = np.searchsorted(sorted_keys, keys, "left").tolist()
-        last = np.searchsorted(sorted_keys, keys, "right").tolist()
-        ordered_values = values[value_order]
-        pointers = ordered_values[:, 4].tolist()  # storage pointers: the first read of each is kept
+        # An op is known by one int: (thread << 40) | serial (OS thread ids fit 22 bits, serials 40).
+        ended = {(tid << 40) | serial: end for tid, serial, end in _rows(window.ends.tolist(), _END)}
+        values, sizes = window.values.tolist(), window.sizes.tolist()
+        pointers = values[4::_VALUE]  # storage pointers: the first read of each is kept
         contexts = self._open
         seq_scope = collector.seq_scope
         metas: dict[int, InnerTensor] = {}
@@ -165,20 +158,21 @@ class ObservedWalk:
         def meta(row: int) -> InnerTensor:
             found = metas.get(row)
             if found is None:
-                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, at = ordered_values[row].tolist()
+                at = row * _VALUE
+                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, first_size = values[at:at + _VALUE]
                 device = devices.get((kind, index)) or devices.setdefault((kind, index), self._device(kind, index))
                 # tuple.__new__: a NamedTuple's own constructor costs 3x more, and metas are made per read
                 found = metas[row] = tuple.__new__(InnerTensor, (
                     ptr, impl, dtypes[dtype] if dtype < len(dtypes) else dtypes[0],
-                    tuple(sizes[at:at + ndim].tolist()), device,
+                    tuple(sizes[first_size:first_size + ndim]), device,
                     layouts[layout] if layout < len(layouts) else layouts[0]))
             return found
 
-        def inputs(row: int, arity: int, read: set[int] | None = None) -> list[Any]:
+        def inputs(first: int, count: int, arity: int, read: set[int] | None = None) -> list[Any]:
             """The op's inputs as the profiler lists them; `read` gets their storages."""
             given: list[Any] = [None] * max(arity, 0)
-            for at in range(first[row], last[row]):
-                arg, pos = int(ordered_values[at, 2]), int(ordered_values[at, 3])
+            for at in range(first, first + count):
+                arg, pos = values[at * _VALUE + 2], values[at * _VALUE + 3]
                 if read is not None:
                     read.add(pointers[at])
                 while arg >= len(given):
@@ -192,23 +186,20 @@ class ObservedWalk:
                     given[arg] = items
             return given
 
-        order = np.argsort(keys, kind="stable").tolist()  # per thread, in the order the ops began
-        rows = begins.tolist()
-        key_list = keys.tolist()
-        for row in order:
-            tid, serial, parent, _depth, start, name_id, overload_id, scope_kind, sequence, arity = rows[row]
-            key = key_list[row]
+        for row in _rows(window.begins.tolist(), _BEGIN):
+            tid, serial, parent, _depth, start, name_id, overload_id, scope_kind, sequence, arity, first, count = row
+            key = (tid << 40) | serial
             context = contexts.get((tid << 40) | parent, _ROOT) if parent >= 0 else _ROOT
             name = names[name_id]
             node = context.node
             if context.skip or node is not None:
                 if node is not None and not context.skip:
-                    self._inner(node, context, row, start, name, sequence, first, last, pointers, meta, seq_scope)
+                    self._inner(node, context, first, count, start, name, sequence, pointers, meta, seq_scope)
                 contexts[key] = context
                 continue
             contexts[key] = self._above(collector, context, key, tid, start, name, names, overload_id,
-                                        scope_kind, sequence, row, arity, inputs)
-        for tid, at, ptr, size, total, kind, index, innermost, allocation in window.allocs.tolist():
+                                        scope_kind, sequence, lambda read=None: inputs(first, count, arity, read))
+        for tid, at, ptr, size, total, kind, index, innermost, allocation in _rows(window.allocs.tolist(), _ALLOC):
             device = self._device(kind, index)
             owner = contexts.get((tid << 40) | innermost) if innermost >= 0 else None
             if owner is not None and owner.skip:
@@ -227,16 +218,15 @@ class ObservedWalk:
                 collector.annotations.append((annotation[0], end, annotation[1], annotation[2]))
 
     @staticmethod
-    def _inner(node: _Node, context: _Context, row: int, start: int, name: str, sequence: int,
-               first: list[int], last: list[int], pointers: list[int], meta: Any,
-               seq_scope: dict[int, str]) -> None:
+    def _inner(node: _Node, context: _Context, first: int, count: int, start: int, name: str, sequence: int,
+               pointers: list[int], meta: Any, seq_scope: dict[int, str]) -> None:
         """An op inside a node: its autograd sequence takes the node's forward scope; its inputs are
         the node's inner reads, read when it starts. Only a storage's first read counts (the
         conversion skips a storage it has seen, the node's own inputs first): the others are skipped
         before a tensor description is made for them."""
         if not context.backward and context.scope and sequence >= 0:
             seq_scope.setdefault(sequence, context.scope)
-        begin, end = first[row], last[row]
+        begin, end = first, first + count
         if begin == end:
             return
         if name in _SPARSE_BUILDERS:
@@ -252,8 +242,8 @@ class ObservedWalk:
             reads.append((start, ptr, meta(at)))
 
     def _above(self, collector: _Collector, context: _Context, key: int, tid: int, start: int, name: str,
-               names: list[str], overload_id: int, scope_kind: int, sequence: int, row: int, arity: int,
-               inputs: Any) -> _Context:
+               names: list[str], overload_id: int, scope_kind: int, sequence: int,
+               inputs: Callable[..., list[Any]]) -> _Context:
         """An op above the nodes: a scope, a mark, a backward function, or a node. Its context."""
         scope, backward = context.scope, context.backward
         if name in _COMPILE_SCOPES:
@@ -264,7 +254,7 @@ class ObservedWalk:
             node = _Node(start, start, tid, COMPILED_GRAPH_OP, "", label, schema.NO_STEP, context.compiled_inputs)
             self._open_nodes[key] = node
             return _Context("" if backward else scope, backward, node, False, [])
-        compiled = inputs(row, arity) if name in _COMPILED_FUNCTIONS else context.compiled_inputs
+        compiled = inputs() if name in _COMPILED_FUNCTIONS else context.compiled_inputs
         if name.startswith(MODULE_MARK):
             scope = name[len(MODULE_MARK):]
         elif name.startswith(THREAD_MARK):
@@ -277,7 +267,7 @@ class ObservedWalk:
             overload = names[overload_id] if overload_id >= 0 else ""
             read: set[int] = set()
             node = _Node(start, start, tid, name, overload, backward or scope or name, schema.NO_STEP,
-                         inputs(row, arity, read), read_storages=read)
+                         inputs(read), read_storages=read)
             self._open_nodes[key] = node
             if not backward and scope and sequence >= 0:
                 collector.seq_scope.setdefault(sequence, scope)

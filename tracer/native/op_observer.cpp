@@ -30,8 +30,8 @@
 
 namespace {
 
-constexpr int kBeginCols = 10;  // tid, serial, parent serial, depth, t0, name id, overload id, scope, seq nr,
-                                // input count
+constexpr int kBeginCols = 12;  // tid, serial, parent serial, depth, t0, name id, overload id, scope, seq nr,
+                                // input count, first value row, value rows (its input tensors)
 constexpr int kEndCols = 3;     // tid, serial, t1
 constexpr int kValueCols = 12;  // tid, op serial, arg, list pos, storage ptr, impl ptr, dtype, device type,
                                 // device index, layout, ndim, first size
@@ -123,6 +123,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const bool inputs = fn.needsInputs();
   const auto arity = inputs ? static_cast<int64_t>(fn.inputs().size()) : -1;
   std::lock_guard<std::mutex> guard(cols.lock);
+  const auto first_value = static_cast<int64_t>(cols.values.size() / kValueCols);
   if (inputs) {
     int64_t arg = 0;
     for (const c10::IValue& value : fn.inputs()) {
@@ -142,7 +143,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     }
   }
   int64_t row[kBeginCols] = {cols.tid, serial, parent, depth, now_ns(), name, overload_id,
-                             static_cast<int64_t>(fn.scope()), fn.seqNr(), arity};
+                             static_cast<int64_t>(fn.scope()), fn.seqNr(), arity, first_value,
+                             static_cast<int64_t>(cols.values.size() / kValueCols) - first_value};
   cols.begins.insert(cols.begins.end(), row, row + kBeginCols);
   cols.open.push_back(serial);  // last: an op whose start failed is not left open
   return context;
@@ -310,9 +312,11 @@ void dfc_observer_drain(int64_t* counts) {
   }
   for (auto& cols : all) {
     std::lock_guard<std::mutex> guard(cols->lock);
-    // Sizes are indexed from the start of the drained block: shift this thread's size offsets.
+    // Values and sizes are indexed from the start of the drained block: shift this thread's offsets.
     const auto shift = static_cast<int64_t>(taken_sizes.size());
     for (size_t row = 0; row < cols->values.size(); row += kValueCols) cols->values[row + kValueCols - 1] += shift;
+    const auto value_shift = static_cast<int64_t>(taken_values.size() / kValueCols);
+    for (size_t row = 0; row < cols->begins.size(); row += kBeginCols) cols->begins[row + kBeginCols - 2] += value_shift;
     take(cols->begins, taken_begins);
     take(cols->ends, taken_ends);
     take(cols->values, taken_values);
