@@ -230,3 +230,20 @@ def test_a_compiled_program_shows_its_graph_calls(tmp_path: Path) -> None:
     assert ops.count("inductor::compiled_graph") >= 2 * (steps - 1), ops  # forward and backward graphs per step
     # Compile time runs aten ops on fake tensors (dynamo's checks, inductor's lowering): none is a node.
     assert set(ops) <= set(found["profiler"]), set(ops) - set(found["profiler"])
+
+
+def test_dataloader_workers_record_what_the_profiler_engine_does(tmp_path: Path) -> None:
+    """Fork children of the program (two DataLoader workers): each starts an observer of its own (the
+    parent's, inherited, records nothing) and holds the ops and edges the profiler engine gives it."""
+    counts = {}
+    for engine in ("observer", "profiler"):
+        job = tmp_path / engine
+        done = subprocess.run([*dfcompass_cmd(), "record", "--torch-engine", engine, "--no-calibrate", "-o", str(job),
+                               "--", sys.executable, str(ROOT / "tests" / "torch_programs" / "loader_workers.py")],
+                              env=subprocess_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        traces = [read_trace(trace.path) for trace in job_traces(job)]
+        assert {trace.metadata.env.get("torch_engine") for trace in traces} == {engine}
+        counts[engine] = sorted((len(t.table("node_begin")), len(t.table("tensor_edge")), t.discarded) for t in traces)
+    assert len(counts["observer"]) == 3 and all(nodes > 0 for nodes, _, _ in counts["observer"])
+    assert counts["observer"] == counts["profiler"]
