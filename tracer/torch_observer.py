@@ -78,19 +78,22 @@ class OpObserver:
         library.dfc_observer_taken.restype = ctypes.c_void_p
         library.dfc_observer_columns.restype = ctypes.c_int
         self.names: list[str] = []  # op names by id; a drain adds the new ones
-        self.observing = False
         self._pid = os.getpid()
 
-    def start(self, memory: bool) -> bool:
+    def start(self, memory: bool) -> None:
+        """Start observing; raises when it cannot (one observer per process, and none under a profiler)."""
         if os.getpid() != self._pid:  # a fork child starts afresh (the library forgets the parent's names)
             self._pid, self.names = os.getpid(), []
-        self.observing = self._lib.dfc_observer_start(int(memory)) == 0
-        return self.observing
+        status = self._lib.dfc_observer_start(int(memory))
+        if status == -1:
+            raise RuntimeError("the op observer is on already (one per process)")
+        if status == -2:
+            raise RuntimeError("a torch profiler is on in this thread: the op observer cannot start under it")
 
-    def stop(self) -> bool:
-        """Stop; False when the memory reporter could not come off (a profiler of the program's is on top)."""
-        self.observing = False
-        return self._lib.dfc_observer_stop() == 0
+    def stop(self) -> None:
+        """Stop. A memory reporter that cannot come off (stopped on another thread than the one that
+        started, or under a profiler of the program's) stays in place, inert."""
+        self._lib.dfc_observer_stop()
 
     def drain(self) -> ObservedWindow:
         """What every thread recorded since the last drain, copied out of the observer."""
@@ -100,8 +103,9 @@ class OpObserver:
         for which in range(5):
             taken = array("q")
             words = counts[which] * self._lib.dfc_observer_columns(which)
-            if words:
-                taken.frombytes(ctypes.string_at(self._lib.dfc_observer_taken(which), words * taken.itemsize))
+            if words:  # one copy, straight from the library's buffer (a cut runs on the program's thread)
+                taken.frombytes((ctypes.c_char * (words * taken.itemsize)).from_address(
+                    self._lib.dfc_observer_taken(which)))
             arrays.append(taken)
         if counts[5]:
             text = ctypes.string_at(self._lib.dfc_observer_taken(5), counts[5])
@@ -305,8 +309,7 @@ class ObservedProfile:
         self._begin = 0
 
     def __enter__(self) -> "ObservedProfile":
-        if not self._observer.start(self._memory):
-            raise RuntimeError("the op observer is on already (one per process)")
+        self._observer.start(self._memory)
         # What torch's Python side checks before it marks its work with record functions, as under
         # a profiler: a compiled graph's call ("## Call CompiledFxGraph"), dynamo's compile scopes.
         self._profiler_flag = self._autograd_profiler._is_profiler_enabled

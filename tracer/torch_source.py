@@ -147,11 +147,13 @@ class TorchRecorder:
         # (tracer/torch_observer.py); GPU activity and scheduled windows need torch.profiler.
         self._observer: OpObserver | None = None
         self._walk: ObservedWalk | None = None
-        wanted = engine or os.environ.get(ENGINE_ENV, "profiler")
-        if wanted == "observer" and self._streaming and not self._cuda and not all_threads:
+        if self._observer_wanted(engine or os.environ.get(ENGINE_ENV, "profiler"), all_threads):
             library = op_observer(self._torch)
             if library is not None:
                 self._observer, self._walk = OpObserver.of(library), ObservedWalk(self._torch)
+            else:
+                print(f"dfcompass: process {os.getpid()}: the op observer is not built for this torch (python -m "
+                      "tracer.native build): torch.profiler records", file=sys.stderr)
         self._profiler: Any = None
         self._profiler_options: dict[str, Any] = {}
         self._foreign: ForeignProfilers | None = None  # the program's own profilers, which we step aside for
@@ -253,6 +255,19 @@ class TorchRecorder:
         self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
         self._start_chain()
         return self
+
+    def _observer_wanted(self, wanted: str, all_threads: bool) -> bool:
+        """Whether the op observer is asked for and can do the whole job; one line when it cannot."""
+        if wanted not in ("observer", "profiler"):
+            print(f"dfcompass: unknown PyTorch engine {wanted!r} (profiler or observer): torch.profiler records",
+                  file=sys.stderr)
+            return False
+        why = ("a scheduled recording (active=...)" if not self._streaming else "CUDA" if self._cuda
+               else "all_threads=True" if all_threads else "")
+        if wanted == "observer" and why:
+            print(f"dfcompass: process {os.getpid()}: the op observer does not record {why}: torch.profiler "
+                  "records", file=sys.stderr)
+        return wanted == "observer" and not why
 
     def _new_profile(self) -> Any:
         if self._observer is not None:

@@ -247,3 +247,13 @@ def test_dataloader_workers_record_what_the_profiler_engine_does(tmp_path: Path)
         counts[engine] = sorted((len(t.table("node_begin")), len(t.table("tensor_edge")), t.discarded) for t in traces)
     assert len(counts["observer"]) == 3 and all(nodes > 0 for nodes, _, _ in counts["observer"])
     assert counts["observer"] == counts["profiler"]
+
+
+@pytest.mark.parametrize("options, why", [({"active": 2}, "a scheduled recording"), ({"all_threads": True}, "all_threads"),
+                                          ({"engine": "obsrver"}, "unknown PyTorch engine")])
+def test_an_observer_that_cannot_record_says_why_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             options: dict[str, Any], why: str) -> None:
+    recorder = TorchRecorder(str(tmp_path / "t"), **{"engine": "observer", **options})
+    assert recorder.engine == "profiler"
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and why in lines[0] and "torch.profiler records" in lines[0], lines

@@ -265,6 +265,10 @@ int dfc_observer_start(int memory) {
   }
   if (callback != 0) return -1;
   if (torch::profiler::impl::ProfilerStateBase::get() != nullptr) return -2;  // a profiler is on
+  {
+    std::lock_guard<std::mutex> guard(live_lock);
+    live.clear();  // an allocation of an earlier recording is not one of this one's
+  }
   auto cb = at::RecordFunctionCallback(on_start, on_end)
                 .needsInputs(true)
                 .needsIds(true)
