@@ -273,6 +273,11 @@ class _WindowWriter:
             unwritten = dict(sorted(unwritten.items(), key=lambda item: item[1])[len(unwritten) // 2:])
         self._unwritten = unwritten
 
+    @property
+    def rank(self) -> tuple[int, int, str] | None:
+        """This process's rank, world size and backend, once torch.distributed was up."""
+        return self._rank
+
     def note_rank(self) -> None:
         """Keep this process's rank while torch.distributed is up: the window that holds the last
         collectives is often converted after destroy_process_group."""

@@ -54,6 +54,12 @@ class ObservedWindow(NamedTuple):
     allocs: array  # tid, time, ptr, bytes (< 0: free), total, device type, index, innermost op, allocation id
 
 
+def device_name(kind: int, index: int) -> str:
+    """A device as the trace names it, from the observer's c10::DeviceType code and index."""
+    name = _DEVICE_TYPES[kind] if 0 <= kind < len(_DEVICE_TYPES) else f"device{kind}"
+    return name if index < 0 or name == "cpu" else f"{name}:{index}"
+
+
 def _rows(flat: list[int], width: int) -> Iterator[tuple[int, ...]]:
     """A flat list as rows of `width`."""
     items = iter(flat)
@@ -144,9 +150,9 @@ class ObservedWalk:
         self._open, self._open_nodes = state["open"], state["open_nodes"]
         self._open_annotations = state["open_annotations"]
 
-    def _device(self, kind: int, index: int) -> str:
-        name = _DEVICE_TYPES[kind] if 0 <= kind < len(_DEVICE_TYPES) else f"device{kind}"
-        return name if index < 0 or name == "cpu" else f"{name}:{index}"
+    @staticmethod
+    def _device(kind: int, index: int) -> str:
+        return device_name(kind, index)
 
     def collect(self, window: ObservedWindow, names: list[str], collector: _Collector) -> None:
         """Fill `collector` with the window's nodes (those that ended), memory and annotations."""

@@ -34,13 +34,14 @@ from typing import Any, Iterator
 
 from tracer import schema
 from tracer.batch import Batch
-from tracer.native import op_observer, profile_walk
+from tracer.native import op_observer, profile_walk, window_converter
 from tracer.recorder_cost import RecorderCost, note_cost, timed_hook
 from tracer.session import Session, active_session
 from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Collector, _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.torch_gpu import mark_replays, write_gpu
+from tracer.observed_convert import NativeWindowConverter
 from tracer.torch_observer import ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 from tracer.window_handoff import WindowHandoff
@@ -147,10 +148,14 @@ class TorchRecorder:
         # (tracer/torch_observer.py); GPU activity and scheduled windows need torch.profiler.
         self._observer: OpObserver | None = None
         self._walk: ObservedWalk | None = None
+        self._native_windows: NativeWindowConverter | None = None
         if self._observer_wanted(engine or os.environ.get(ENGINE_ENV, "profiler"), all_threads):
             library = op_observer(self._torch)
             if library is not None:
                 self._observer, self._walk = OpObserver.of(library), ObservedWalk(self._torch)
+                converter = window_converter()  # else the windows convert in Python (same records)
+                if converter is not None:
+                    self._native_windows = NativeWindowConverter(converter, self._torch)
             else:
                 print(f"dfcompass: process {os.getpid()}: the op observer is not built for this torch (python -m "
                       "tracer.native build): torch.profiler records", file=sys.stderr)
@@ -282,7 +287,9 @@ class TorchRecorder:
     def _start_chain(self) -> None:
         """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
-        if not self._cuda:
+        # Not for the native window converter either: a window costs it less than a fork, and its
+        # state stays in this process.
+        if not self._cuda and self._native_windows is None:
             self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
                                                 on_drain=self.cost.waited)
 
@@ -448,6 +455,9 @@ class TorchRecorder:
         self._window_ops = 0
         try:
             step_marks = self._user_steps or not self._streaming
+            if isinstance(prof, ObservedCut) and self._native_windows is not None:
+                self._convert_natively(prof, session, step_marks)
+                return
             collector = _Collector(self._torch, self._os_tids, self._seq_scope, step_marks=step_marks,
                                    native=self._native)
             if isinstance(prof, ObservedCut):
@@ -456,7 +466,7 @@ class TorchRecorder:
                 self._walk.collect(prof.window, prof.names, collector)
                 if step_marks:
                     collector.steps += prof.steps
-                offset = time.monotonic_ns() - session.clock.now()  # the observer stamps CLOCK_MONOTONIC
+                offset = self._observer_offset(session)
             else:
                 results = prof.profiler.kineto_results
                 for root in results.experimental_event_tree():
@@ -491,6 +501,31 @@ class TorchRecorder:
                     del self._seq_scope[seq]
         finally:
             self._converting = False
+
+    def _convert_natively(self, cut: ObservedCut, session: Session, step_marks: bool) -> None:
+        """One observed window, converted in C++ (tracer/observed_convert.py); the steps and the rank here."""
+        assert self._native_windows is not None and session.trace is not None
+        offset = self._observer_offset(session)
+        steps = cut.steps if step_marks else []
+        batch = Batch(session, session.trace.origin_ts, offset)
+        self._writer.write_rank(batch, self._convert_tid)
+        for begin, end, step, tid in steps:
+            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
+            batch.add("step_end", f"torch-{tid}", end, step, tid)
+        batch.flush()
+        rank = self._writer.rank
+        nodes, edges = self._native_windows.convert(cut, session, session.trace.origin_ts, offset, steps,
+                                                    (rank[0], rank[1]) if rank is not None else None,
+                                                    self._record_memory)
+        self._window_ops = nodes
+        self._writer.nodes_recorded += nodes
+        self._writer.edges_recorded += edges
+        self.windows_written += 1
+
+    @staticmethod
+    def _observer_offset(session: Session) -> int:
+        # The op observer stamps CLOCK_MONOTONIC.
+        return time.monotonic_ns() - session.clock.now()
 
     @staticmethod
     def _clock_offset(session: Session) -> int:

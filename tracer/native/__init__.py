@@ -31,6 +31,8 @@ _SOURCE = Path(__file__).with_name("profile_walk.cpp")
 _NAME = "dfcompass_profile_walk"
 _OBSERVER_SOURCE = Path(__file__).with_name("op_observer.cpp")
 _OBSERVER = "dfcompass_op_observer.so"
+_CONVERTER_SOURCE = Path(__file__).with_name("window_convert.cpp")
+_CONVERTER = "dfcompass_window_convert.so"
 _loaded: dict[str, ModuleType | ctypes.CDLL | None] = {}
 
 
@@ -56,6 +58,46 @@ def op_observer(torch: Any) -> ctypes.CDLL | None:
         library = None
     _loaded["observer"] = library
     return library
+
+
+def _source_stamp(source: Path) -> str:
+    return f"source {source.stat().st_mtime_ns}:{source.stat().st_size}\n"
+
+
+def window_converter() -> ctypes.CDLL | None:
+    """The built window converter (the op observer's windows into records, in C++), or None (then
+    they convert in Python). ``DFCOMPASS_NATIVE=0``: None."""
+    if os.environ.get("DFCOMPASS_NATIVE") == "0":
+        return None
+    if "converter" in _loaded:
+        return _loaded["converter"]  # type: ignore[return-value]
+    library = None
+    folder = native_dir()
+    try:
+        if (folder / "converter-stamp").read_text() == _source_stamp(_CONVERTER_SOURCE):
+            library = ctypes.CDLL(str(folder / _CONVERTER))
+    except OSError:
+        library = None
+    _loaded["converter"] = library
+    return library
+
+
+def build_converter(force: bool = False) -> Path:
+    """Compile window_convert.cpp with g++ (no torch headers: a second or two), unless built already."""
+    folder = native_dir()
+    if not force and window_converter() is not None:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "converter-stamp").unlink(missing_ok=True)
+    target = folder / f"{_CONVERTER}.new"
+    done = subprocess.run(["g++", "-O2", "-std=c++17", "-fPIC", "-shared", str(_CONVERTER_SOURCE), "-o", str(target)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"g++ failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+    target.replace(folder / _CONVERTER)  # renamed into place, as the observer
+    (folder / "converter-stamp").write_text(_source_stamp(_CONVERTER_SOURCE))
+    _loaded.pop("converter", None)
+    return folder
 
 
 def build_observer(force: bool = False) -> Path:

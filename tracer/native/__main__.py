@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tracer.native import build, build_observer, native_dir
+from tracer.native import build, build_converter, build_observer, native_dir
 
 
 def main(argv: list[str]) -> int:
@@ -17,6 +17,11 @@ def main(argv: list[str]) -> int:
         print(f"tracer.native: op observer not built: {exc}", file=sys.stderr)
     except Exception as exc:
         print(f"tracer.native: op observer not built in {native_dir()}: {exc} (recording uses torch.profiler)",
+              file=sys.stderr)
+    try:
+        build_converter()  # a second; without it the observer's windows convert in Python
+    except Exception as exc:
+        print(f"tracer.native: window converter not built in {native_dir()}: {exc} (windows convert in Python)",
               file=sys.stderr)
     try:
         folder = build()
