@@ -86,13 +86,17 @@ class NativeWindowConverter:
     storage's last writer, forward scopes) lives there until :meth:`close`."""
 
     def __init__(self, library: ctypes.CDLL, torch: Any) -> None:
-        self._lib = library
-        library.dfc_convert_new.restype = ctypes.c_void_p
-        library.dfc_convert_used_string.restype = ctypes.c_char_p
-        library.dfc_convert_stream.restype = ctypes.c_void_p
-        for function in ("dfc_convert_collect", "dfc_convert_names", "dfc_convert_handles", "dfc_convert_emit"):
-            getattr(library, function).restype = ctypes.c_int64
-        self._handle = library.dfc_convert_new()
+        # Two views of one library: ctypes lets go of the GIL around each call of a CDLL, which pays
+        # for the three calls that convert (collect, write, emit: the program runs meanwhile) and
+        # costs a GIL hand-over for each small one, so those go through a PyDLL, which keeps it.
+        self._heavy = library
+        self._lib = lib = ctypes.PyDLL(library._name)
+        lib.dfc_convert_new.restype = ctypes.c_void_p
+        lib.dfc_convert_used_string.restype = ctypes.c_char_p
+        lib.dfc_convert_stream.restype = ctypes.c_void_p
+        library.dfc_convert_collect.restype = library.dfc_convert_emit.restype = ctypes.c_int64
+        lib.dfc_convert_names.restype = lib.dfc_convert_handles.restype = ctypes.c_int64
+        self._handle = lib.dfc_convert_new()
         if not self._handle:
             raise MemoryError("the window converter could not be made")
         self._c = ctypes.c_void_p(self._handle)
@@ -105,11 +109,11 @@ class NativeWindowConverter:
             sizes = array("q", [schema.FIELD_TYPES[f.type][1] for f in cls.fields])
             kinds = array("q", [_STRING if f.type == "sid" else _DEVICE if f.name in schema.DEVICE_FIELDS
                                 else _ID_FIELDS.get(f.name, _PLAIN) for f in cls.fields])
-            self._check(library.dfc_convert_class(self._c, _I64(cls.id), _I64(len(sizes)), _pointer(sizes),
+            self._check(lib.dfc_convert_class(self._c, _I64(cls.id), _I64(len(sizes)), _pointer(sizes),
                                                   _pointer(kinds)))
         for code, name in enumerate(_DTYPES):
             dtype = getattr(torch, name, torch.uint8)
-            self._check(library.dfc_convert_dtype(self._c, _I64(code), _I64(dtype.itemsize),
+            self._check(lib.dfc_convert_dtype(self._c, _I64(code), _I64(dtype.itemsize),
                                                   str(dtype).removeprefix("torch.").encode()))
 
     @staticmethod
@@ -133,11 +137,11 @@ class NativeWindowConverter:
                 steps: list[tuple[int, int, int, int]], rank: tuple[int, int] | None, memory: bool) -> tuple[int, int]:
         """Write one drained window into `session`'s trace; (nodes, edges) written. `steps`: the
         user's step windows (begin, end, step, tid), `offset`: the trace clock to the observer's."""
-        lib, c = self._lib, self._c
+        lib, heavy, c = self._lib, self._heavy, self._c
         self._learn_names(cut.names)
         window = cut.window
         flat_steps = array("q", [value for begin, end, step, _ in steps for value in (begin, end, step)])
-        missing = lib.dfc_convert_collect(
+        missing = heavy.dfc_convert_collect(
             c, _pointer(window.begins), _I64(len(window.begins) // 12), _pointer(window.ends),
             _I64(len(window.ends) // 3), _pointer(window.values), _pointer(window.sizes), _pointer(window.allocs),
             _I64(len(window.allocs) // 9), _pointer(flat_steps), _I64(len(steps)))
@@ -151,7 +155,7 @@ class NativeWindowConverter:
                                                 _pointer(written)))
         counts = (ctypes.c_int64 * 7)()
         rank_value, world = rank if rank is not None else (0xFFFFFFFF, 0)
-        self._check(lib.dfc_convert_write(c, _I64(rank_value), _I64(world), _I64(int(memory)), _I64(floor),
+        self._check(heavy.dfc_convert_write(c, _I64(rank_value), _I64(world), _I64(int(memory)), _I64(floor),
                                           _I64(offset), counts))
         nodes, node_ids, tensor_ids, annotation_ids, edges, strings, devices = counts
         assert session.trace is not None
@@ -159,10 +163,9 @@ class NativeWindowConverter:
         if definitions:
             session.trace.write_events(schema.STRING_DEF, "torch", definitions)
         self._describe_devices(session, devices)
-        numbered = [array("q", [new() for _ in range(count)]) for new, count in (
-            (session.new_node_id, node_ids), (session.new_tensor_id, tensor_ids),
-            (session.new_annotation_id, annotation_ids))]
-        streams = lib.dfc_convert_emit(c, *[_pointer(ids) for ids in numbered], _pointer(self._sids),
+        numbered = [session.take_ids(kind, count) for kind, count in (
+            ("node", node_ids), ("tensor", tensor_ids), ("annotation", annotation_ids))]
+        streams = heavy.dfc_convert_emit(c, *[_pointer(ids) for ids in numbered], _pointer(self._sids),
                                        _pointer(self._devices))
         self._check(streams)
         cls_id, tid, count, nbytes = _I64(), _I64(), _I64(), _I64()

@@ -30,7 +30,9 @@ import sys
 import threading
 import time
 import weakref
+from array import array
 from collections import deque
+from itertools import islice
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator
@@ -356,6 +358,14 @@ class Session:
     def new_annotation_id(self) -> int:
         """An annotation id unique in the trace (sources that write annotations share it)."""
         return next(self._annotation_ids) & _U32
+
+    def take_ids(self, kind: str, count: int) -> array:
+        """`count` new ids of one kind ("node", "tensor", "annotation") at once, in order."""
+        counter = {"node": self._node_ids, "tensor": self._tensor_ids, "annotation": self._annotation_ids}[kind]
+        ids = array("q", islice(counter, count))
+        if ids and max(ids) > _U32:  # ids are u32 in the trace, as new_node_id gives them
+            ids = array("q", [value & _U32 for value in ids])
+        return ids
 
     def share_ids(self) -> SharedIdBlocks:
         """From now on take ids in blocks from counters that fork children share (tracer.id_blocks):

@@ -44,7 +44,9 @@ from tracer.torch_gpu import mark_replays, write_gpu
 from tracer.observed_convert import NativeWindowConverter
 from tracer.torch_observer import ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
+from tracer.fork_chain import handoff_mode
 from tracer.window_handoff import WindowHandoff
+from tracer.window_thread import WindowThread
 
 _MAX_SEQ_SCOPES = 200_000
 _CHAIN_SEQ_SCOPES = 20_000  # forward scopes handed to the next window's converter: backward comes soon after
@@ -180,6 +182,7 @@ class TorchRecorder:
         self.cost = RecorderCost()  # the program's time in our hooks and window cuts (tracer/recorder_cost.py)
         # Windows convert in fork children (tracer/window_handoff.py) when this platform allows.
         self._handoff: WindowHandoff | None = None
+        self._window_thread: WindowThread | None = None  # the native converter's, off the program's thread
         self._cut_window_s = 0.0  # how long the window being converted ran
         self._convert_tid = 0  # the program's thread that cut the window being converted
 
@@ -287,9 +290,11 @@ class TorchRecorder:
     def _start_chain(self) -> None:
         """Convert windows in fork children. Not with CUDA: a fork child of a CUDA process has not been
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
-        # Not for the native window converter either: a window costs it less than a fork, and its
-        # state stays in this process.
-        if not self._cuda and self._native_windows is None:
+        # The native window converter runs on a thread of its own instead: a window costs it less
+        # than a fork, its state stays in this process, and it lets go of the GIL.
+        if self._native_windows is not None and handoff_mode() is not None:
+            self._window_thread = WindowThread(self._convert_here, self.cost.waited)
+        elif not self._cuda and self._native_windows is None:
             self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
                                                 on_drain=self.cost.waited)
 
@@ -412,6 +417,9 @@ class TorchRecorder:
             if profiler is not None and not self._converting:  # not mid-conversion (a signal interrupted one)
                 with _kineto_log_filtered():
                     profiler.__exit__(None, None, None)  # runs on_trace_ready for the last window
+            window_thread, self._window_thread = self._window_thread, None
+            if window_thread is not None:
+                window_thread.end()
             self.cost.window_done(started)
             note_cost(self.session, self.cost)
         finally:
@@ -429,7 +437,9 @@ class TorchRecorder:
         """on_trace_ready: write one window, in a converter child when there is a chain."""
         self._convert_tid = threading.get_native_id()
         self._writer.note_rank()  # here: a child does not ask torch.distributed
-        if self._handoff is not None:
+        if self._window_thread is not None and isinstance(prof, ObservedCut):
+            self._window_thread.submit(prof)
+        elif self._handoff is not None:
             self._handoff.write(self._cut_window_s, lambda: self._convert_here(prof))
         else:
             self._convert_here(prof)
@@ -451,13 +461,14 @@ class TorchRecorder:
         session = self.session
         if session is None or not session.active or session.trace is None:
             return
+        if isinstance(prof, ObservedCut) and self._native_windows is not None:
+            # Not marked as converting: this may run on the window thread while the program cuts the next.
+            self._convert_natively(prof, session, self._user_steps or not self._streaming)
+            return
         self._converting = True
         self._window_ops = 0
         try:
             step_marks = self._user_steps or not self._streaming
-            if isinstance(prof, ObservedCut) and self._native_windows is not None:
-                self._convert_natively(prof, session, step_marks)
-                return
             collector = _Collector(self._torch, self._os_tids, self._seq_scope, step_marks=step_marks,
                                    native=self._native)
             if isinstance(prof, ObservedCut):
@@ -508,7 +519,7 @@ class TorchRecorder:
         offset = self._observer_offset(session)
         steps = cut.steps if step_marks else []
         batch = Batch(session, session.trace.origin_ts, offset)
-        self._writer.write_rank(batch, self._convert_tid)
+        self._writer.write_rank(batch, cut.steps[-1][3])  # the thread that cut the window
         for begin, end, step, tid in steps:
             batch.add("step_begin", f"torch-{tid}", begin, step, tid)
             batch.add("step_end", f"torch-{tid}", end, step, tid)
@@ -535,7 +546,9 @@ class TorchRecorder:
     @property
     def windows_ended(self) -> int:
         """Windows ended so far: written, lost, or with a converter child now."""
-        return self.windows_written + self.windows_lost + (self._handoff.in_flight if self._handoff else 0)
+        in_flight = self._handoff.in_flight if self._handoff else 0
+        return self.windows_written + self.windows_lost + in_flight + (
+            self._window_thread.in_flight if self._window_thread else 0)
 
     @property
     def nodes_recorded(self) -> int:
