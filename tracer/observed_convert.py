@@ -95,7 +95,7 @@ class NativeWindowConverter:
         lib.dfc_convert_used_string.restype = ctypes.c_char_p
         lib.dfc_convert_stream.restype = ctypes.c_void_p
         library.dfc_convert_collect.restype = library.dfc_convert_emit.restype = ctypes.c_int64
-        lib.dfc_convert_names.restype = lib.dfc_convert_handles.restype = ctypes.c_int64
+        lib.dfc_convert_handles.restype = ctypes.c_int64
         self._handle = lib.dfc_convert_new()
         if not self._handle:
             raise MemoryError("the window converter could not be made")

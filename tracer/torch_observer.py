@@ -297,6 +297,7 @@ class ObservedCut(NamedTuple):
     window: ObservedWindow
     names: list[str]
     steps: list[tuple[int, int, int, int]]  # begin, end, step, OS tid
+    user_steps: bool = True  # whether the steps are the user's (set by the recorder at the cut)
 
 
 class ObservedProfile:

@@ -90,6 +90,14 @@ def _kineto_log_filtered() -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
+def _cpus() -> int:
+    """CPUs this process may run on: a thread of the recorder's own helps only beside another."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _experimental_config(torch: Any, **options: bool) -> Any:
     """The profiler's experimental config with the options this torch knows (an older one lacks
     overload names and CUDA sync events; without overload names, writes are not told per overload)."""
@@ -292,7 +300,7 @@ class TorchRecorder:
         checked against CUPTI's state on a GPU machine yet, so GPU windows convert here."""
         # The native window converter runs on a thread of its own instead: a window costs it less
         # than a fork, its state stays in this process, and it lets go of the GIL.
-        if self._native_windows is not None and handoff_mode() is not None:
+        if self._native_windows is not None and handoff_mode() is not None and _cpus() > 1:
             self._window_thread = WindowThread(self._convert_here, self.cost.waited)
         elif not self._cuda and self._native_windows is None:
             self._handoff = WindowHandoff.start(self.session, self._chain_capture, self._chain_apply,
@@ -437,6 +445,8 @@ class TorchRecorder:
         """on_trace_ready: write one window, in a converter child when there is a chain."""
         self._convert_tid = threading.get_native_id()
         self._writer.note_rank()  # here: a child does not ask torch.distributed
+        if isinstance(prof, ObservedCut):  # whether its steps are the user's is known now, not later
+            prof = prof._replace(user_steps=self._user_steps or not self._streaming)
         if self._window_thread is not None and isinstance(prof, ObservedCut):
             self._window_thread.submit(prof)
         elif self._handoff is not None:
@@ -463,12 +473,12 @@ class TorchRecorder:
             return
         if isinstance(prof, ObservedCut) and self._native_windows is not None:
             # Not marked as converting: this may run on the window thread while the program cuts the next.
-            self._convert_natively(prof, session, self._user_steps or not self._streaming)
+            self._convert_natively(prof, session, prof.user_steps)
             return
         self._converting = True
         self._window_ops = 0
         try:
-            step_marks = self._user_steps or not self._streaming
+            step_marks = prof.user_steps if isinstance(prof, ObservedCut) else self._user_steps or not self._streaming
             collector = _Collector(self._torch, self._os_tids, self._seq_scope, step_marks=step_marks,
                                    native=self._native)
             if isinstance(prof, ObservedCut):

@@ -31,7 +31,8 @@ _SOURCE = Path(__file__).with_name("profile_walk.cpp")
 _NAME = "dfcompass_profile_walk"
 _OBSERVER_SOURCE = Path(__file__).with_name("op_observer.cpp")
 _OBSERVER = "dfcompass_op_observer.so"
-_CONVERTER_SOURCE = Path(__file__).with_name("window_convert.cpp")
+_CONVERTER_SOURCES = tuple(Path(__file__).with_name(name) for name in (
+    "window_convert.cpp", "window_walk.cpp", "window_edges.cpp", "window_convert.h"))
 _CONVERTER = "dfcompass_window_convert.so"
 _loaded: dict[str, ModuleType | ctypes.CDLL | None] = {}
 
@@ -60,8 +61,8 @@ def op_observer(torch: Any) -> ctypes.CDLL | None:
     return library
 
 
-def _source_stamp(source: Path) -> str:
-    return f"source {source.stat().st_mtime_ns}:{source.stat().st_size}\n"
+def _source_stamp(sources: tuple[Path, ...]) -> str:
+    return "".join(f"source {source.name} {source.stat().st_mtime_ns}:{source.stat().st_size}\n" for source in sources)
 
 
 def window_converter() -> ctypes.CDLL | None:
@@ -74,7 +75,7 @@ def window_converter() -> ctypes.CDLL | None:
     library = None
     folder = native_dir()
     try:
-        if (folder / "converter-stamp").read_text() == _source_stamp(_CONVERTER_SOURCE):
+        if (folder / "converter-stamp").read_text() == _source_stamp(_CONVERTER_SOURCES):
             library = ctypes.CDLL(str(folder / _CONVERTER))
     except OSError:
         library = None
@@ -83,19 +84,20 @@ def window_converter() -> ctypes.CDLL | None:
 
 
 def build_converter(force: bool = False) -> Path:
-    """Compile window_convert.cpp with g++ (no torch headers: a second or two), unless built already."""
+    """Compile the window converter (window_*.cpp) with g++, no torch headers: seconds. Unless built already."""
     folder = native_dir()
     if not force and window_converter() is not None:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "converter-stamp").unlink(missing_ok=True)
     target = folder / f"{_CONVERTER}.new"
-    done = subprocess.run(["g++", "-O2", "-std=c++17", "-fPIC", "-shared", str(_CONVERTER_SOURCE), "-o", str(target)],
+    sources = [str(source) for source in _CONVERTER_SOURCES if source.suffix == ".cpp"]
+    done = subprocess.run(["g++", "-O2", "-std=c++17", "-fPIC", "-shared", *sources, "-o", str(target)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"g++ failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
     target.replace(folder / _CONVERTER)  # renamed into place, as the observer
-    (folder / "converter-stamp").write_text(_source_stamp(_CONVERTER_SOURCE))
+    (folder / "converter-stamp").write_text(_source_stamp(_CONVERTER_SOURCES))
     _loaded.pop("converter", None)
     return folder
 
