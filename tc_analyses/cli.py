@@ -466,10 +466,10 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
 @click.option("--torch/--no-torch", default=True, show_default=True,
               help="Record PyTorch ops with its profiler (off for programs that record their own nodes, "
                    "such as tracer.graph_program programs).")
-@click.option("--torch-engine", type=click.Choice(["profiler", "observer"]), default=None,
-              help="What records the CPU ops: torch.profiler, or dfcompass's native op observer (cheaper on the "
-                   "program's thread; CPU only: GPU runs use the profiler). Default: $DFCOMPASS_TORCH_ENGINE, "
-                   "else profiler. See docs/pytorch.md.")
+@click.option("--torch-engine", type=click.Choice(["auto", "profiler", "observer"]), default=None,
+              help="What records the CPU ops: dfcompass's native op observer (a fraction of the profiler's cost; "
+                   "CPU only), or torch.profiler (GPU runs, scheduled windows). Default: $DFCOMPASS_TORCH_ENGINE, "
+                   "else auto: the observer where it can record the run and is built. See docs/pytorch.md.")
 @click.option("--calibrate/--no-calibrate", default=True, show_default=True,
               help="After the program, measure this machine's hand-over between threads and the slowdown of "
                    "two lanes computing at once (about 1 s), stored as JOB/calibration.json: the ranges of "

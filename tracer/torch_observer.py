@@ -37,7 +37,7 @@ _LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "_mkldnn", "sparse_csc", "spa
 _DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
                  "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone")
 _BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
-ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # profiler | observer: what records a TorchRecorder's CPU ops
+ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # auto | profiler | observer: what records a TorchRecorder's CPU ops
 _BEGIN, _END, _VALUE, _ALLOC = 12, 3, 12, 9  # columns per row, as in op_observer.cpp
 
 

@@ -154,12 +154,16 @@ class TorchRecorder:
         # Each window's conversion, and what outlives a window: each live tensor's last writer, the rank.
         self._writer = _WindowWriter(self._torch)
         self._native = profile_walk(self._torch)  # the C++ reading of each op's inside, when built
-        # The CPU ops of a streamed recording come from the native op observer when asked for and built
-        # (tracer/torch_observer.py); GPU activity and scheduled windows need torch.profiler.
+        # The CPU ops of a streamed recording come from the native op observer where it can do the
+        # whole job and is built (tracer/torch_observer.py); GPU activity and scheduled windows need
+        # torch.profiler. "auto" (the default) takes the observer only with its C++ window converter.
         self._observer: OpObserver | None = None
         self._walk: ObservedWalk | None = None
         self._native_windows: NativeWindowConverter | None = None
-        if self._observer_wanted(engine or os.environ.get(ENGINE_ENV, "profiler"), all_threads):
+        wanted = engine or os.environ.get(ENGINE_ENV) or "auto"
+        if wanted == "auto" and (op_observer(self._torch) is None or window_converter() is None):
+            wanted = "profiler"
+        if self._observer_wanted(wanted, all_threads):
             library = op_observer(self._torch)
             if library is not None:
                 self._observer, self._walk = OpObserver.of(library), ObservedWalk(self._torch)
@@ -273,17 +277,18 @@ class TorchRecorder:
         return self
 
     def _observer_wanted(self, wanted: str, all_threads: bool) -> bool:
-        """Whether the op observer is asked for and can do the whole job; one line when it cannot."""
-        if wanted not in ("observer", "profiler"):
-            print(f"dfcompass: unknown PyTorch engine {wanted!r} (profiler or observer): torch.profiler records",
-                  file=sys.stderr)
+        """Whether the op observer is asked for (or left to choose: "auto") and can do the whole job;
+        one line when it was asked for and cannot."""
+        if wanted not in ("observer", "profiler", "auto"):
+            print(f"dfcompass: unknown PyTorch engine {wanted!r} (auto, profiler or observer): torch.profiler "
+                  "records", file=sys.stderr)
             return False
         why = ("a scheduled recording (active=...)" if not self._streaming else "CUDA" if self._cuda
                else "all_threads=True" if all_threads else "")
         if wanted == "observer" and why:
             print(f"dfcompass: process {os.getpid()}: the op observer does not record {why}: torch.profiler "
                   "records", file=sys.stderr)
-        return wanted == "observer" and not why
+        return wanted in ("observer", "auto") and not why
 
     def _new_profile(self) -> Any:
         if self._observer is not None:
