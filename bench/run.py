@@ -160,14 +160,14 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
             ("  TorchRecorder, converting on the program's thread", _x(s["ours, converting here"]),
              f"DFCOMPASS_HANDOFF=0; ours / (profiler + export) "
              f"{_x(s['ours, converting here'] / s['profiler+export'])}"),
-            ("  TorchRecorder, op observer engine", _x(s["ours, observer"]),
-             f"engine='observer'; loop only {_x(loop['ours, observer'])}; ours / (profiler + export) "
-             f"{_x(s['ours, observer'] / s['profiler+export'])} (converting on the program's thread: "
-             f"{_x(s['ours, observer converting here'] / s['profiler+export'])})"),
+            ("  TorchRecorder, profiler engine", _x(s["ours, profiler engine"]),
+             f"engine='profiler'; loop only {_x(loop['ours, profiler engine'])}; it / (profiler + export) "
+             f"{_x(s['ours, profiler engine'] / s['profiler+export'])} (converting on the program's thread: "
+             f"{_x(s['ours, profiler engine converting here'] / s['profiler+export'])})"),
             ("  torch.profiler + export_chrome_trace", _x(s["profiler+export"]),
              f"context; ours / it {_x(m['ratio_ours_per_profiler_export'])}; "
              f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),
-            ("  recorder's own cost line", f"{m['own_cost_s'] * 1e3:,.0f} ms",
+            ("  recorder's own cost line", f"{m['own_cost_s'] * 1e3:,.0f} ms",  # with the estimate inside the ops
              f"measured overhead {m['measured_overhead_s'] * 1e3:,.0f} ms; "
              + (f"the line says {m['own_cost_per_measured']:.0%} of it" if m["own_cost_per_measured"] else "no overhead measured")),
             ("  our trace", f"{m['bytes_per_event']:.1f} B/event",

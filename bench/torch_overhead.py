@@ -18,8 +18,12 @@ Cases, alternated round by round in one process, best of k each (:func:`_common.
   (what we collect through it), exporting nothing;
 * ``profiler+export``: the same, then ``export_chrome_trace`` to a temporary file: the profiler
   writing its own trace, for context (not a target);
-* ``ours``: ``tracer.torch_source.TorchRecorder(tmpdir)``, which also records memory, module
-  scopes and exact tensor edges, and writes a CTF trace.
+* ``ours``: ``tracer.torch_source.TorchRecorder(tmpdir)`` with its default engine on a CPU run,
+  the native op observer (its windows converted in C++ on the window thread), which also records
+  memory, module scopes and exact tensor edges, and writes a CTF trace; ``ours, converting here``:
+  the same with ``DFCOMPASS_HANDOFF=0`` (windows converted on the program's thread);
+* ``ours, profiler engine`` (and ``converting here``): ``engine="profiler"``, the ops recorded by
+  torch.profiler, its windows converted in fork children by the hand-off policy (or here).
 
 A traced run is timed from just before the recorder/profiler starts to just after it stops, so
 each one's stop-time processing is inside: torch's own post-processing of the collected events
@@ -57,8 +61,8 @@ BATCH = 8
 STEPS = {"resnet18": 20, "tiny_mlp": 200, "transformer_train": 20, "lstm_sequence": 5}
 LSTM_SERIES, LSTM_TIME_STEPS = 97, 100
 WARMUP_STEPS = 3
-CASES = ("untraced", "profiler", "profiler+export", "ours", "ours, converting here", "ours, observer",
-         "ours, observer converting here")
+CASES = ("untraced", "profiler", "profiler+export", "ours", "ours, converting here", "ours, profiler engine",
+         "ours, profiler engine converting here")
 
 
 class _Model:
@@ -150,9 +154,9 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
     def profiler_export() -> Sample:
         return profiled(export=True)
 
-    def ours(handoff: str = "1", engine: str = "profiler") -> Sample:
+    def ours(handoff: str = "1", engine: str = "observer") -> Sample:
         """TorchRecorder; `handoff` "0": windows convert on the program's thread (tracer/fork_chain.py);
-        `engine`: what records the ops (torch.profiler, or the native op observer)."""
+        `engine`: what records the ops (the native op observer, the default on a CPU run, or torch.profiler)."""
         path = root / f"{model.name}-{next(counter)}"
         recorder = TorchRecorder(str(path), engine=engine)
         if recorder.engine != engine:
@@ -172,16 +176,13 @@ def _case(model: _Model, n: int, kind: str, root: Path) -> Callable[[], Sample]:
         stats = _check_trace(path, recorder, n)
         shutil.rmtree(path, ignore_errors=True)
         cost = recorder.cost  # the recorder's own account of its cost (what `dfcompass record` prints)
-        own_s = (cost.start_ns + cost.hooks_ns + cost.windows_ns) / 1e9
+        own_s = (cost.start_ns + cost.hooks_ns + cost.windows_ns + cost.in_ops_ns) / 1e9
         return Sample((t3 - t0) / 1e9, {"loop_s": (t2 - t1) / 1e9, "stop_s": (t3 - t2) / 1e9, "own_cost_s": own_s,
                                         **stats})
 
-    def ours_here() -> Sample:
-        return ours("0")
-
     return {"untraced": untraced, "profiler": profiler, "profiler+export": profiler_export, "ours": ours,
-            "ours, converting here": ours_here, "ours, observer": lambda: ours("1", "observer"),
-            "ours, observer converting here": lambda: ours("0", "observer")}[kind]
+            "ours, converting here": lambda: ours("0"), "ours, profiler engine": lambda: ours("1", "profiler"),
+            "ours, profiler engine converting here": lambda: ours("0", "profiler")}[kind]
 
 
 def _check_trace(path: Path, recorder: Any, steps: int) -> dict[str, Any]:

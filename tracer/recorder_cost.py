@@ -42,6 +42,10 @@ class RecorderCost:
         self.forwards = 0  # outermost forwards on the recorder's thread (inference loops have no other step)
         self.handed_off = 0  # windows converted in fork children (tracer/fork_chain.py)
         self.handoff_wait_ns = 0  # of windows_ns: waiting for those children (a full chain, or the stop)
+        # The op observer inside the ops: not timed (it runs in torch's callbacks), estimated as the
+        # ops it recorded times what it adds to one op, calibrated at the start (tracer/torch_observer.py).
+        self.ops_observed = 0
+        self.op_ns: float | None = None
         self._local = threading.local()  # .windows_ns: window time of this thread, for the hooks around it
 
     def window_started(self) -> int:
@@ -79,7 +83,15 @@ class RecorderCost:
         if self.handed_off:
             env[schema.ENV_RECORDER_HANDED_OFF] = self.handed_off
             env[schema.ENV_RECORDER_HANDOFF_WAIT_NS] = self.handoff_wait_ns
+        if self.op_ns is not None:
+            env[schema.ENV_RECORDER_OPS] = self.ops_observed
+            env[schema.ENV_RECORDER_OP_NS] = round(self.op_ns)
         return env
+
+    @property
+    def in_ops_ns(self) -> int:
+        """The estimate of the observer's time inside the ops (0 when the profiler recorded)."""
+        return round(self.ops_observed * self.op_ns) if self.op_ns is not None else 0
 
 
 def note_cost(session: "Session | None", cost: RecorderCost) -> None:
@@ -108,9 +120,14 @@ def cost_line(env: Mapping[str, object]) -> str | None:
     forked, waited = env.get(schema.ENV_RECORDER_HANDED_OFF), env.get(schema.ENV_RECORDER_HANDOFF_WAIT_NS)
     handed = (f" ({forked:,} converted in fork children, {waited / 1e9:.3f} s of it waiting for them)"
               if isinstance(forked, int) and isinstance(waited, int) else "")
+    ops, op_ns = env.get(schema.ENV_RECORDER_OPS), env.get(schema.ENV_RECORDER_OP_NS)
+    if isinstance(ops, int) and isinstance(op_ns, int):
+        inside = (f"; inside the ops, the op observer: about {ops * op_ns / 1e9:.3f} s more ({ops:,} ops x "
+                  f"{op_ns:,} ns, calibrated at the start)")
+    else:
+        inside = "; not counted: the collection inside each op, by the profiler"
     return (f"recording took {total / 1e9:.3f} s of the program's time{per_step} (start {start / 1e9:.3f} s, "
-            f"{cuts:,} window cuts {windows / 1e9:.3f} s{handed}, hooks {hooks / 1e9:.3f} s; not counted: the "
-            f"collection inside each op, by the profiler or the op observer){lost}")
+            f"{cuts:,} window cuts {windows / 1e9:.3f} s{handed}, hooks {hooks / 1e9:.3f} s){inside}{lost}")
 
 
 def timed_hook(cost: RecorderCost, hook: Callable[..., Any]) -> Callable[..., Any]:

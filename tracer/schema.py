@@ -297,6 +297,8 @@ ENV_RECORDER_WINDOWS: Final = "recorder_windows"
 ENV_RECORDER_STEPS: Final = "recorder_steps"
 ENV_RECORDER_HANDED_OFF: Final = "recorder_handed_off"  # windows converted in fork children
 ENV_RECORDER_HANDOFF_WAIT_NS: Final = "recorder_handoff_wait_ns"  # ns the program waited for them
+ENV_RECORDER_OPS: Final = "recorder_ops"  # ops the op observer recorded
+ENV_RECORDER_OP_NS: Final = "recorder_op_ns"  # what it adds to one op, calibrated at the start
 ENV_DISCARDED: Final = "events_discarded"
 
 # The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over

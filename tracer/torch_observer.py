@@ -85,11 +85,12 @@ class OpObserver:
         library.dfc_observer_columns.restype = ctypes.c_int
         self.names: list[str] = []  # op names by id; a drain adds the new ones
         self._pid = os.getpid()
+        self.op_ns: float | None = None  # what it adds to an op (calibrate_ops), once per process
 
     def start(self, memory: bool) -> None:
         """Start observing; raises when it cannot (one observer per process, and none under a profiler)."""
         if os.getpid() != self._pid:  # a fork child starts afresh (the library forgets the parent's names)
-            self._pid, self.names = os.getpid(), []
+            self._pid, self.names, self.op_ns = os.getpid(), [], None
         status = self._lib.dfc_observer_start(int(memory))
         if status == -1:
             raise RuntimeError("the op observer is on already (one per process)")
@@ -300,6 +301,31 @@ class ObservedCut(NamedTuple):
     user_steps: bool = True  # whether the steps are the user's (set by the recorder at the cut)
 
 
+_CALIBRATION_OPS = 200  # per timing; 5 timings each way, alternated: about 2 ms, once per process
+
+
+def calibrate_ops(torch: Any, observer: OpObserver, memory: bool) -> float:
+    """What the observer adds to one op, in ns: a small op timed with the observer on and off,
+    alternately, the fastest of each way. Runs before the recording starts; what the observer
+    recorded here is drained and dropped. An estimate for the cost line (the ops' real inputs
+    vary), checked against the measured overhead in bench/torch_overhead.py."""
+    a, b = torch.ones(4), torch.ones(4)
+    on: list[int] = []
+    off: list[int] = []
+    for _ in range(5):
+        for timings in (on, off):
+            if timings is on:
+                observer.start(memory)
+            started = time.perf_counter_ns()
+            for _ in range(_CALIBRATION_OPS):
+                torch.add(a, b)
+            timings.append(time.perf_counter_ns() - started)
+            if timings is on:
+                observer.stop()
+    observer.drain()  # the calibration's rows, dropped
+    return max(0.0, (min(on) - min(off)) / _CALIBRATION_OPS)
+
+
 class ObservedProfile:
     """The part of ``torch.profiler.profile`` that the recorder drives (enter, step, exit, one
     callback per window), on the op observer. Steps are numbered from 0 at enter, as the profiler's
@@ -314,8 +340,11 @@ class ObservedProfile:
         self._on_window = on_window
         self._step = 0
         self._begin = 0
+        self._torch = torch
 
     def __enter__(self) -> "ObservedProfile":
+        if self._observer.op_ns is None or os.getpid() != self._observer._pid:
+            self._observer.op_ns = calibrate_ops(self._torch, self._observer, self._memory)
         self._observer.start(self._memory)
         # What torch's Python side checks before it marks its work with record functions, as under
         # a profiler: a compiled graph's call ("## Call CompiledFxGraph"), dynamo's compile scopes.

@@ -452,6 +452,9 @@ class TorchRecorder:
         self._writer.note_rank()  # here: a child does not ask torch.distributed
         if isinstance(prof, ObservedCut):  # whether its steps are the user's is known now, not later
             prof = prof._replace(user_steps=self._user_steps or not self._streaming)
+            self.cost.ops_observed += len(prof.window.begins) // 12
+            if self._observer is not None:
+                self.cost.op_ns = self._observer.op_ns
         if self._window_thread is not None and isinstance(prof, ObservedCut):
             self._window_thread.submit(prof)
         elif self._handoff is not None:

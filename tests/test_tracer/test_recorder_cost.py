@@ -84,3 +84,15 @@ def test_the_line_adds_the_parts_and_spreads_them_over_the_steps() -> None:
                                  {**RecorderCost().env(), schema.ENV_RECORDER_WINDOWS_NS: -1}])
 def test_no_line_without_a_whole_account(env: dict[str, object]) -> None:
     assert cost_line(env) is None
+
+
+def test_under_the_op_observer_the_line_adds_its_estimate_inside_the_ops() -> None:
+    cost = RecorderCost()
+    cost.windows_ns, cost.windows, cost.user_steps = 2_000_000, 2, 2
+    profiled = cost_line(cost.env())
+    assert profiled is not None and "not counted: the collection inside each op, by the profiler" in profiled
+    cost.ops_observed, cost.op_ns = 120_000, 612.4
+    assert cost.in_ops_ns == round(120_000 * 612.4)
+    line = cost_line(cost.env())
+    assert line is not None and "not counted" not in line
+    assert "inside the ops, the op observer: about 0.073 s more (120,000 ops x 612 ns" in line

@@ -257,3 +257,17 @@ def test_an_observer_that_cannot_record_says_why_in_one_line(tmp_path: Path, cap
     assert recorder.engine == "profiler"
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and why in lines[0] and "torch.profiler records" in lines[0], lines
+
+
+def test_the_trace_holds_the_ops_observed_and_their_calibrated_cost(tmp_path: Path) -> None:
+    """The cost line's estimate inside the ops: every op the observer recorded (nodes and the ops
+    inside them), times what it adds to one op, calibrated when the recording started."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    with TorchRecorder(str(tmp_path / "t"), engine="observer") as recorder:
+        for _ in range(3):
+            model(torch.randn(4, 8)).sum()
+            recorder.step()
+    env = read_trace(tmp_path / "t").metadata.env
+    nodes = recorder.nodes_recorded
+    assert nodes > 0 and isinstance(env["recorder_ops"], int) and env["recorder_ops"] > nodes  # linear's inner ops
+    assert 0 < int(env["recorder_op_ns"]) < 100_000
