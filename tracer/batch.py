@@ -51,6 +51,10 @@ class Batch:
             rows = self._rows[(short_name, key)] = []
         rows.append((ts, *values))
 
+    def define(self, text: str, epoch_ns: int) -> None:
+        """Have `text` defined by a use at `epoch_ns`, as if an event used it then."""
+        self._sid(text, max(epoch_ns - self._offset, self._floor))
+
     def _sid(self, text: str, ts: int) -> int:
         define_at = max(ts - 1, self._floor)
         known = self._defined.get(text)

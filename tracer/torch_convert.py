@@ -287,13 +287,14 @@ class _WindowWriter:
         if dist is not None and dist.is_available() and dist.is_initialized():
             self._rank = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
 
-    def write_rank(self, batch: Batch, tid: int) -> None:
-        """dfc:process_rank, once, when the rank is known (:meth:`note_rank`), on thread `tid`."""
+    def write_rank(self, batch: Batch, tid: int, at: int | None = None) -> None:
+        """dfc:process_rank, once, when the rank is known (:meth:`note_rank`), on thread `tid`, at
+        `at` (the batch's clock; default: now)."""
         if self._rank is None or self._rank_written:
             return
         rank, world, backend = self._rank
         local = os.environ.get("LOCAL_RANK", "")
-        batch.add("process_rank", f"torch-{tid}", batch.now(), rank,
+        batch.add("process_rank", f"torch-{tid}", batch.now() if at is None else at, rank,
                   int(local) if local.isdigit() else 0xFFFFFFFF, world, backend)
         self._rank_written = True
 
@@ -314,6 +315,15 @@ class _WindowWriter:
             dtypes = ",".join(str(k[1]).removeprefix("torch.") if k is not None else "" for k in key)
             found = self._args_cache[key] = (shapes, dtypes)
         return found
+
+    def predefine(self, batch: Batch, nodes: list[_Node]) -> None:
+        """The strings of nodes still open at a window cut, defined at their start in this window:
+        written with the window where the node ends, their definitions would go back in time."""
+        for node in nodes:
+            shapes, dtypes = self._args_text([_tensors(v) for v in node.inputs])
+            for text in (node.op, node.name, shapes, dtypes):
+                batch.define(text, node.start)
+            node.predefined = True
 
     def write_memory(self, batch: Batch, collector: _Collector) -> None:
         """dfc:mem_alloc and dfc:mem_free: every allocation and free, with the bytes in use on its device."""

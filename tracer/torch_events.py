@@ -83,6 +83,7 @@ class _Node:
     sparse_built: list[Any] = field(default_factory=list)  # value dtypes of sparse tensors built inside
     device: str = "cpu"
     replays: bool = False  # it launched a CUDA graph (torch.compile's reduce-overhead): writes unseen
+    predefined: bool = False  # its strings were defined in the window where it began (still open then)
 
 
 class _Collector:
@@ -113,6 +114,13 @@ class _Collector:
         # The program's record_function scopes (and torch's own: Optimizer.step#..., the DataLoader's
         # enumerate(DataLoader)#...__next__, whose time is the step's wait for data): begin, end, ptid, name
         self.annotations: list[tuple[int, int, int, str]] = []
+        # Windows cut while ops run (the op observer's): annotations whose begin was written in an
+        # earlier window end here, (end, ptid, annotation id); annotations still open are begun here,
+        # (key, begin, ptid, name), their id kept for their end; nodes still open have their strings
+        # defined here, at their start (a definition written later would go back in time).
+        self.annotation_ends: list[tuple[int, int, int]] = []
+        self.annotations_begun: list[tuple[int, int, int, str]] = []
+        self.open_nodes: list[_Node] = []
 
     def walk(self, event: Any, scope: str, step: int, backward: str) -> None:
         """Above the outermost aten ops. `backward`: the scope label of the backward function

@@ -141,11 +141,16 @@ class ObservedWalk:
         self._layouts = [getattr(torch, name, torch.strided) for name in _LAYOUTS]
         self._open: dict[int, _Context] = {}
         self._open_nodes: dict[int, _Node] = {}
-        self._open_annotations: dict[int, tuple[int, int, str]] = {}  # key -> begin, tid, name
+        self._open_annotations: dict[int, tuple[int, int, str, int]] = {}  # key -> begin, tid, name, id (-1: not begun)
         self._devices: dict[tuple[int, int], str] = {}
 
     def chain_state(self) -> dict[str, Any]:
         return {"open": self._open, "open_nodes": self._open_nodes, "open_annotations": self._open_annotations}
+
+    def begun(self, key: int, annotation_id: int) -> None:
+        """An open annotation's begin was written, with this id: its end will use it."""
+        begin, tid, name, _ = self._open_annotations[key]
+        self._open_annotations[key] = (begin, tid, name, annotation_id)
 
     def take_chain_state(self, state: dict[str, Any]) -> None:
         self._open, self._open_nodes = state["open"], state["open_nodes"]
@@ -225,8 +230,16 @@ class ObservedWalk:
                 node.end = end
                 collector.nodes.append(node)
             annotation = self._open_annotations.pop(key, None)
-            if annotation is not None:
+            if annotation is not None and annotation[3] < 0:
                 collector.annotations.append((annotation[0], end, annotation[1], annotation[2]))
+            elif annotation is not None:  # its begin was written when a window was cut inside it
+                collector.annotation_ends.append((end, annotation[1], annotation[3]))
+        # Still open at the cut: annotations begin in this window, nodes have their strings defined in it.
+        begun = sorted((begin, key, tid, name) for key, (begin, tid, name, given) in self._open_annotations.items()
+                       if given < 0)
+        collector.annotations_begun = [(key, begin, tid, name) for begin, key, tid, name in begun]
+        collector.open_nodes = sorted((node for node in self._open_nodes.values() if not node.predefined),
+                                      key=lambda node: (node.start, node.ptid))
 
     @staticmethod
     def _inner(node: _Node, context: _Context, first: int, count: int, start: int, name: str, sequence: int,
@@ -285,7 +298,7 @@ class ObservedWalk:
             return _Context("" if backward else scope, backward, node, False, [])
         elif scope_kind == _USER_SCOPE and not name.startswith("##"):
             scope = name  # a record_function of the user's, e.g. Optimizer.step#SGD.step
-            self._open_annotations[key] = (start, tid, name)
+            self._open_annotations[key] = (start, tid, name, -1)
         if not backward and scope and sequence >= 0:
             collector.seq_scope.setdefault(sequence, scope)
         return _Context(scope, backward, None, False, compiled)

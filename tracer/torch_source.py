@@ -514,13 +514,8 @@ class TorchRecorder:
                 tid = collector.os_tids.get(ptid, ptid)
                 batch.add("step_begin", f"torch-{tid}", begin, step, tid)
                 batch.add("step_end", f"torch-{tid}", end, step, tid)
-            if collector.annotations:
-                cpu = batch.device("cpu")
-                for begin, end, ptid, name in collector.annotations:
-                    tid = collector.os_tids.get(ptid, ptid)
-                    annotation = session.new_annotation_id()
-                    batch.add("annotation_begin", f"torch-{tid}", begin, cpu, tid, annotation, name)
-                    batch.add("annotation_end", f"torch-{tid}", end, cpu, tid, annotation)
+            self._write_annotations(batch, collector)
+            self._writer.predefine(batch, collector.open_nodes)
             if self._cuda and results is not None:
                 self._write_gpu(batch, results.events(), collector)
             batch.flush()
@@ -531,21 +526,46 @@ class TorchRecorder:
         finally:
             self._converting = False
 
+    def _write_annotations(self, batch: Batch, collector: _Collector) -> None:
+        """The window's annotations; with the op observer, also the ends of those begun in an earlier
+        window, and the begins of those still open (their ids kept for their ends)."""
+        if not (collector.annotations or collector.annotation_ends or collector.annotations_begun):
+            return
+        cpu = batch.device("cpu")
+        session = batch.session
+        for begin, end, ptid, name in collector.annotations:
+            tid = collector.os_tids.get(ptid, ptid)
+            annotation = session.new_annotation_id()
+            batch.add("annotation_begin", f"torch-{tid}", begin, cpu, tid, annotation, name)
+            batch.add("annotation_end", f"torch-{tid}", end, cpu, tid, annotation)
+        for end, tid, annotation in collector.annotation_ends:
+            batch.add("annotation_end", f"torch-{tid}", end, cpu, tid, annotation)
+        for key, begin, tid, name in collector.annotations_begun:
+            annotation = session.new_annotation_id()
+            batch.add("annotation_begin", f"torch-{tid}", begin, cpu, tid, annotation, name)
+            assert self._walk is not None
+            self._walk.begun(key, annotation)
+
     def _convert_natively(self, cut: ObservedCut, session: Session, step_marks: bool) -> None:
-        """One observed window, converted in C++ (tracer/observed_convert.py); the steps and the rank here."""
+        """One observed window, converted in C++ (tracer/observed_convert.py); the steps and the rank here.
+
+        The C++ records and their strings go first, then the steps and the rank, dated at the cut:
+        string definitions reach their stream in time order even when this runs after the program
+        went on (on the window thread)."""
         assert self._native_windows is not None and session.trace is not None
         offset = self._observer_offset(session)
         steps = cut.steps if step_marks else []
-        batch = Batch(session, session.trace.origin_ts, offset)
-        self._writer.write_rank(batch, cut.steps[-1][3])  # the thread that cut the window
-        for begin, end, step, tid in steps:
-            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
-            batch.add("step_end", f"torch-{tid}", end, step, tid)
-        batch.flush()
         rank = self._writer.rank
         nodes, edges = self._native_windows.convert(cut, session, session.trace.origin_ts, offset, steps,
                                                     (rank[0], rank[1]) if rank is not None else None,
                                                     self._record_memory)
+        batch = Batch(session, session.trace.origin_ts, offset)
+        cut_at, cut_tid = cut.steps[-1][1], cut.steps[-1][3]  # when and on which thread the window was cut
+        self._writer.write_rank(batch, cut_tid, at=cut_at)
+        for begin, end, step, tid in steps:
+            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
+            batch.add("step_end", f"torch-{tid}", end, step, tid)
+        batch.flush()
         self._window_ops = nodes
         self._writer.nodes_recorded += nodes
         self._writer.edges_recorded += edges

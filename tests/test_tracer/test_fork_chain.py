@@ -53,7 +53,8 @@ def _record(tmp_path: Path, name: str, handoff: str, ending: str = "stop") -> tu
     script = tmp_path / "program.py"
     script.write_text(PROGRAM.format(steps=STEPS))
     trace = tmp_path / name
-    env = {**subprocess_env(), "DFCOMPASS_HANDOFF": handoff}
+    # The chain converts torch.profiler's windows (the op observer's convert on a thread instead).
+    env = {**subprocess_env(), "DFCOMPASS_HANDOFF": handoff, "DFCOMPASS_TORCH_ENGINE": "profiler"}
     done = subprocess.run([sys.executable, str(script), str(trace), ending], env=env, capture_output=True,
                           text=True, timeout=300)
     if ending == "stop":

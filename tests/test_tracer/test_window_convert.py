@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import socket
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from tc_analyses.reader.fast import read_trace  # noqa: E402
-from tests.helpers import transformer_training_step  # noqa: E402
+from tests.helpers import BABELTRACE2, check_packets, transformer_training_step  # noqa: E402
 from tracer import native  # noqa: E402
 from tracer.session import Session  # noqa: E402
 from tracer.torch_observer import ObservedCut  # noqa: E402
@@ -59,6 +60,8 @@ def _workload() -> Callable[[int], None]:
     compiled_in_window = torch.compile(lambda x: (x * 2).sigmoid())  # compiled in the first window
 
     def run(index: int) -> None:
+        if index == 1:  # open across the cut, around the optimizer's own record_function, which ends before it
+            scope.__enter__()
         step()
         compiled(buffer.view(1, 16), weight).backward()
         compiled_in_window(buffer)
@@ -71,8 +74,6 @@ def _workload() -> Callable[[int], None]:
         helper.start()
         helper.join()
         torch.distributed.all_reduce(buffer)
-        if index == 1:
-            scope.__enter__()
         if index == 2:
             scope.__exit__(None, None, None)
 
@@ -164,3 +165,22 @@ def test_the_cpp_conversion_writes_what_the_python_one_does(tmp_path: Path,
     assert {"aten::set_", "aten::lift_fresh", "inductor::compiled_graph", "aten::to_sparse"} <= producers
     names = set(np.asarray(in_cpp.table("annotation_begin").text("name")).tolist())
     assert "spans the cut" in names
+
+
+def test_what_is_open_at_a_cut_keeps_every_stream_in_time_order(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record_function open across a cut, around the optimizer's own that ends before the cut:
+    its begin is written in the window where it begins, as are the strings of ops still running at
+    a cut, so no stream goes back in time (babeltrace2's muxer refuses a trace that does)."""
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        cuts = _recorded_cuts(tmp_path / "live")
+    finally:
+        torch.distributed.destroy_process_group()
+    for in_cpp in (True, False):
+        _convert_again(cuts, tmp_path / f"again-{in_cpp}", in_cpp, monkeypatch)
+    for name in ("live", "again-True", "again-False"):
+        check_packets(tmp_path / name)
+        if BABELTRACE2 is not None:
+            done = subprocess.run([BABELTRACE2, str(tmp_path / name)], capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (name, done.stderr[-1500:])

@@ -80,7 +80,7 @@ void Converter::add(i64 cls, i64 tid, i64 epoch_ns, std::initializer_list<i64> v
 static i64 patched(i64 id, const i64* global) { return id < 0 ? global[-id - 1] : id; }
 
 // Local ids to global ones (Python took them from the session), everywhere they outlive the window.
-void Converter::number(const i64* node_global, const i64* tensor_global) {
+void Converter::number(const i64* node_global, const i64* tensor_global, const i64* annotation_global) {
   auto fix = [&](Entry& e) { e.node = patched(e.node, node_global); e.tensor = patched(e.tensor, tensor_global); };
   carried.each([&](i64, Entry& entry) { fix(entry); });
   for (auto& [impl, bound] : rebound) fix(bound.entry);
@@ -93,6 +93,8 @@ void Converter::number(const i64* node_global, const i64* tensor_global) {
   };
   for (auto& [impl, made] : sparse_made) fix_sparse(made.second);
   for (auto& pending : sparse_pending) fix_sparse(std::get<2>(pending));
+  for (auto& [key, local] : annotations_begun) std::get<3>(open_annotations[key]) = patched(local, annotation_global);
+  annotations_begun.clear();
 }
 
 // Per stream (class, thread): the records in time order (equal times in the order they were added,
@@ -138,7 +140,7 @@ void Converter::emit(const i64* node_global, const i64* tensor_global, const i64
     stream_ts.push_back(std::move(ts));
     stream_records.push_back(std::move(records));
   }
-  number(node_global, tensor_global);
+  number(node_global, tensor_global, annotation_global);
   events.clear();
 }
 

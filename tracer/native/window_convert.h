@@ -183,6 +183,7 @@ struct Node {
   i64 start = 0, end = 0, tid = 0, op = -1, overload = -1, label = 0, step = kNoStep, device = 0;
   uint64_t generation = 0;  // bumped when the node is reused: a context of its old life no longer finds it
   bool compiled = false;
+  bool predefined = false;  // its strings were defined in the window where it began (still open then)
   Inputs inputs;
   std::vector<Allocation> allocations;  // by allocation id, in first-seen order
   std::vector<Read> inner_reads;
@@ -257,7 +258,8 @@ class Converter {
   // ---- what outlives a window
   FlatMap<Context> contexts;
   FlatMap<Node*> open_nodes;
-  std::unordered_map<i64, std::tuple<i64, i64, i64>> open_annotations;  // key -> (begin, tid, name)
+  // key -> (begin, tid, name, id): the id once its begin is written (a cut inside it), else -1
+  std::unordered_map<i64, std::tuple<i64, i64, i64, i64>> open_annotations;
   FlatMap<i64> seq_scope;
   FlatMap<Entry> carried;
   std::unordered_set<i64> fresh;
@@ -273,6 +275,8 @@ class Converter {
   std::vector<Node*> nodes, spare_nodes;
   std::vector<std::tuple<i64, i64, i64, i64, i64, i64>> memory;  // at, tid, device, ptr, size, total
   std::vector<std::tuple<i64, i64, i64, i64>> annotations;       // begin, end, tid, name
+  std::vector<std::tuple<i64, i64, i64>> annotation_ends;        // end, tid, id: begun in an earlier window
+  std::vector<std::pair<i64, i64>> annotations_begun;           // key, local id: begun here, still open
   std::vector<std::tuple<i64, i64, i64>> missing_written;        // (op, overload, arity) to ask Python for
   std::vector<Event> events;
   i64 node_ids = 0, tensor_ids = 0, annotation_ids = 0, edges = 0;
@@ -318,7 +322,8 @@ class Converter {
   const SparseEntry* sparse_maker(const Meta& meta, i64 at);
   void sparse_add(const Node& node, const SmallSet& own, const SparseEntry& entry);
   void end_window();
-  void number(const i64* node_global, const i64* tensor_global);
+  void write_open(i64 cpu);
+  void number(const i64* node_global, const i64* tensor_global, const i64* annotation_global);
 
   // write()'s per-window state
   FlatMap<int32_t> writes_at;          // storage ptr -> index in writes

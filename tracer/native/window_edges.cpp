@@ -135,7 +135,38 @@ void Converter::write(i64 rank, i64 world, bool memory_events) {
     add(kAnnotationBegin, tid, begin, {cpu, tid, annotation, name});
     add(kAnnotationEnd, tid, end, {cpu, tid, annotation});
   }
+  write_open(cpu);
   end_window();
+}
+
+// What is still open at the cut: annotations begin in this window (their ids kept for their ends),
+// nodes have their strings defined at their start. Written with the window where they end, both
+// would go back in time in their streams (tracer.torch_source._write_annotations, predefine).
+void Converter::write_open(i64 cpu) {
+  for (auto& [end, tid, id] : annotation_ends) add(kAnnotationEnd, tid, end, {cpu, tid, id});
+  std::vector<std::tuple<i64, i64>> begun;  // (begin, key)
+  for (auto& [key, open] : open_annotations)
+    if (std::get<3>(open) < 0) begun.emplace_back(std::get<0>(open), key);
+  std::sort(begun.begin(), begun.end());
+  annotations_begun.clear();
+  for (auto& [begin, key] : begun) {
+    auto& [start, tid, name, id] = open_annotations[key];
+    i64 annotation = -(++annotation_ids);
+    add(kAnnotationBegin, tid, start, {cpu, tid, annotation, name});
+    annotations_begun.emplace_back(key, annotation);
+  }
+  std::vector<Node*> open;
+  open_nodes.each([&](i64, Node*& node) { if (!node->predefined) open.push_back(node); });
+  std::stable_sort(open.begin(), open.end(), [](const Node* a, const Node* b) {
+    return a->start != b->start ? a->start < b->start : a->tid < b->tid;
+  });
+  for (Node* node : open) {
+    i64 define_at = std::max(std::max(node->start - offset, floor_ts) - 1, floor_ts);
+    auto [shapes, dtypes] = args_text(node->inputs);
+    i64 op = node->compiled ? intern("inductor::compiled_graph") : names[node->op].handle;
+    for (i64 handle : {op, node->label, shapes, dtypes}) use_string(handle, define_at);
+    node->predefined = true;
+  }
 }
 
 void Converter::write_node(Node& node, i64 rank, i64 world, i64 empty) {

@@ -88,6 +88,7 @@ Node* Converter::new_node() {
 void Converter::recycle(Node* node) {
   ++node->generation;
   node->compiled = false;
+  node->predefined = false;
   node->step = kNoStep;
   node->inputs.clear();
   node->allocations.clear();
@@ -103,6 +104,7 @@ void Converter::collect(const i64* begins, i64 nbegins, const i64* ends, i64 nen
   nodes.clear();
   memory.clear();
   annotations.clear();
+  annotation_ends.clear();
   const Context root;
   for (i64 r = 0; r < nbegins; ++r) {
     const i64* b = begins + r * kBegin;
@@ -156,8 +158,9 @@ void Converter::collect(const i64* begins, i64 nbegins, const i64* ends, i64 nen
     if (!open_annotations.empty()) {
       auto annotation = open_annotations.find(key);
       if (annotation != open_annotations.end()) {
-        auto [begin, tid, name] = annotation->second;
-        annotations.emplace_back(begin, e[2], tid, name);
+        auto [begin, tid, name, id] = annotation->second;
+        if (id < 0) annotations.emplace_back(begin, e[2], tid, name);
+        else annotation_ends.emplace_back(e[2], tid, id);  // its begin was written when a window was cut inside it
         open_annotations.erase(annotation);
       }
     }
@@ -228,7 +231,7 @@ Context Converter::above(const Context& context, i64 key, i64 tid, i64 start, i6
     return Context{backward >= 0 ? -1 : scope, backward, node, node->generation, false, nullptr};
   } else if (scope_kind == kUserScope && !(name.flags & kHashScope)) {
     scope = scope_handle(name.text);  // a record_function of the user's, e.g. Optimizer.step#SGD.step
-    open_annotations[key] = std::make_tuple(start, tid, name.handle);
+    open_annotations[key] = std::make_tuple(start, tid, name.handle, i64{-1});
   }
   if (backward < 0) seq_scope_default(sequence, scope);
   return Context{scope, backward, nullptr, 0, false, compiled};
