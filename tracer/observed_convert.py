@@ -15,6 +15,7 @@ the streams record for record.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from array import array
 from typing import Any
 
@@ -83,7 +84,7 @@ def _pointer(values: array) -> Any:
 
 class NativeWindowConverter:
     """One recording's conversion state, in C++: what outlives a window (open ops, each live
-    storage's last writer, forward scopes) lives there until :meth:`close`."""
+    storage's last writer, forward scopes) lives there, freed with this object (or by ``close()``)."""
 
     def __init__(self, library: ctypes.CDLL, torch: Any) -> None:
         # Two views of one library: ctypes lets go of the GIL around each call of a CDLL, which pays
@@ -96,10 +97,12 @@ class NativeWindowConverter:
         lib.dfc_convert_stream.restype = ctypes.c_void_p
         library.dfc_convert_collect.restype = library.dfc_convert_emit.restype = ctypes.c_int64
         lib.dfc_convert_handles.restype = ctypes.c_int64
-        self._handle = lib.dfc_convert_new()
-        if not self._handle:
+        handle = lib.dfc_convert_new()
+        if not handle:
             raise MemoryError("the window converter could not be made")
-        self._c = ctypes.c_void_p(self._handle)
+        self._c = ctypes.c_void_p(handle)
+        self.close = weakref.finalize(self, lib.dfc_convert_free, self._c)  # its C++ state goes with it
+        self.close.atexit = False  # at exit the last window may still convert after the finalizers run
         self._writes = _Writes(torch)
         self._names: list[str] = []
         self._sids = array("q")     # per string handle: its sid (for those used so far)
@@ -120,11 +123,6 @@ class NativeWindowConverter:
     def _check(status: int) -> None:
         if status < 0:
             raise RuntimeError("the window converter failed (C++ exception)")
-
-    def close(self) -> None:
-        if self._handle:
-            self._lib.dfc_convert_free(self._c)
-            self._handle = 0
 
     def _learn_names(self, names: list[str]) -> None:
         for name in names[len(self._names):]:
@@ -173,8 +171,9 @@ class NativeWindowConverter:
         for index in range(streams):
             records = lib.dfc_convert_stream(c, _I64(index), ctypes.byref(cls_id), ctypes.byref(tid),
                                              ctypes.byref(count), ctypes.byref(ts_pointer), ctypes.byref(nbytes))
-            ts = ts_pointer[:count.value]
-            session.trace.write_block(schema.BY_ID[cls_id.value], f"torch-{tid.value}", ts,
+            # The times as a C array: no int object per event (write_block reads one per packet).
+            ts = ctypes.cast(ts_pointer, ctypes.POINTER(ctypes.c_int64 * count.value)).contents
+            session.trace.write_block(schema.BY_ID[cls_id.value], f"torch-{tid.value}", ts,  # type: ignore[arg-type]
                                       ctypes.string_at(records, nbytes.value))
         return nodes, edges
 

@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 from tc_analyses.reader import read_trace  # noqa: E402
 from tracer.session import Session  # noqa: E402
 from tracer.batch import Batch  # noqa: E402
-from tracer.torch_source import TorchRecorder, _Collector  # noqa: E402
+from tracer.torch_events import _Collector  # noqa: E402
+from tracer.torch_source import TorchRecorder  # noqa: E402
 
 CUDA = torch.autograd.DeviceType.CUDA
 CPU = torch.autograd.DeviceType.CPU

@@ -64,7 +64,7 @@ def test_ops_outside_every_step_tree_take_the_step_of_their_time() -> None:
     """An op whose tree the ProfilerStep slice does not reach (a root of another thread) gets the
     step whose window holds its start; outside every window it keeps NO_STEP."""
     torch = pytest.importorskip("torch")
-    from tracer.torch_source import _Collector, _Node
+    from tracer.torch_events import _Collector, _Node
 
     collector = _Collector(torch)
     collector.steps = [(100, 200, 0, 1), (200, 300, 1, 1)]
