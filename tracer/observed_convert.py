@@ -157,9 +157,8 @@ class NativeWindowConverter:
                                           _I64(offset), counts))
         nodes, node_ids, tensor_ids, annotation_ids, edges, strings, devices = counts
         assert session.trace is not None
-        definitions = self._strings(session, strings)
-        if definitions:
-            session.trace.write_events(schema.STRING_DEF, "torch", definitions)
+        for thread, definitions in sorted(self._strings(session, strings).items()):  # per thread (Batch's rule)
+            session.trace.write_events(schema.STRING_DEF, f"torch-{thread}", definitions)
         self._describe_devices(session, devices)
         numbered = [session.take_ids(kind, count) for kind, count in (
             ("node", node_ids), ("tensor", tensor_ids), ("annotation", annotation_ids))]
@@ -177,20 +176,21 @@ class NativeWindowConverter:
                                       ctypes.string_at(records, nbytes.value))
         return nodes, edges
 
-    def _strings(self, session: Session, used: int) -> list[tuple[int, int, str]]:
-        """The sid of each string the window used; the definitions it must write (Batch's rule)."""
+    def _strings(self, session: Session, used: int) -> dict[int, list[tuple[int, int, str]]]:
+        """The sid of each string the window used; the definitions it must write, by the thread of the
+        string's first use (tracer.batch.Batch's rule)."""
         total = self._lib.dfc_convert_handles(self._c, _I64(0))
         if len(self._sids) < total:
             self._sids.extend([-1] * (total - len(self._sids)))
-        handle, define_at = _I64(), _I64()
-        definitions = []
+        handle, define_at, tid = _I64(), _I64(), _I64()
+        definitions: dict[int, list[tuple[int, int, str]]] = {}
         for index in range(used):
-            text = self._lib.dfc_convert_used_string(self._c, _I64(index), ctypes.byref(handle),
-                                                     ctypes.byref(define_at)).decode("utf-8", "replace")
+            text = self._lib.dfc_convert_used_string(self._c, _I64(index), ctypes.byref(handle), ctypes.byref(define_at),
+                                                     ctypes.byref(tid)).decode("utf-8", "replace")
             sid, needs_definition = session.intern_at(text, define_at.value)
             self._sids[handle.value] = sid
             if needs_definition:
-                definitions.append((define_at.value, sid, text))
+                definitions.setdefault(tid.value, []).append((define_at.value, sid, text))
         return definitions
 
     def _describe_devices(self, session: Session, used: int) -> None:

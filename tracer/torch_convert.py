@@ -322,7 +322,7 @@ class _WindowWriter:
         for node in nodes:
             shapes, dtypes = self._args_text([_tensors(v) for v in node.inputs])
             for text in (node.op, node.name, shapes, dtypes):
-                batch.define(text, node.start)
+                batch.define(text, node.start, f"torch-{node.ptid}")
             node.predefined = True
 
     def write_memory(self, batch: Batch, collector: _Collector) -> None:

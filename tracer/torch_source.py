@@ -194,6 +194,7 @@ class TorchRecorder(WindowConversion):
         self._window_thread: WindowThread | None = None  # the native converter's, off the program's thread
         self._cut_window_s = 0.0  # how long the window being converted ran
         self._convert_tid = 0  # the program's thread that cut the window being converted
+        self._monotonic_offset: int | None = None  # the trace clock to the op observer's (_observer_offset)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "TorchRecorder":

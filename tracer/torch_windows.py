@@ -44,6 +44,7 @@ class WindowConversion:
     _converting: bool
     _window_ops: int
     _convert_tid: int
+    _monotonic_offset: int | None
     session: Session | None
     windows_written: int
     windows_lost: int
@@ -157,10 +158,14 @@ class WindowConversion:
         self._writer.edges_recorded += edges
         self.windows_written += 1
 
-    @staticmethod
-    def _observer_offset(session: Session) -> int:
-        # The op observer stamps CLOCK_MONOTONIC.
-        return time.monotonic_ns() - session.clock.now()
+    def _observer_offset(self, session: Session) -> int:
+        """The trace clock to the op observer's CLOCK_MONOTONIC: one value for the whole recording
+        (two clock reads per window would move every window's times by tens of ns, and a window's
+        events could then land before the last ones written)."""
+        if self._monotonic_offset is None:
+            same = getattr(session.clock, "now", None) is time.monotonic_ns  # the usual trace clock
+            self._monotonic_offset = 0 if same else time.monotonic_ns() - session.clock.now()
+        return self._monotonic_offset
 
     @staticmethod
     def _clock_offset(session: Session) -> int:

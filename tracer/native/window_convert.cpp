@@ -52,11 +52,18 @@ const std::string& Converter::text(i64 handle) const {
 }
 
 // A string is defined just before its earliest use in the window (tracer.batch.Batch's rule).
-void Converter::use_string(i64 handle, i64 define_at) {
+// It goes into the string stream of that use's thread: a thread's uses come in time order from
+// window to window, those of all threads together do not (tracer.batch.Batch).
+void Converter::use_string(i64 handle, i64 define_at, i64 tid) {
   bool added = false;
   i64& earliest = string_define_at.get(handle, define_at, &added);
-  if (added) used_strings.push_back(handle);
-  else if (define_at < earliest) earliest = define_at;
+  if (added) {
+    used_strings.push_back(handle);
+    string_define_tid.set(handle, tid);
+  } else if (define_at < earliest) {
+    earliest = define_at;
+    string_define_tid.set(handle, tid);
+  }
 }
 
 void Converter::add(i64 cls, i64 tid, i64 epoch_ns, std::initializer_list<i64> values) {
@@ -67,7 +74,7 @@ void Converter::add(i64 cls, i64 tid, i64 epoch_ns, std::initializer_list<i64> v
   for (i64 value : values) {
     event.values[i] = value;
     if (layout.kinds[i] == kString) {
-      use_string(value, std::max(event.ts - 1, floor_ts));
+      use_string(value, std::max(event.ts - 1, floor_ts), tid);
     } else if (layout.kinds[i] == kDevice) {
       bool added = false;
       devices_used.get(value, 1, &added);
@@ -231,11 +238,13 @@ int dfc_convert_write(void* c, int64_t rank, int64_t world, int64_t memory, int6
   })
 }
 
-// The i-th string used: its handle, earliest definition time, and text (valid until the next write).
-const char* dfc_convert_used_string(void* c, int64_t index, int64_t* handle, int64_t* define_at) {
+// The i-th string used: its handle, earliest definition time and that use's thread, and its text
+// (valid until the next write).
+const char* dfc_convert_used_string(void* c, int64_t index, int64_t* handle, int64_t* define_at, int64_t* tid) {
   auto* conv = static_cast<Converter*>(c);
   *handle = conv->used_strings[index];
   *define_at = *conv->string_define_at.find(*handle);
+  *tid = *conv->string_define_tid.find(*handle);
   return conv->strings[*handle].c_str();
 }
 

@@ -282,6 +282,7 @@ class Converter {
   i64 node_ids = 0, tensor_ids = 0, annotation_ids = 0, edges = 0;
   std::vector<i64> used_strings, used_devices;  // in first-use order
   FlatMap<i64> string_define_at;                 // handle -> earliest definition time
+  FlatMap<i64> string_define_tid;                // handle -> the thread of that use (its string stream)
   FlatMap<int32_t> devices_used;
   i64 floor_ts = 0, offset = 0;
   std::vector<std::pair<i64, i64>> stream_keys;  // emit(): per stream (class, tid), its times and records
@@ -314,7 +315,7 @@ class Converter {
   Context above(const Context& context, i64 key, i64 tid, i64 start, i64 name_id, i64 overload, i64 scope_kind,
                 i64 sequence, const i64* values, const i64* sizes, i64 first, i64 count, i64 arity);
   void seq_scope_default(i64 sequence, i64 scope);
-  void use_string(i64 handle, i64 define_at);
+  void use_string(i64 handle, i64 define_at, i64 tid);
   i64 nbytes(const Meta& meta) const;
   std::pair<i64, i64> args_text(const Inputs& inputs);
   void write_node(Node& node, i64 rank, i64 world, i64 empty);

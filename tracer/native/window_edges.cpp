@@ -110,6 +110,7 @@ void Converter::write(i64 rank, i64 world, bool memory_events) {
   used_strings.clear();
   used_devices.clear();
   string_define_at.clear();
+  string_define_tid.clear();
   devices_used.clear();
   node_ids = tensor_ids = annotation_ids = edges = 0;
   writes_at.clear();
@@ -164,7 +165,7 @@ void Converter::write_open(i64 cpu) {
     i64 define_at = std::max(std::max(node->start - offset, floor_ts) - 1, floor_ts);
     auto [shapes, dtypes] = args_text(node->inputs);
     i64 op = node->compiled ? intern("inductor::compiled_graph") : names[node->op].handle;
-    for (i64 handle : {op, node->label, shapes, dtypes}) use_string(handle, define_at);
+    for (i64 handle : {op, node->label, shapes, dtypes}) use_string(handle, define_at, node->tid);
     node->predefined = true;
   }
 }
