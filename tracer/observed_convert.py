@@ -25,7 +25,8 @@ from tracer.session import Session
 from tracer.torch_edges import FRESH_INPUT_OPS, _Writes
 from tracer.torch_events import (_COMPILE_SCOPES, _COMPILED_CALL, _COMPILED_FUNCTIONS, _NODE_PREFIXES,
                                  _SPARSE_BUILDERS)
-from tracer.torch_observer import _DTYPES, ObservedCut, device_name
+from tracer.torch_observer import (_DTYPES, ALLOC_COLUMNS, BEGIN_COLUMNS, END_COLUMNS, ObservedCut,
+                                   device_name)
 from tracer.torch_scopes import MODULE_MARK, THREAD_MARK
 
 # Name flags, as window_convert.cpp reads them.
@@ -140,9 +141,9 @@ class NativeWindowConverter:
         window = cut.window
         flat_steps = array("q", [value for begin, end, step, _ in steps for value in (begin, end, step)])
         missing = heavy.dfc_convert_collect(
-            c, _pointer(window.begins), _I64(len(window.begins) // 12), _pointer(window.ends),
-            _I64(len(window.ends) // 3), _pointer(window.values), _pointer(window.sizes), _pointer(window.allocs),
-            _I64(len(window.allocs) // 9), _pointer(flat_steps), _I64(len(steps)))
+            c, _pointer(window.begins), _I64(len(window.begins) // BEGIN_COLUMNS), _pointer(window.ends),
+            _I64(len(window.ends) // END_COLUMNS), _pointer(window.values), _pointer(window.sizes),
+            _pointer(window.allocs), _I64(len(window.allocs) // ALLOC_COLUMNS), _pointer(flat_steps), _I64(len(steps)))
         self._check(missing)
         key = (ctypes.c_int64 * 3)()
         for index in range(missing):  # the written arguments of ops new to this recording

@@ -38,7 +38,8 @@ _DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "f
                  "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone")
 _BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
 ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # auto | profiler | observer: what records a TorchRecorder's CPU ops
-_BEGIN, _END, _VALUE, _ALLOC = 12, 3, 12, 9  # columns per row, as in op_observer.cpp
+BEGIN_COLUMNS, END_COLUMNS, VALUE_COLUMNS, ALLOC_COLUMNS = 12, 3, 12, 9  # per row, as in op_observer.cpp
+_BEGIN, _END, _VALUE, _ALLOC = BEGIN_COLUMNS, END_COLUMNS, VALUE_COLUMNS, ALLOC_COLUMNS
 
 
 class ObservedWindow(NamedTuple):

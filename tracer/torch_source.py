@@ -39,7 +39,7 @@ from tracer.torch_convert import _WindowWriter
 from tracer.torch_events import _Node  # noqa: F401  (_Node: imported from here by tests)
 from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.observed_convert import NativeWindowConverter
-from tracer.torch_observer import ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
+from tracer.torch_observer import BEGIN_COLUMNS, ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
 from tracer.fork_chain import handoff_mode
 from tracer.window_handoff import WindowHandoff
@@ -450,7 +450,7 @@ class TorchRecorder(WindowConversion):
         self._writer.note_rank()  # here: a child does not ask torch.distributed
         if isinstance(prof, ObservedCut):  # whether its steps are the user's is known now, not later
             prof = prof._replace(user_steps=self._user_steps or not self._streaming)
-            self.cost.ops_observed += len(prof.window.begins) // 12
+            self.cost.ops_observed += len(prof.window.begins) // BEGIN_COLUMNS
             if self._observer is not None:
                 self.cost.op_ns = self._observer.op_ns
         if self._window_thread is not None and isinstance(prof, ObservedCut):
