@@ -13,16 +13,10 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 _registry: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 _watching = False
-_made_callbacks: list[Callable[[], None]] = []
-
-
-def on_function_made(callback: Callable[[], None]) -> None:
-    """Call `callback` (cheap, no arguments) each time a function is made once watched."""
-    _made_callbacks.append(callback)
 
 
 def _function_name(function: Any) -> str:
@@ -48,8 +42,6 @@ def watch_functions() -> None:
         original(self, *args, **kwargs)
         try:
             _registry[_function_name(self)] = self
-            for callback in _made_callbacks:
-                callback()
         except Exception:  # a registry miss only costs the heap scan later; never the program's call
             pass
 

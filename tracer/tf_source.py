@@ -31,9 +31,8 @@ from tracer.batch import Batch
 from tracer.import_hooks import call_after_import
 from tracer.recorder_cost import RecorderCost, note_cost
 from tracer.session import Session, active_session
-from tracer.tf_graph_collection import COLLECTION
 from tracer.tf_graphs import FuncGraphSizes, watch_functions
-from tracer.tf_xspace import Converted, XSpaceConverter
+from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
 from tracer.window_handoff import WindowHandoff
 
 
@@ -73,10 +72,9 @@ class TFRecorder:
     ``min_window_s``). With no steps marked the profile is written when the recorder stops.
 
     ``refresh_graphs`` (default on) clears TensorFlow's kernel cache at the start, so functions that
-    ran before recording are instantiated again and their graphs are collected; once per process
-    (:mod:`tracer.tf_graph_collection`). Side effect: stateful random ops that keep their state in
-    the kernel (``tf.random.normal`` with no generator) restart their sequence there. Off, functions
-    that ran before recording give nodes without edges.
+    ran before recording are instantiated again and their graphs are collected. Side effect: stateful
+    random ops that keep their state in the kernel (``tf.random.normal`` with no generator) restart
+    their sequence there. Off, functions that ran before recording give nodes without edges.
     """
 
     def __init__(self, trace: "str | os.PathLike[str] | Session | None" = None, *, refresh_graphs: bool = True,
@@ -103,9 +101,7 @@ class TFRecorder:
         self.user_steps = False  # the program marks steps: Keras's batches are then not marked on their own
         self.session: Session | None = None
         self.result = Converted()
-        self.graphs = COLLECTION.graphs  # the graphs that ran (the runtime reports each function's once)
-        self.kernel_cache_cleared = False  # this recording made the functions instantiate again
-        self._collecting = False
+        self.graphs = GraphSet()  # the graphs that ran (the runtime reports each function's once)
         self.sizes = FuncGraphSizes()  # where the tensors' bytes came from
 
     def __enter__(self) -> "TFRecorder":
@@ -161,8 +157,11 @@ class TFRecorder:
             self.session.device(f"cuda:{gpu.name.rsplit(':', 1)[-1]}")
         self._pid = os.getpid()
         self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
-        self.kernel_cache_cleared = COLLECTION.begin(context, self._refresh_graphs)
-        self._collecting = True
+        context.enable_run_metadata()
+        if self._refresh_graphs:
+            # The runtime hands out a function's graphs when it instantiates the function: functions
+            # that ran before this point are instantiated again, so their graphs (and edges) are seen.
+            context.context().clear_kernel_cache()
         self._start_profiler()
         call_after_import("keras.src.callbacks.callback_list", _mark_keras_batches)
         self.session.add_stop_hook(self.stop)  # a SIGTERM or exit that stops the session converts first
@@ -180,7 +179,8 @@ class TFRecorder:
         self._window_start = time.monotonic()
 
     def _undo_start(self, context: Any) -> None:
-        self._end_collection()
+        with contextlib.suppress(Exception):
+            context.disable_run_metadata()
         if self._logdir is not None:
             shutil.rmtree(self._logdir, ignore_errors=True)
             self._logdir = None
@@ -239,11 +239,11 @@ class TFRecorder:
                     print(f"dfcompass: error: TensorFlow's profiler was stopped by the program ({exc}): "
                           "dfcompass recorded TensorFlow up to the previous window", file=sys.stderr)
                     return
-                COLLECTION.take(context)  # the graphs instantiated so far
+                metadata = context.export_run_metadata()  # the graphs instantiated so far; clears them
                 self._logdir = tempfile.mkdtemp(prefix="dfcompass-tf-")
                 self._start_profiler()
                 self._restart_s = time.perf_counter() - started
-                convert = self._window_converter(Path(logdir))
+                convert = self._window_converter(Path(logdir), metadata)
                 if self._handoff is not None:
                     self._handoff.write(window_s, convert)
                 else:
@@ -288,12 +288,12 @@ class TFRecorder:
             self._finish(context, logdir)
             raise RuntimeError(f"TensorFlow's profiler was already stopped, its events are lost ({exc})") from exc
         try:
-            COLLECTION.take(context)
+            metadata = context.export_run_metadata()
         finally:
             self._finish(context, None)
         try:
             self._end_handoff()
-            self._convert_window(Path(logdir), *self._window_input())
+            self._convert_window(Path(logdir), *self._window_input(metadata))
             self.cost.window_done(started)
             note_cost(self.session, self.cost)
         finally:
@@ -308,7 +308,8 @@ class TFRecorder:
         if _active is self:
             _active = None
         self._logdir = None
-        self._end_collection()
+        with contextlib.suppress(Exception):
+            context.disable_run_metadata()
         if self.session is not None:
             self.session.discard_stop_hook(self.stop)
         if logdir is not None:
@@ -331,21 +332,17 @@ class TFRecorder:
     def _chain_apply(self, result: Converted) -> None:
         self.result = result
 
-    def _end_collection(self) -> None:
-        if self._collecting:
-            self._collecting = False
-            COLLECTION.end()
-
-    def _window_input(self) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]]]:
-        """Here, at the cut: the steps the window writes (those that ended since the last window)
-        with all steps so far (each node's step is looked up in them)."""
+    def _window_input(self, metadata: Any) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]]]:
+        """Here, at the cut: the window's new graphs in, and the steps it writes (those that ended
+        since the last window) with all steps so far (each node's step is looked up in them)."""
+        self.graphs.add(list(fg.partition_graphs) for fg in metadata.function_graphs)
         ended, self._steps_written = self._steps[self._steps_written:], len(self._steps)
         return ended, [step[:3] for step in self._steps]
 
-    def _window_converter(self, logdir: Path) -> Callable[[], None]:
+    def _window_converter(self, logdir: Path, metadata: Any) -> Callable[[], None]:
         """A cut window's conversion, to run here or in a converter child: a failure loses that
         window, never the program's step."""
-        ended, steps = self._window_input()
+        ended, steps = self._window_input(metadata)
 
         def convert() -> None:
             try:

@@ -299,23 +299,3 @@ def test_a_killed_program_keeps_its_finished_windows(tmp_path: Path, handoff: st
     kept, whole = _per_step(tmp_path / "kill"), _per_step(tmp_path / "one")
     assert sorted(kept) == [0, 1, 2, 3]
     assert all(kept[step] == whole[step] for step in kept)
-
-
-@pytest.mark.parametrize("idle_functions", [2, 80])
-def test_a_later_recording_in_the_process_keeps_every_edge(tmp_path: Path, idle_functions: int) -> None:
-    """Graphs are collected once per process: the second recording has the edges of a function that
-    ran before any recording and of one first made between the recordings, without clearing the
-    kernel cache again, unless so many functions were made with nothing recording that collection
-    was switched off (tracer/tf_graph_collection.py), when it clears again and loses nothing."""
-    done = _run(sys.executable, PROGRAMS / "repeated_recordings.py", tmp_path, str(idle_functions))
-    from tracer.tf_graph_collection import IDLE_FUNCTION_LIMIT
-
-    assert json.loads(done.stdout.splitlines()[-1])["cleared"] == [True, idle_functions > IDLE_FUNCTION_LIMIT]
-    for trace in ("first", "second"):
-        nodes = _nodes(tmp_path / trace)
-        names = {n["name"]: i for i, n in nodes.items()}
-        edges = {(p, c): nbytes for p, c, _, nbytes in _edges(tmp_path / trace)}
-        expected = {(names["MatMul"], names["Relu"]): 1024, (names["Relu"], names["mul"]): 1024}
-        if trace == "second":
-            expected[(names["Tanh"], names["add"])] = 1024
-        assert edges == expected, (trace, names)
