@@ -26,125 +26,40 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from tracer.batch import Batch
 from tracer.copy_kinds import copy_ends, copy_kind_of
+from tracer.xspace_reading import (CUPTI_PLANE, GPU_PLANE_PREFIX, HOST_PLANE, device_name, is_graph_op,
+                                   line_events, profile_start_ns, stat_names, stat_values, thread_id)
 
-HOST_PLANE = "/host:CPU"
-GPU_PLANE_PREFIX = "/device:GPU:"
-CUPTI_PLANE = "/host:CUPTI"
-TASK_PLANE = "Task Environment"  # its stat profile_start_time: the epoch ns that saved times count from
 _U32 = 0xFFFFFFFF
 _SIZE = re.compile(r"\bsize:(\d+)")
 _COPY_ENDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
 _TF_COPY = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH", "P2P": "PtoP"}
-_DEVICE = re.compile(r"device:(CPU|GPU):(\d+)", re.IGNORECASE)
 _GPU_ALLOCATOR = re.compile(r"GPU_(\d+)")
-# The events that carry a function run's id: together they span the run (see _runs_by_time).
-_RUN_EVENTS = frozenset({"FunctionRun", "ExecutorState::Process", "ExecutorDoneCallback"})
-# The host events the conversion reads (every other one, ThreadpoolListener::* and the like, is skipped).
-_HOST_EVENTS = frozenset({"ExecutorState::Process", "ExecutorDoneCallback", "EagerExecute", "FunctionRun",
-                          "KernelAndDeviceFunc::Run", "MemoryAllocation", "MemoryDeallocation"})
+# What _host_line does with each host event it reads, by name (every other one, ThreadpoolListener::*
+# and the like, is skipped); graph ops (``<node>:<OpType>``) are _GRAPH_OP.
+_PROCESS, _EAGER, _FUNCTION_RUN, _KERNEL_RUN, _DONE, _MEMORY, _GRAPH_OP = range(7)
+_HOST_ROLES = {"ExecutorState::Process": _PROCESS, "EagerExecute": _EAGER, "FunctionRun": _FUNCTION_RUN,
+               "KernelAndDeviceFunc::Run": _KERNEL_RUN, "ExecutorDoneCallback": _DONE,
+               "MemoryAllocation": _MEMORY, "MemoryDeallocation": _MEMORY}
+_RUN_ROLES = frozenset({_PROCESS, _FUNCTION_RUN, _DONE})  # events with a function run's id: they span the run
+_UNSEEN = object()
+_START_THEN_LONGEST = operator.itemgetter(0, 1)  # (start, -end)
 
 
-class XEvent:
-    """One profile event: its name, op type (graph ops only), times in epoch ns, and its stats,
-    decoded on first use (most events are never asked for theirs)."""
-
-    __slots__ = ("name", "op", "start", "end", "_stat_names", "_raw", "_stats")
-
-    def __init__(self, name: str, op: str, start: int, end: int, stat_names: Mapping[int, str] | None = None,
-                 raw: tuple[Any, ...] = (), stats: Mapping[str, Any] | None = None) -> None:
-        self.name, self.op, self.start, self.end = name, op, start, end
-        self._stat_names, self._raw, self._stats = stat_names or {}, raw, stats
-
-    @property
-    def stats(self) -> Mapping[str, Any]:
-        if self._stats is None:
-            decoded: dict[str, Any] = {}
-            for stats in self._raw:
-                _stat_values(self._stat_names, stats, decoded)
-            self._stats = decoded
-        return self._stats
-
-
-def stat_names(plane: Any) -> dict[int, str]:
-    """The plane's stat names by metadata id, read once (a protobuf map lookup per stat costs more
-    than the rest of decoding it)."""
-    return {key: meta.name for key, meta in plane.stat_metadata.items()}
-
-
-def _stat_values(names: Mapping[int, str], stats: Iterable[Any], into: dict[str, Any]) -> None:
-    for stat in stats:
-        kind = stat.WhichOneof("value")
-        value: Any = getattr(stat, kind) if kind else None
-        if kind == "ref_value":
-            value = names.get(value, "")
-        into[names.get(stat.metadata_id, "")] = value
-
-
-def profile_start_ns(space: Any) -> int:
-    """The profile's start in epoch ns: a saved XSpace's times count from it (0 if not given)."""
-    for plane in space.planes:
-        if plane.name == TASK_PLANE:
-            stats: dict[str, Any] = {}
-            _stat_values(stat_names(plane), plane.stats, stats)
-            return int(stats.get("profile_start_time", 0) or 0)
-    return 0
-
-
-def _graph_op(name: str, op: str) -> bool:
-    return bool(op) and name.endswith(":" + op)
-
-
-def line_events(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, str], bool] | None = None,
-                ) -> list[XEvent]:
-    """A line's events in start order (longest first at equal starts, so parents come first);
-    with `keep`, only those whose (name, op type) it accepts."""
-    return line_events_and_first(plane, line, origin_ns, keep)[0]
-
-
-def line_events_and_first(plane: Any, line: Any, origin_ns: int = 0, keep: Callable[[str, str], bool] | None = None,
-                          names: Mapping[int, str] | None = None) -> tuple[list[XEvent], int | None]:
-    """:func:`line_events`, and the line's start (epoch ns; None for a line without events).
-    `names`: the plane's :func:`stat_names`, when the caller has them."""
-    events = []
-    base_ps = (origin_ns + line.timestamp_ns) * 1000
-    metadata = plane.event_metadata
-    names = stat_names(plane) if names is None else names
-    # One metadata lookup per kind of event (a protobuf map lookup costs more than the rest of the loop).
-    kinds: dict[int, tuple[str, str, Any] | None] = {}
-    for event in line.events:
-        meta_id = event.metadata_id
-        if meta_id in kinds:
-            kind = kinds[meta_id]
-        else:
-            meta = metadata[meta_id]
-            kind = kinds[meta_id] = ((meta.name, meta.display_name, meta.stats)
-                                     if keep is None or keep(meta.name, meta.display_name) else None)
-        if kind is None:
-            continue
-        start_ps = base_ps + event.offset_ps
-        events.append(XEvent(kind[0], kind[1], start_ps // 1000, (start_ps + event.duration_ps) // 1000,
-                             names, (kind[2], event.stats)))
-    events.sort(key=lambda e: (e.start, -e.end))
-    return events, (origin_ns + line.timestamp_ns if len(line.events) else None)
-
-
-def device_name(tf_device: str) -> str:
-    """``/job:localhost/replica:0/task:0/device:GPU:1`` -> ``cuda:1``; CPU devices -> ``cpu``."""
-    found = _DEVICE.search(tf_device)
-    if found is None or found.group(1).upper() == "CPU":
-        return "cpu"
-    return f"cuda:{found.group(2)}"
-
-
-def thread_id(line: Any) -> int:
-    """A line's thread as a u32: the profiler's own thread ids are 64-bit."""
-    return int(line.id) & 0x7FFFFFFF
+def _host_role(meta: Any) -> tuple[int, str, str, Any] | None:
+    """A host event kind's role, its name (a graph op's: its node's), op type and stats; None: skipped."""
+    role = _HOST_ROLES.get(meta.name)
+    if role is not None:
+        return role, meta.name, meta.display_name, meta.stats
+    if is_graph_op(meta.name, meta.display_name):
+        return _GRAPH_OP, meta.name[: -len(meta.display_name) - 1], meta.display_name, meta.stats
+    return None
 
 
 class GraphSet:
@@ -211,7 +126,7 @@ class NoSizes:
         return 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Exec:
     node_id: int
     name: str
@@ -226,7 +141,7 @@ class _Exec:
     step: int = 0xFFFFFFFF
 
 
-@dataclass
+@dataclass(slots=True)
 class _Frame:
     end: int
     kind: str  # process | eager | function
@@ -285,9 +200,9 @@ class XSpaceConverter:
         launched: set[int] = set()
         for plane in space.planes:
             if plane.name == HOST_PLANE:
-                names = stat_names(plane)
+                names, roles = stat_names(plane), dict[int, Any]()
                 for line in plane.lines:
-                    self._host_line(plane, line, names)
+                    self._host_line(plane, line, names, roles)
             elif plane.name.startswith(GPU_PLANE_PREFIX):
                 launched |= self._gpu_plane(plane)
         for plane in space.planes:
@@ -297,74 +212,97 @@ class XSpaceConverter:
         return self.result
 
     # ------------------------------------------------------------------ host threads
-    def _host_line(self, plane: Any, line: Any, names: Mapping[int, str]) -> None:
+    def _host_line(self, plane: Any, line: Any, names: Mapping[int, str], roles: dict[int, Any]) -> None:
+        """One host thread's events, in start order (longest first at equal starts: parents first).
+        `roles`: the plane's event kinds seen so far (:func:`_host_role`, found once per kind)."""
         tid = thread_id(line)
         key = f"tf-{tid}"
-        events, first = line_events_and_first(plane, line, self.origin,
-                                              lambda name, op: name in _HOST_EVENTS or _graph_op(name, op), names)
-        if first is not None:
-            self.batch.add("thread_info", key, first, self.pid, tid, line.display_name or line.name)
+        origin = self.origin + line.timestamp_ns
+        if len(line.events):
+            self.batch.add("thread_info", key, origin, self.pid, tid, line.display_name or line.name)
+        metadata = plane.event_metadata
+        kept = []
+        for event in line.events:  # 3-5 of 6 events are skipped here: this loop is the hot one
+            meta_id = event.metadata_id
+            role = roles.get(meta_id, _UNSEEN)
+            if role is _UNSEEN:
+                role = roles[meta_id] = _host_role(metadata[meta_id])
+            if role is not None:
+                start_ps = origin * 1000 + event.offset_ps
+                kept.append((start_ps // 1000, -((start_ps + event.duration_ps) // 1000), role, event))
+        kept.sort(key=_START_THEN_LONGEST)
         stack: list[_Frame] = []
-        for event in events:
-            while stack and stack[-1].end <= event.start:
-                stack.pop()
-            name = event.name
-            if name in _RUN_EVENTS:
-                self._extend_run(event)
-            if name == "ExecutorState::Process":
-                iteration = event.stats.get("iter_num")
-                stack.append(_Frame(event.end, "process", event.stats.get("id"),
-                                    iteration=int(iteration) if iteration else None))
-            elif name == "EagerExecute" and "eager_op" in event.stats:
-                op = str(event.stats["eager_op"])
-                if event.stats.get("is_func"):
-                    self._annotation(key, tid, event, f"tf.function {op}")
+        processes: list[_Frame] = []  # the executor frames in `stack`, innermost last
+        functions: list[_Frame] = []  # the tf.function calls in `stack`
+        execs, graph_ops = self._execs, 0
+        for start, minus_end, (role, name, op, kind_stats), event in kept:
+            end = -minus_end
+            while stack and stack[-1].end <= start:
+                popped = stack.pop()
+                if popped.kind == "process":
+                    processes.pop()
+                elif popped.kind == "function":
+                    functions.pop()
+            if role == _GRAPH_OP:
+                frame = processes[-1] if processes else None
+                execs.append(_Exec(0, name, op, start, end, tid, frame.value if frame else None, True,
+                                   frame.iteration if frame else None))
+                graph_ops += 1
+                continue
+            stats: dict[str, Any] = {}
+            stat_values(names, kind_stats, stats)
+            stat_values(names, event.stats, stats)
+            if role in _RUN_ROLES:
+                self._extend_run(stats.get("id"), start, end)
+            if role == _PROCESS:
+                iteration = stats.get("iter_num")
+                frame = _Frame(end, "process", stats.get("id"), iteration=int(iteration) if iteration else None)
+                stack.append(frame)
+                processes.append(frame)
+            elif role == _EAGER and "eager_op" in stats:
+                eager = str(stats["eager_op"])
+                if stats.get("is_func"):
+                    self._annotation(key, tid, start, end, f"tf.function {eager}")
                     self.result.function_calls += 1
-                    stack.append(_Frame(event.end, "function", op))
+                    frame = _Frame(end, "function", eager)
+                    stack.append(frame)
+                    functions.append(frame)
                 else:
-                    self._annotation(key, tid, event, f"tf.eager {op}")
-                    node = _Exec(0, op, op, event.start, event.end, tid, None)
-                    self._execs.append(node)
+                    self._annotation(key, tid, start, end, f"tf.eager {eager}")
+                    node = _Exec(0, eager, eager, start, end, tid, None)
+                    execs.append(node)
                     self.result.eager_ops += 1
-                    stack.append(_Frame(event.end, "eager", op, exec_=node))
-            elif name == "FunctionRun" and "id" in event.stats:
-                function = next((f.value for f in reversed(stack) if f.kind == "function"), "")
-                self._call_function[event.stats["id"]] = function
-            elif name == "KernelAndDeviceFunc::Run":
-                frame = stack[-1] if stack else None
-                if frame is not None and frame.kind == "eager" and frame.exec_ is not None:
-                    frame.exec_.start, frame.exec_.end = event.start, event.end  # the kernel, not the dispatch
-            elif _graph_op(name, event.op):
-                frame = next((f for f in reversed(stack) if f.kind == "process"), None)
-                self._execs.append(_Exec(0, name[: -len(event.op) - 1], event.op, event.start, event.end, tid,
-                                         frame.value if frame else None, graph_op=True,
-                                         iteration=frame.iteration if frame else None))
-                self.result.graph_ops += 1
-            elif name in ("MemoryAllocation", "MemoryDeallocation"):
-                self._memory(key, event)
+                    stack.append(_Frame(end, "eager", eager, exec_=node))
+            elif role == _FUNCTION_RUN and "id" in stats:
+                self._call_function[stats["id"]] = functions[-1].value if functions else ""
+            elif role == _KERNEL_RUN:
+                top = stack[-1] if stack else None
+                if top is not None and top.kind == "eager" and top.exec_ is not None:
+                    top.exec_.start, top.exec_.end = start, end  # the kernel, not the dispatch
+            elif role == _MEMORY:
+                self._memory(key, name, start, stats)
+        self.result.graph_ops += graph_ops
 
-    def _extend_run(self, event: XEvent) -> None:
+    def _extend_run(self, run: Any, start: int, end: int) -> None:
         """A function run spans its launch (FunctionRun) to its executor's last event."""
-        run = event.stats.get("id")
         if run is not None:
-            begin, finish = self._run_span.get(run, (event.start, event.end))
-            self._run_span[run] = (min(begin, event.start), max(finish, event.end))
+            begin, finish = self._run_span.get(run, (start, end))
+            self._run_span[run] = (min(begin, start), max(finish, end))
 
-    def _annotation(self, key: str, tid: int, event: XEvent, label: str) -> None:
+    def _annotation(self, key: str, tid: int, start: int, end: int, label: str) -> None:
         annotation = self.new_annotation_id()
         device = self.batch.device("cpu")
-        self.batch.add("annotation_begin", key, event.start, device, tid, annotation, label)
-        self.batch.add("annotation_end", key, event.end, device, tid, annotation)
+        self.batch.add("annotation_begin", key, start, device, tid, annotation, label)
+        self.batch.add("annotation_end", key, end, device, tid, annotation)
 
-    def _memory(self, key: str, event: XEvent) -> None:
-        stats = event.stats
+    def _memory(self, key: str, name: str, start: int, stats: Mapping[str, Any]) -> None:
         found = _GPU_ALLOCATOR.search(str(stats.get("allocator_name", "")))
         device = self.batch.device(f"cuda:{found.group(1)}" if found else "cpu")
         address = int(stats.get("addr", stats.get("address", 0)) or 0) & 0xFFFFFFFFFFFFFFFF
         size = int(stats.get("allocation_bytes", stats.get("requested_bytes", 0)) or 0)
         in_use = int(stats.get("bytes_allocated", 0) or 0)
-        kind = "mem_alloc" if event.name == "MemoryAllocation" else "mem_free"
-        self.batch.add(kind, key, event.start, device, address, max(size, 0), max(in_use, 0))
+        kind = "mem_alloc" if name == "MemoryAllocation" else "mem_free"
+        self.batch.add(kind, key, start, device, address, max(size, 0), max(in_use, 0))
 
     # ------------------------------------------------------------------ nodes and edges
     def _step_of(self, start: int) -> int:
@@ -392,9 +330,10 @@ class XSpaceConverter:
 
     def _write_nodes_and_edges(self) -> None:
         runs: dict[int, list[_Exec]] = {}
+        new_node_id, step_of = self.new_node_id, self._step_of
         for node in self._execs:
-            node.node_id = self.new_node_id()
-            node.step = self._step_of(node.start)
+            node.node_id = new_node_id()
+            node.step = step_of(node.start)
             if node.call is not None:
                 runs.setdefault(node.call, []).append(node)
         self._runs_by_time(runs)
@@ -410,16 +349,26 @@ class XSpaceConverter:
                 if found is not None and found.device:
                     node.device = device_name(found.device)
             edges.extend(self._run_edges(function, graph, nodes))
+        add = self.batch.add
+        keys: dict[int, str] = {}  # thread -> its stream
+        devices: dict[str, int] = {}
         for node in self._execs:
-            self._write_node(node)
+            key = keys.get(node.tid) or keys.setdefault(node.tid, f"tf-{node.tid}")
+            device = devices.get(node.device)
+            if device is None:
+                device = devices[node.device] = self.batch.device(node.device)
+            add("node_begin", key, node.start, node.node_id, node.op, node.name, device, node.tid, node.step)
+            add("node_end", key, max(node.end, node.start), node.node_id, device, node.tid)
+        self.result.nodes += len(self._execs)
+        self.result.devices.update(devices)
         for producer, consumer, tensor, nbytes, control in edges:
-            key = f"tf-{consumer.tid}"
-            src, dst = self.batch.device(producer.device), self.batch.device(consumer.device)
-            self.batch.add("tensor_edge", key, consumer.start, producer.node_id, consumer.node_id, tensor, nbytes, src, dst)
+            key = keys[consumer.tid]
+            add("tensor_edge", key, consumer.start, producer.node_id, consumer.node_id, tensor, nbytes,
+                devices[producer.device], devices[consumer.device])
             if control:
-                self.batch.add("node_link", key, consumer.start, producer.node_id, consumer.node_id, "control")
+                add("node_link", key, consumer.start, producer.node_id, consumer.node_id, "control")
                 self.result.control_edges += 1
-            self.result.edges += 1
+        self.result.edges += len(edges)
 
     def _run_edges(self, function: str, graph: Mapping[str, Any],
                    nodes: list[_Exec]) -> Iterator[tuple[_Exec, _Exec, int, int, bool]]:
@@ -454,14 +403,6 @@ class XSpaceConverter:
             for producer in {p.node_id: p for p in control}.values():
                 if producer.node_id not in fed:  # a data edge already orders the pair
                     yield producer, consumer, 0, 0, True
-
-    def _write_node(self, node: _Exec) -> None:
-        key = f"tf-{node.tid}"
-        device = self.batch.device(node.device)
-        self.result.devices.add(node.device)
-        self.batch.add("node_begin", key, node.start, node.node_id, node.op, node.name, device, node.tid, node.step)
-        self.batch.add("node_end", key, max(node.end, node.start), node.node_id, device, node.tid)
-        self.result.nodes += 1
 
     # ------------------------------------------------------------------ GPU
     def _gpu_plane(self, plane: Any) -> set[int]:

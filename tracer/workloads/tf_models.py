@@ -47,6 +47,21 @@ def build_cnn() -> Any:
     return model
 
 
+def build_mlp(width: int = 256) -> Any:
+    """A Keras MLP on the flattened images: few, larger ops per step (the CNN has many small ones)."""
+    layers = tf.keras.layers
+    model = tf.keras.Sequential([
+        tf.keras.Input(IMAGE),
+        layers.Flatten(name="flatten"),
+        layers.Dense(width, activation="relu", name="fc1"),
+        layers.Dense(width, activation="relu", name="fc2"),
+        layers.Dense(CLASSES, name="head"),
+    ], name="mlp")
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 def run(recorder: TFRecorder | None, steps_infer: int = 2, steps_train: int = 3, batch: int = 32) -> None:
     tf.random.set_seed(0)
     rng = np.random.default_rng(0)
