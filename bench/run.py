@@ -174,7 +174,9 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
              f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),
             ("  recorder's own cost line", f"{m['own_cost_s'] * 1e3:,.0f} ms",  # with the estimate inside the ops
              f"measured overhead {m['measured_overhead_s'] * 1e3:,.0f} ms; "
-             + (f"the line says {m['own_cost_per_measured']:.0%} of it" if m["own_cost_per_measured"] else "no overhead measured")),
+             + (f"the line says {m['own_cost_per_measured']:.0%} of it, "
+                f"{m['own_cost_high_per_measured']:.0%} with the window thread's CPU "
+                f"({m['beside_cpu_s'] * 1e3:,.0f} ms)" if m["own_cost_per_measured"] else "no overhead measured")),
             ("  our trace", f"{m['bytes_per_event']:.1f} B/event",
              f"{t['events_per_step']:.0f} events/step, {t['nodes_per_step']:.0f} ops/step, "
              f"{t['tensor_edges']:,} tensor edges, {t['stream_bytes'] / 1e6:.2f} MB"),

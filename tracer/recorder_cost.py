@@ -46,6 +46,9 @@ class RecorderCost:
         # ops it recorded times what it adds to one op, calibrated at the start (tracer/torch_observer.py).
         self.ops_observed = 0
         self.op_ns: float | None = None
+        # CPU time of the recorder's window thread (tracer/window_thread.py): beside the program, it
+        # costs the program nothing on a spare core and up to all of it where the program uses every core.
+        self.beside_ns = 0
         self._local = threading.local()  # .windows_ns: window time of this thread, for the hooks around it
 
     def window_started(self) -> int:
@@ -86,6 +89,8 @@ class RecorderCost:
         if self.op_ns is not None:
             env[schema.ENV_RECORDER_OPS] = self.ops_observed
             env[schema.ENV_RECORDER_OP_NS] = round(self.op_ns)
+        if self.beside_ns:
+            env[schema.ENV_RECORDER_BESIDE_NS] = self.beside_ns
         return env
 
     @property
@@ -126,6 +131,10 @@ def cost_line(env: Mapping[str, object]) -> str | None:
                   f"{op_ns:,} ns, calibrated at the start)")
     else:
         inside = "; not counted: the collection inside each op, by the profiler"
+    beside_ns = env.get(schema.ENV_RECORDER_BESIDE_NS)
+    if isinstance(beside_ns, int) and beside_ns > 0:
+        inside += (f"; beside the program, a recorder thread converting windows: {beside_ns / 1e9:.3f} s of CPU "
+                   "(up to that much more where the program keeps every core busy)")
     return (f"recording took {total / 1e9:.3f} s of the program's time{per_step} (start {start / 1e9:.3f} s, "
             f"{cuts:,} window cuts {windows / 1e9:.3f} s{handed}, hooks {hooks / 1e9:.3f} s){inside}{lost}")
 

@@ -299,6 +299,7 @@ ENV_RECORDER_HANDED_OFF: Final = "recorder_handed_off"  # windows converted in f
 ENV_RECORDER_HANDOFF_WAIT_NS: Final = "recorder_handoff_wait_ns"  # ns the program waited for them
 ENV_RECORDER_OPS: Final = "recorder_ops"  # ops the op observer recorded
 ENV_RECORDER_OP_NS: Final = "recorder_op_ns"  # what it adds to one op, calibrated at the start
+ENV_RECORDER_BESIDE_NS: Final = "recorder_beside_ns"  # CPU time of the recorder's window thread
 ENV_DISCARDED: Final = "events_discarded"
 
 # The job's calibration (tracer/calibrate.py), JSON beside the process traces: the hand-over

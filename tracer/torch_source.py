@@ -431,6 +431,7 @@ class TorchRecorder(WindowConversion):
             window_thread, self._window_thread = self._window_thread, None
             if window_thread is not None:
                 window_thread.end()
+                self.cost.beside_ns += window_thread.cpu_ns
             self.cost.window_done(started)
             note_cost(self.session, self.cost)
         finally:

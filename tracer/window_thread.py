@@ -26,6 +26,7 @@ class WindowThread:
         self._pending = False  # a window submitted and not yet written
         self._closing = False
         self.converted = 0
+        self.cpu_ns = 0  # CPU time of the conversions (this thread's, beside the program)
         self._thread = threading.Thread(target=self._run, name="dfcompass-windows", daemon=True)
         self._thread.start()
 
@@ -76,9 +77,11 @@ class WindowThread:
                 if not self._pending:
                     return
                 window = self._window
+            cpu = time.thread_time_ns()
             try:
                 self._convert(window)  # it catches what a window can raise: a lost window, not a dead thread
             finally:
+                self.cpu_ns += time.thread_time_ns() - cpu
                 with self._ready:
                     self._window, self._pending = None, False
                     self.converted += 1

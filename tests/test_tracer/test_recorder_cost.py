@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
 
 from tracer import recorder_cost, schema
 from tracer.recorder_cost import RecorderCost, cost_line, timed_hook
+from tracer.window_thread import WindowThread
 
 
 class _Clock:
@@ -96,3 +98,26 @@ def test_under_the_op_observer_the_line_adds_its_estimate_inside_the_ops() -> No
     line = cost_line(cost.env())
     assert line is not None and "not counted" not in line
     assert "inside the ops, the op observer: about 0.073 s more (120,000 ops x 612 ns" in line
+
+
+def test_the_window_threads_cpu_is_the_lines_upper_end() -> None:
+    """The window thread's conversions run beside the program: free on a spare core, up to their
+    CPU time where the program keeps every core busy. The line names it apart, and the thread
+    measures its own CPU (not its wall time: a thread waiting for a core does not count)."""
+    cost = RecorderCost()
+    cost.windows_ns, cost.windows, cost.user_steps = 2_000_000, 2, 2
+    assert "beside the program" not in str(cost_line(cost.env()))
+    cost.beside_ns = 45_000_000
+    line = cost_line(cost.env())
+    assert line is not None and "beside the program, a recorder thread converting windows: 0.045 s of CPU" in line
+
+    def spin_then_sleep(_: object) -> None:
+        until = time.thread_time_ns() + 30_000_000
+        while time.thread_time_ns() < until:
+            pass
+        time.sleep(0.2)  # wall time, no CPU
+
+    thread = WindowThread(spin_then_sleep, lambda ns: None)
+    thread.submit(object())
+    thread.end()
+    assert 30_000_000 <= thread.cpu_ns < 150_000_000
