@@ -50,6 +50,7 @@ _HOST_ROLES = {"ExecutorState::Process": _PROCESS, "EagerExecute": _EAGER, "Func
 _RUN_ROLES = frozenset({_PROCESS, _FUNCTION_RUN, _DONE})  # events with a function run's id: they span the run
 _UNSEEN = object()
 _START_THEN_LONGEST = operator.itemgetter(0, 1)  # (start, -end)
+_END = operator.attrgetter("end")
 
 
 def _host_role(meta: Any) -> tuple[int, str, str, Any] | None:
@@ -348,7 +349,7 @@ class XSpaceConverter:
                 found = graph.get(node.name)
                 if found is not None and found.device:
                     node.device = device_name(found.device)
-            edges.extend(self._run_edges(function, graph, nodes))
+            self._run_edges(function, graph, nodes, edges)
         add = self.batch.add
         keys: dict[int, str] = {}  # thread -> its stream
         devices: dict[str, int] = {}
@@ -370,39 +371,58 @@ class XSpaceConverter:
                 self.result.control_edges += 1
         self.result.edges += len(edges)
 
-    def _run_edges(self, function: str, graph: Mapping[str, Any],
-                   nodes: list[_Exec]) -> Iterator[tuple[_Exec, _Exec, int, int, bool]]:
-        """One function run's edges: each input of each node executed, from an execution of its
-        producer that ended before it started (loops run a node more than once): the last one of the
-        same loop iteration, else the last one."""
-        by_name: dict[str, _Runs] = {}
-        for node in sorted(nodes, key=lambda n: n.end):
-            by_name.setdefault(node.name, _Runs()).add(node)
+    def _run_edges(self, function: str, graph: Mapping[str, Any], nodes: list[_Exec],
+                   edges: list[tuple[_Exec, _Exec, int, int, bool]]) -> None:
+        """One function run's edges into `edges`: each input of each node executed, from an
+        execution of its producer that ended before it started (loops run a node more than once):
+        the last one of the same loop iteration, else the last one."""
+        by_name: dict[str, _Exec | _Runs] = {}  # most nodes run once per function run: no _Runs for them
+        for node in sorted(nodes, key=_END):
+            seen = by_name.get(node.name)
+            if seen is None:
+                by_name[node.name] = node
+            elif isinstance(seen, _Runs):
+                seen.add(node)
+            else:
+                runs = by_name[node.name] = _Runs()
+                runs.add(seen)
+                runs.add(node)
         tensors: dict[tuple[int, int], int] = {}
+        inputs_of, nbytes, new_tensor_id = self.graphs.inputs, self.sizes.nbytes, self.new_tensor_id
         for consumer in nodes:
-            inputs = self.graphs.inputs(graph, consumer.name)
+            inputs = inputs_of(graph, consumer.name)
             if inputs is None:
                 continue
+            start = consumer.start
             data: dict[int, tuple[_Exec, int, int]] = {}
             control: list[_Exec] = []
             for source, slot, is_control in inputs:
-                runs = by_name.get(source)
-                producer = runs.before(consumer) if runs is not None else None
-                if producer is None:
+                found = by_name.get(source)
+                if found is None:
                     continue
+                if isinstance(found, _Runs):
+                    producer = found.before(consumer)
+                    if producer is None:
+                        continue
+                elif found is consumer or (found.end > start and found.start >= start):
+                    continue  # what _Runs.before says for one execution
+                else:
+                    producer = found
                 if is_control:
                     control.append(producer)
                     continue
                 tensor = tensors.get((producer.node_id, slot))
                 if tensor is None:
-                    tensor = tensors[(producer.node_id, slot)] = self.new_tensor_id()
-                data.setdefault(tensor, (producer, tensor, self.sizes.nbytes(function, source, slot)))
-            fed = {p.node_id for p, _, _ in data.values()}
-            for producer, tensor, nbytes in data.values():
-                yield producer, consumer, tensor, nbytes, False
-            for producer in {p.node_id: p for p in control}.values():
-                if producer.node_id not in fed:  # a data edge already orders the pair
-                    yield producer, consumer, 0, 0, True
+                    tensor = tensors[(producer.node_id, slot)] = new_tensor_id()
+                if tensor not in data:
+                    data[tensor] = (producer, tensor, nbytes(function, source, slot))
+            for producer, tensor, size in data.values():
+                edges.append((producer, consumer, tensor, size, False))
+            if control:
+                fed = {p.node_id for p, _, _ in data.values()}
+                for producer in {p.node_id: p for p in control}.values():
+                    if producer.node_id not in fed:  # a data edge already orders the pair
+                        edges.append((producer, consumer, 0, 0, True))
 
     # ------------------------------------------------------------------ GPU
     def _gpu_plane(self, plane: Any) -> set[int]:
