@@ -173,7 +173,8 @@ def torch_rows(r: dict[str, Any]) -> list[Row]:
              f"context; ours / it {_x(m['ratio_ours_per_profiler_export'])}; "
              f"JSON {c['profiler+export']['json_bytes'] / 1e6:.1f} MB"),
             ("  recorder's own cost line", f"{m['own_cost_s'] * 1e3:,.0f} ms",  # with the estimate inside the ops
-             f"measured overhead {m['measured_overhead_s'] * 1e3:,.0f} ms; "
+             f"measured overhead {m['measured_overhead_s'] * 1e3:,.0f} ms (one round: "
+             f"{m['measured_overhead_rounds_s'][0] * 1e3:,.0f} to {m['measured_overhead_rounds_s'][1] * 1e3:,.0f} ms); "
              + (f"the line says {m['own_cost_per_measured']:.0%} of it, "
                 f"{m['own_cost_high_per_measured']:.0%} with the window thread's CPU "
                 f"({m['beside_cpu_s'] * 1e3:,.0f} ms)" if m["own_cost_per_measured"] else "no overhead measured")),
