@@ -25,7 +25,7 @@ from tracer.importers.kineto_convert import Converter
 from tracer.importers.kineto_decode import NotFast
 from tracer.importers.kineto_emit import ColumnConverter
 from tracer.importers.kineto_source import KinetoFile, KinetoImportError, as_int
-from tracer.importers.kineto_summary import ImportSummary, wall_clock_origin
+from tracer.importers.kineto_summary import NO_TENSOR_EDGES, ImportSummary, wall_clock_origin
 
 _IMPORT_NAMESPACE = uuid.UUID("5b0f5a4e-6d1c-4f1e-9a51-dfc0a1b2c3d4")  # dfcompass imports
 MARGIN_NS = 1_000  # the first event lands here, leaving room for definitions stamped before it
@@ -111,11 +111,17 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             conv.convert(builder, shift, models, _device_order)
         else:
             conv.convert(builder, shift, models)
+        gpu_events = len(conv.gpu_corr) + conv.gpu_without_corr
+        if conv.gpu_skipped and not gpu_events:
+            raise KinetoImportError(src, f"{_gpu_skipped(conv.gpu_skipped)}, and no GPU activity of a kind it "
+                                    "reads: the import would have no GPU side")
         builder.close()
     finally:
         builder.discard()
     devices = sorted(conv.first_use, key=_device_order)  # cpu first, then GPUs by ordinal
-    gpu_events = len(conv.gpu_corr) + conv.gpu_without_corr
+    notes = [NO_TENSOR_EDGES]
+    if conv.gpu_skipped:
+        notes.insert(0, f"{_gpu_skipped(conv.gpu_skipped)}: the GPU side is incomplete")
     return ImportSummary(
         source=str(src), output=str(out), source_events=conv.source_events,
         events_per_class=dict(sorted(builder.events_written().items(), key=lambda kv: schema.BY_NAME[kv[0]].id)),
@@ -130,8 +136,15 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                      "api_joined_by_flow": conv.joined["api"], "gpu_joined_by_flow": conv.joined["gpu"],
                      "ac2g_flow_events": conv.ac2g},
         clock_origin=origin, clock_offset_ns=offset,
-        first_ns=offset + conv.first - shift, last_ns=offset + conv.last - shift,
+        first_ns=offset + conv.first - shift, last_ns=offset + conv.last - shift, notes=notes,
     )
+
+
+def _gpu_skipped(skipped: dict[str, int]) -> str:
+    """One phrase on the GPU work an import skipped: slices with a device and a stream whose
+    category no dfcompass class takes."""
+    kinds = ", ".join(f"{n:,} {category!r}" for category, n in sorted(skipped.items()))
+    return f"{sum(skipped.values()):,} GPU slices (a device and a stream given) were not imported: {kinds}"
 
 
 def _scanned(src: Path, advance: Callable[[int], None] | None, checked: bool) -> ColumnConverter | Converter:

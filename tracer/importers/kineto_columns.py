@@ -22,6 +22,7 @@ import numpy as np
 from tracer import schema
 from tracer.collectives import collective_kind
 from tracer.importers.kineto_fields import (
+    LEGACY_CATEGORIES,
     MAX_TIME_NS,
     STEP,
     STREAM_NAME,
@@ -41,6 +42,7 @@ NODE, API, USER, GPU_ANNOTATION, SYNC, KERNEL, MEMCPY, MEMSET, INSTANT, META, AC
 _X_CATS = {"cpu_op": NODE, "cuda_runtime": API, "cuda_driver": API, "user_annotation": USER,
            "gpu_user_annotation": GPU_ANNOTATION, "cuda_sync": SYNC, "kernel": KERNEL, "gpu_memcpy": MEMCPY,
            "gpu_memset": MEMSET}
+_X_CATS.update({old: _X_CATS[new] for old, new in LEGACY_CATEGORIES.items()})
 _PAIRS: dict[tuple[Any, Any], int] = {("X", cat): code for cat, code in _X_CATS.items()}
 for _cat in ("ac2g", "fwdbwd"):
     for _ph in ("s", "t", "f"):
@@ -117,6 +119,7 @@ class KinetoColumns:
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.fwdbwd: dict[Any, dict[str, tuple[Any, Any, int]]] = {}
         self.skipped: dict[str, int] = {}
+        self.gpu_skipped: dict[str, int] = {}  # of skipped: slices with a device and a stream (GPU work)
         self.ac2g = 0
         self.missing: dict[int, list[tuple[int, Any]]] = {}  # kind -> (row, flow point) lacking args.correlation
         self.flows: dict[tuple[Any, Any, int], int] = {}  # flow point -> ac2g flow id (join_flows)
@@ -273,6 +276,9 @@ class KinetoColumns:
                 continue
             key = str(cat) if cat else ("instant" if ph in ("i", "I") else f"ph={ph}")
             self.skipped[key] = self.skipped.get(key, 0) + 1
+            args = e.args
+            if ph == "X" and isinstance(args, Args) and args.device is not UNSET and args.stream is not UNSET:
+                self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
 
     # ------------------------------------------------------------------ kinds
     def _node(self, events: list[Event], idx: np.ndarray[Any, Any]) -> None:

@@ -20,6 +20,7 @@ from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.importers.kineto_fields import (
+    LEGACY_CATEGORIES,
     MAX_TIME_NS,
     STEP,
     STREAM_NAME,
@@ -63,6 +64,7 @@ def _kind(event: dict[str, Any]) -> str | None:
     if not isinstance(ph, (str, type(None))) or not isinstance(cat, (str, type(None))):
         return None  # a list or object where a string belongs: skipped, and counted by _skip_key
     if ph == "X":
+        cat = LEGACY_CATEGORIES.get(cat, cat) if cat is not None else None
         if cat == "cpu_op":
             return "node"
         if cat in _API_CATS:
@@ -127,6 +129,7 @@ class Converter:
         self.shift = 0
         self.models: dict[str, str] = {}
         self.skipped: dict[str, int] = {}
+        self.gpu_skipped: dict[str, int] = {}  # of skipped: slices with a device and a stream (GPU work)
         self.first_use: dict[str, int] = {}  # device name -> first ts
         self.first_pid: dict[int, int] = {}
         self.first_thread: dict[tuple[int, int], int] = {}
@@ -323,6 +326,9 @@ class Converter:
                 return
             key = _skip_key(event)
             self.skipped[key] = self.skipped.get(key, 0) + 1
+            args = event.get("args")
+            if ph == "X" and isinstance(args, dict) and "device" in args and "stream" in args:
+                self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
         elif kind == "node":
             self.node(index, event)
         elif kind == "step":

@@ -63,6 +63,10 @@ class ColumnConverter:
         return self.columns.skipped
 
     @property
+    def gpu_skipped(self) -> dict[str, int]:
+        return self.columns.gpu_skipped
+
+    @property
     def ac2g(self) -> int:
         return self.columns.ac2g
 

@@ -10,6 +10,11 @@ from tracer.importers.kineto_source import U32_MAX, as_int, unsigned
 
 MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
 
+# The categories of Kineto's first files (PyTorch 1.8-1.9, the TensorBoard plugin's era) under
+# today's names: the events are otherwise the same (a correlation id on calls and activities).
+LEGACY_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+                     "Memset": "gpu_memset"}
+
 
 def _milli(value: Any) -> int:
     """A non-negative number as thousandths, in 32 bits (0 when absent or out of range)."""

@@ -1,0 +1,126 @@
+"""Kineto files of other vintages: the TensorBoard plugin's era (PyTorch 1.8-1.9) names its
+categories Operator, Runtime, Kernel, Memcpy and Memset; an import reads them as today's, and never
+succeeds empty on the GPU side when it skipped GPU work it does not know (issue 36, item 1).
+
+The files are made here, in the shape of that era's traces (string thread ids, "stream N" GPU
+threads, correlation ids on calls and activities, "async" launch flows)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from tc_analyses.reader import read_trace
+from tracer.importers import KinetoImportError, import_kineto
+
+MODERN = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+          "Memset": "gpu_memset"}
+
+
+def _tb_plugin_events(steps: int = 3) -> list[dict[str, Any]]:
+    pid, t0, events = 4242, 1_620_000_000_000_000, []
+    events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Traces",
+                   "tid": "PyTorch Profiler", "ts": t0, "dur": 3000 * steps})
+    for step in range(steps):
+        s0, ext, corr = t0 + step * 3000, 100 + step * 10, 500 + step * 10
+        events += [
+            {"ph": "X", "cat": "Operator", "name": f"ProfilerStep#{step + 1}", "pid": pid, "tid": f"{pid}",
+             "ts": s0, "dur": 2500, "args": {"External id": ext}},
+            {"ph": "X", "cat": "Operator", "name": "aten::mul", "pid": pid, "tid": f"{pid}", "ts": s0 + 10, "dur": 60,
+             "args": {"External id": ext + 1}},
+            {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": f"{pid}", "ts": s0 + 20,
+             "dur": 9, "args": {"correlation": corr, "external id": ext + 1, "cbid": 211}},
+            {"ph": "X", "cat": "Kernel", "name": "void mul_kernel<float>(float*, float)", "pid": 0,
+             "tid": "stream 7", "ts": s0 + 45, "dur": 14 + step,
+             "args": {"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": corr,
+                      "external id": ext + 1, "registers per thread": 16, "shared memory": 0,
+                      "blocks per SM": 0.5, "warps per SM": 2.0, "grid": [4, 1, 1], "block": [128, 1, 1]}},
+            {"ph": "X", "cat": "Runtime", "name": "cudaMemsetAsync", "pid": pid, "tid": f"{pid}", "ts": s0 + 80,
+             "dur": 7, "args": {"correlation": corr + 1, "external id": ext + 1, "cbid": 51}},
+            {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": s0 + 95,
+             "dur": 2, "args": {"device": 0, "context": 1, "stream": 7, "correlation": corr + 1,
+                                "external id": ext + 1, "bytes": 512}},
+            {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": pid, "tid": f"{pid}", "ts": s0 + 120,
+             "dur": 11, "args": {"correlation": corr + 2, "external id": ext + 1, "cbid": 41}},
+            {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": "stream 7",
+             "ts": s0 + 140, "dur": 3, "args": {"device": 0, "context": 1, "stream": 7, "correlation": corr + 2,
+                                                "external id": ext + 1, "bytes": 1024,
+                                                "memory bandwidth (GB/s)": 0.34}},
+            {"ph": "s", "id": corr, "pid": pid, "tid": pid, "ts": s0 + 20, "cat": "async", "name": "launch"},
+            {"ph": "f", "id": corr, "pid": 0, "tid": "stream 7", "ts": s0 + 45, "cat": "async", "name": "launch",
+             "bp": "e"},
+        ]
+    events.append({"name": "process_name", "ph": "M", "ts": t0, "pid": 0, "tid": 0, "args": {"name": "GPU 0"}})
+    return events
+
+
+def _write(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def _renamed(events: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    return [dict(e, cat=names.get(e.get("cat"), e.get("cat"))) for e in events]
+
+
+def _tables(trace: Path) -> dict[str, dict[str, list[Any]]]:
+    t = read_trace(trace)
+    out = {}
+    for name in ("node_begin", "step_begin", "kernel_begin", "memcpy_begin", "memset_begin", "launch", "api_enter"):
+        table = t.table(name)
+        out[name] = {c: np.asarray(table[c]).tolist() for c in table.columns if c != "name"}
+    return out
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_tb_plugin_era_file_imports_as_its_modern_twin(tmp_path: Path, checked: bool) -> None:
+    """Every call, op, step and GPU activity of the old file is imported, launches joined, and the
+    trace equals the one from the same events under today's category names (both import paths)."""
+    old = import_kineto(_write(tmp_path / "old.json", _tb_plugin_events()), tmp_path / "old", checked=checked)
+    new = import_kineto(_write(tmp_path / "new.json", _renamed(_tb_plugin_events(), MODERN)), tmp_path / "new",
+                        checked=checked)
+    per_class = old.events_per_class
+    assert (per_class["dfc:node_begin"], per_class["dfc:kernel_begin"], per_class["dfc:memcpy_begin"],
+            per_class["dfc:memset_begin"], per_class["dfc:api_enter"]) == (6, 3, 3, 3, 9)
+    assert old.steps == [1, 2, 3]
+    assert old.correlation["gpu_with_launch"] == 9 and old.devices.keys() == {"cpu", "cuda:0"}
+    assert set(old.skipped) == {"Trace", "async"}
+    assert dataclasses.replace(old, source="", output="") == dataclasses.replace(new, source="", output="")
+    assert _tables(tmp_path / "old") == _tables(tmp_path / "new")
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_an_import_never_succeeds_without_the_gpu_work_it_skipped(tmp_path: Path, checked: bool) -> None:
+    """GPU slices (a device and a stream) of a category no class takes: with no GPU activity
+    imported the import fails, in one line naming them, and writes nothing; beside imported GPU
+    activity the summary says the GPU side is incomplete."""
+    events = _tb_plugin_events()
+    unknown = _renamed([e for e in events if e.get("cat") in ("Kernel", "Memcpy")], {"Kernel": "gpu_op_v0",
+                                                                                    "Memcpy": "gpu_op_v0"})
+    cpu_only = [e for e in events if e.get("cat") in ("Operator", "Runtime")]
+    with pytest.raises(KinetoImportError) as failed:
+        import_kineto(_write(tmp_path / "only.json", cpu_only + unknown), tmp_path / "only", checked=checked)
+    assert "6 GPU slices (a device and a stream given) were not imported: 6 'gpu_op_v0'" in str(failed.value)
+    assert "no GPU side" in str(failed.value) and "\n" not in str(failed.value)
+    assert not (tmp_path / "only").exists()
+    mixed = import_kineto(_write(tmp_path / "mixed.json", events + unknown), tmp_path / "mixed", checked=checked)
+    assert mixed.events_per_class["dfc:kernel_begin"] == 3
+    assert mixed.notes[0] == ("6 GPU slices (a device and a stream given) were not imported: 6 'gpu_op_v0': "
+                              "the GPU side is incomplete")
+
+
+def test_the_cli_says_it_in_one_line_and_exits_1(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    events = _tb_plugin_events()
+    cpu_only = [e for e in events if e.get("cat") in ("Operator", "Runtime")]
+    unknown = _renamed([e for e in events if e.get("cat") == "Kernel"], {"Kernel": "gpu_op_v0"})
+    src = _write(tmp_path / "only.json", cpu_only + unknown)
+    done = cli("import-kineto", str(src), "-o", str(tmp_path / "out"))
+    assert done.exit_code == 1
+    assert done.stdout == "" and done.stderr.strip().splitlines() == [
+        f"dfcompass: error: {src}: 3 GPU slices (a device and a stream given) were not imported: 3 'gpu_op_v0', "
+        "and no GPU activity of a kind it reads: the import would have no GPU side"]
