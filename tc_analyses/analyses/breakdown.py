@@ -165,9 +165,12 @@ def kernel_types(ops: GpuTable) -> np.ndarray[Any, Any]:
 
 def gpu_events(activity: Activity) -> GpuTable:
     """Every interval on a GPU queue as HTA counts them: the operations and the synchronisations
-    (CUPTI's cuda_sync, kind ``sync``, named by their kind; a context sync has queue -1), by
-    (start, device, queue)."""
+    of one queue (CUPTI's cuda_sync, kind ``sync``, named by their kind), by (start, device, queue).
+    A device-wide sync (a context or event sync, queue -1: Kineto's stream -1) is not on a queue,
+    and HTA keeps only ``stream != -1``."""
     syncs = activity.syncs
+    if len(syncs):
+        syncs = syncs.take(np.flatnonzero(syncs.column("queue") != -1))
     if not len(syncs):
         return activity.gpu
     n = len(syncs)

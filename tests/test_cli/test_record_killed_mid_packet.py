@@ -23,9 +23,15 @@ for i in range(3000):
     with tracer.node("n%d" % i, op="work"):
         pass
 folder = session_module.active_session().trace.path
-while not any(p.name.startswith("node_begin") for p in folder.iterdir()):  # the flusher's first packet
+def whole_packets():  # the flusher's first packet, written whole (a stream file is made before its packet)
+    streams = [p for p in sorted(folder.iterdir()) if p.name.startswith("node_begin")]
+    if not streams:
+        return None
+    size = streams[0].stat().st_size
+    time.sleep(0.02)
+    return streams[0] if size > 4096 and streams[0].stat().st_size == size else None
+while (stream := whole_packets()) is None:
     time.sleep(0.01)
-stream = next(p for p in sorted(folder.iterdir()) if p.name.startswith("node_begin"))
 data = stream.read_bytes()
 with open(stream, "ab") as out:
     out.write(data[:4096])  # a packet's first page: its header says far more bytes follow

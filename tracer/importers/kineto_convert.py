@@ -20,6 +20,7 @@ from tracer import schema
 from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.importers.kineto_fields import (
+    DEVICE_WIDE_STREAM,
     LEGACY_CATEGORIES,
     MAX_TIME_NS,
     STEP,
@@ -223,7 +224,9 @@ class Converter:
                 tids.add(self.raw_id(index, event, "tid"))
                 pids.add(self.raw_id(index, event, "pid"))
             else:
-                streams.add(self.stream_of(index, event))
+                stream = self.stream_of(index, event)
+                if kind != "sync" or as_int(stream) != DEVICE_WIDE_STREAM:  # a device-wide sync has no queue
+                    streams.add(stream)
             begin, end = self.time(index, event)
             if kind in _CORRELATED and self.given_correlation(event) is None and is_id(event.get("pid")) \
                     and is_id(event.get("tid")):
@@ -425,7 +428,8 @@ class Converter:
         """CUPTI's cuda_sync: a queue (or, for a context sync, the whole device) waits."""
         begin, end = self.time(index, event)
         device, args = self.gpu_device(index, event), self.args(event)
-        queue = self.streams[self.stream_of(index, event)]
+        stream = self.stream_of(index, event)
+        queue = U32_MAX if as_int(stream) == DEVICE_WIDE_STREAM else self.streams[stream]
         corr = self.correlation(event, begin, "gpu") or 0
         kind = str(args.get("cuda_sync_kind", event.get("name", "")))[:200]
         waited = as_int(args.get("wait_on_stream"))

@@ -21,7 +21,7 @@ from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES
 from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, SYNC, KinetoColumns
 from tracer.importers.kineto_decode import NotFast
-from tracer.importers.kineto_fields import copy_ends, memory_device
+from tracer.importers.kineto_fields import DEVICE_WIDE_STREAM, copy_ends, memory_device
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, IdMap, as_int, copy_kind, unsigned
 from tracer.importers.kineto_write import SLOTS as _SLOTS
 from tracer.importers.kineto_write import Device, Rows, StreamKeys, Text, Writer
@@ -80,7 +80,8 @@ class ColumnConverter:
         gpu = [c.tables[KERNEL], c.tables[MEMCPY], c.tables[MEMSET], c.gpu_annotations]
         self.tids = IdMap(_distinct([t["tid"] for t in cpu], [m["tid"] for m in c.memory]))
         self.pids = IdMap(_distinct([t["pid"] for t in cpu], [m["pid"] for m in c.memory]))
-        self.streams = IdMap(_distinct([t["stream"] for t in gpu], [s["stream"] for s in c.syncs]))
+        self.streams = IdMap(_distinct([t["stream"] for t in gpu],
+                                       [s["stream"] for s in c.syncs if s["stream"] != DEVICE_WIDE_STREAM]))
         for record in c.memory:
             _memory_fields(record)
         begins = [c.tables[k]["begin"] for k in c.tables] + [t["begin"] for t in (c.steps, c.annotations,
@@ -298,7 +299,10 @@ class ColumnConverter:
         recorded = [unsigned(v, U64_MAX) for v in col["recorded"]]
         seq, zero = np.array(col["idx"], np.int64) * _SLOTS, _full(n, 0)
         keys = self._keys.named([f"{d}.sync" for d in names])
-        stream = _mapped(self.streams, np.array(col["stream"], np.int64))
+        raw = np.array(col["stream"], np.int64)
+        device_wide = raw == DEVICE_WIDE_STREAM  # a context or event sync: the whole device, no queue
+        stream = np.full(n, U32_MAX, np.int64)
+        stream[~device_wide] = _mapped(self.streams, raw[~device_wide])
         self._add(Rows("sync_begin", seq, keys, np.array(col["begin"], np.int64), zero,
                        [Device(names), stream, corr, Text(col["kind"], 0), np.array(wait_queue, np.int64),
                         np.array(recorded, np.uint64)]))

@@ -12,6 +12,8 @@ MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace
 
 # The categories of Kineto's first files (PyTorch 1.8-1.9, the TensorBoard plugin's era) under
 # today's names: the events are otherwise the same (a correlation id on calls and activities).
+# The stream of a cuda_sync that waits for the whole device (context and event syncs): no queue.
+DEVICE_WIDE_STREAM = -1
 LEGACY_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
                      "Memset": "gpu_memset"}
 
