@@ -53,6 +53,9 @@ class RankSummary:
     collectives: int
     wait_ns: int  # summed over the collectives matched across ranks
     last_at: int  # collectives at which it arrived last
+    world_size: int | None = None  # as the process recorded it (dfc:process_rank, its launcher, Kineto)
+    first_ns: int | None = None  # wall clock of its first node's start and its last node's end
+    last_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class JobRanks:
     mismatch: str  # why joining stopped early ("" when every collective matched)
     critical_path: CriticalPath | None = None
     link: LinkFit | None = None  # the transfer cost between the processes, fitted on even seqs
+    apart: tuple[str, ...] = ()  # why the traces may not be one run's ranks (empty when they are)
 
     @property
     def ranks(self) -> list[RankSummary]:
@@ -97,6 +101,7 @@ class ProcessRef:
     rank: int | None
     host: str
     pid: int | None
+    world_size: int | None = None
 
 
 def read_process(ref: ProcessRef) -> _Process:
@@ -104,14 +109,17 @@ def read_process(ref: ProcessRef) -> _Process:
     Dask worker, and only its answer, lists of numbers and names, comes back)."""
     from tc_analyses.reader import read_trace
 
-    return _read_process(read_trace(ref.path), ref.path, ref.rank, ref.host, ref.pid)
+    return _read_process(read_trace(ref.path), ref.path, ref.rank, ref.host, ref.pid, ref.world_size)
 
 
-def _read_process(trace: Any, path: str, rank: int | None, host: str, pid: int | None) -> _Process:
+def _read_process(trace: Any, path: str, rank: int | None, host: str, pid: int | None,
+                  world_size: int | None = None) -> _Process:
     offset = trace.metadata.clock_offset_ns
     ranks = trace.table("process_rank")
     if len(ranks):
         rank = int(ranks["rank"][0])
+        if int(ranks["world_size"][0]) not in (0, 0xFFFFFFFF):
+            world_size = int(ranks["world_size"][0])
     begins, ends = trace.table("node_begin"), trace.table("node_end")
     ids = begins["node_id"].astype(np.int64)
     start = begins["timestamp"].astype(np.int64)
@@ -131,7 +139,9 @@ def _read_process(trace: Any, path: str, rank: int | None, host: str, pid: int |
                                                          table["timestamp"].tolist()))
     collectives = [c[:4] for c in issued]
     summary = dict(rank=rank, host=host, pid=pid, trace=path, nodes=len(ids), compute_ns=compute_ns,
-                   comm_ns=comm_ns, overlap=overlap, collectives=len(collectives))
+                   comm_ns=comm_ns, overlap=overlap, collectives=len(collectives), world_size=world_size,
+                   first_ns=int(start.min()) + offset if len(ids) else None,
+                   last_ns=int(end.max()) + offset if len(ids) else None)
     edges = trace.table("tensor_edge")
     nodes = RankNodes(-1 if rank is None else rank, ids.tolist(), begins["tid"].tolist(), (start + offset).tolist(),
                       (end + offset).tolist(), [str(op) for op in ops], [str(n) for n in begins.text("name")],
@@ -186,12 +196,14 @@ def _not_ranked(job: Any, ranks: int) -> str:
 def analyse(job: Any) -> JobRanks:
     """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`). Each process trace
     is read by ``job.map`` (here, or as Dask tasks); the comparison runs here."""
-    processes = job.map(read_process, [ProcessRef(str(p.path.resolve()), p.rank, p.host, p.pid) for p in job.processes])
+    processes = job.map(read_process, [ProcessRef(str(p.path.resolve()), p.rank, p.host, p.pid,
+                                                  getattr(p, "world_size", None)) for p in job.processes])
     for process, p in zip(processes, job.processes):  # reported as the user named it
         process.summary["trace"] = str(p.path)
     ranked = {p.summary["rank"]: p for p in processes if p.summary["rank"] is not None}
     if len(ranked) < 2:
         raise AnalysisUnavailable(_not_ranked(job, len(ranked)))
+    apart = _apart([p.summary for p in processes if p.summary["rank"] is not None], ranked)
     collectives, mismatch = join_collectives({rank: p.collectives for rank, p in ranked.items()})
     wait = {rank: 0 for rank in ranked}
     last = {rank: 0 for rank in ranked}
@@ -207,12 +219,46 @@ def analyse(job: Any) -> JobRanks:
     graph = build_job_graph(rank_nodes, [(c.seq, c.kind, c.last_rank) for c in collectives])
     hosts = len({p.summary["host"] for p in ranked.values()})
     link = fit_job_link(transfer_samples(rank_nodes, collectives), hosts)
-    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph), link)
+    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph), link, apart)
+
+
+def _apart(ranks: list[dict[str, Any]], kept: dict[int, _Process]) -> tuple[str, ...]:
+    """Why these rank traces may not be one run's: a rank claimed twice, world sizes that differ or
+    that the ranks do not fit, spans that do not overlap in time. Empty when none of these."""
+    reasons = []
+    claimed: dict[int, list[str]] = {}
+    for s in ranks:
+        claimed.setdefault(s["rank"], []).append(s["trace"])
+    for rank, traces in sorted(claimed.items()):
+        if len(traces) > 1:
+            reasons.append(f"rank {rank} is claimed by {len(traces)} traces ({', '.join(traces)}): they are not one "
+                           f"run's; only {kept[rank].summary['trace']} is compared")
+    kept_ranks = [p.summary for p in kept.values()]
+    sizes = {s["rank"]: s["world_size"] for s in kept_ranks if s["world_size"] is not None}
+    if len(set(sizes.values())) > 1:
+        reasons.append("the ranks recorded different world sizes (" + ", ".join(
+            f"rank {r}: {n}" for r, n in sorted(sizes.items())) + "): they are not one job's")
+    elif sizes:
+        world = next(iter(sizes.values()))
+        outside = sorted(r for r in kept if r >= world)
+        if outside:
+            reasons.append(f"rank {', '.join(map(str, outside))} of a world of {world}: not one job's ranks")
+    spans = [(s["first_ns"], s["last_ns"], s["rank"]) for s in kept_ranks if s["first_ns"] is not None]
+    if len(spans) > 1:
+        late_first, late_rank = max((first, rank) for first, _, rank in spans)
+        early_last, early_rank = min((last, rank) for _, last, rank in spans)
+        if late_first > early_last:
+            reasons.append(f"the traces do not overlap in time: rank {late_rank} begins {fmt_ns(late_first - early_last)}"
+                           f" after rank {early_rank} ends; they are not one run's, and arrival times across them "
+                           "mean nothing")
+    return tuple(reasons)
 
 
 def findings(r: JobRanks) -> tuple[Finding, ...]:
     found: list[Finding] = []
-    if r.collectives:
+    apart = [Finding("not_one_run", 0, f"these traces may not belong together: {reason}") for reason in r.apart]
+    overlapping = not any("do not overlap in time" in reason for reason in r.apart)
+    if r.collectives and overlapping:  # arrivals of different runs compare nothing
         # The straggler is the rank that kept the others waiting longest, not the one last most
         # often: a rank 20 ms late at every all-reduce outweighs one a few µs late at the set-up.
         lateness = {s.rank: sum(c.late_by_ns for c in r.collectives if c.last_rank == s.rank) for s in r.ranks}
@@ -244,7 +290,7 @@ def findings(r: JobRanks) -> tuple[Finding, ...]:
                              "node's slack)."))
     if r.mismatch:
         found.append(Finding("mismatch", 0, f"collectives joined up to where they stop matching: {r.mismatch}"))
-    return tuple(sorted(found, key=lambda f: -f.impact_ns))
+    return tuple(apart) + tuple(sorted(found, key=lambda f: -f.impact_ns))
 
 
 def run(inputs: Any, options: Options) -> Result:

@@ -18,7 +18,10 @@ MAX_ROWS = 20  # collectives listed in the text (all are in --format json)
 
 
 def ranks_text(r: JobRanks) -> str:
-    lines = [f"job:     {r.job}", f"ranks:   {len(r.ranks)} of {len(r.processes)} process traces", ""]
+    sizes = {p.world_size for p in r.ranks if p.world_size is not None}
+    world = f" (world size {sizes.pop()})" if len(sizes) == 1 else ""
+    lines = [f"job:     {r.job}", f"ranks:   {len(r.ranks)} of {len(r.processes)} process traces{world}"]
+    lines += [f"warning: {reason}" for reason in r.apart] + [""]
     lines.append("per process (times are unions of node intervals):")
     lines += table(("rank", "host", "pid", "nodes", "compute", "comm", "overlap", "collectives", "waited", "last at"), [
         ("-" if p.rank is None else p.rank, p.host, p.pid if p.pid is not None else "-", p.nodes, fmt_ns(p.compute_ns),

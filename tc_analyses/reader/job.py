@@ -60,7 +60,8 @@ def job_traces(root: str | Path) -> list[ProcessTrace]:
         elif rank is None:
             rank = _recorded_rank(path, meta.uuid)
         found.append(ProcessTrace(path, str(env.get("hostname", "")), _int(env.get("pid")), rank,
-                                  _int(env.get("world_size")), _int(env.get(schema.ENV_PPID)), role, env))
+                                  _int(env.get("world_size", env.get("kineto_world_size"))),
+                                  _int(env.get(schema.ENV_PPID)), role, env))
     return sorted(found, key=lambda t: (t.rank is None, t.rank or 0, t.host, t.pid or 0, str(t.path)))
 
 

@@ -159,3 +159,50 @@ def test_the_straggler_is_who_kept_the_others_waiting_longest_not_who_was_last_m
     job = JobRanks("job", [summary(0, 5), summary(1, 2)], small + big, "")
     straggler = next(f for f in findings(job) if f.kind == "straggler")
     assert straggler.text.startswith("rank 1 arrived last at 2 of 7 collectives")
+
+
+def test_one_runs_ranks_belong_together(result: Any) -> None:
+    assert result.data.apart == ()
+    assert {p.world_size for p in result.data.ranks} == {2}
+    assert not any(f.kind == "not_one_run" for f in result.findings)
+
+
+def _kineto_rank(path: Path, rank: int, world: int, start_us: int) -> Path:
+    """A rank's Kineto file: a step of two ops and an all-reduce, with its distributedInfo."""
+    ops = [("aten::mm", 0, 40 + 10 * rank), ("c10d::allreduce_", 60, 20), ("aten::add", 90, 5)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 10 + rank, "tid": 10 + rank, "ts": start_us + ts,
+               "dur": dur, "args": {"External id": k + 1}} for k, (name, ts, dur) in enumerate(ops)]
+    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
+                                "traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("case", ["one run", "days apart", "two world sizes", "a rank twice"])
+def test_ranks_says_when_its_traces_are_not_one_runs(cli: Callable[..., Any], tmp_path: Path, case: str) -> None:
+    """Rank files of different runs (8.5 days apart, world sizes 8 and 2, rank 0 twice) are compared
+    with a warning that names why, first in the findings, and no straggler from arrival times that
+    compare nothing; one run's ranks get no warning (issue 36, item 6)."""
+    t0 = 1_700_000_000_000_000
+    files = [_kineto_rank(tmp_path / "rank-0.json", 0, 2, t0),
+             _kineto_rank(tmp_path / "rank-1.json", 1, 8 if case == "two world sizes" else 2,
+                          t0 + (734_400_000_000 if case == "days apart" else 3))]
+    if case == "a rank twice":
+        files.append(_kineto_rank(tmp_path / "rank-0-again.json", 0, 2, t0 + 7))
+    job = tmp_path / "job"
+    imported = cli("import-kineto", *files, "-o", job)
+    assert imported.exit_code == 0, imported.stderr
+    done = cli("ranks", job, "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    warned = [f["text"] for f in findings if f["kind"] == "not_one_run"]
+    expected = {"one run": None, "days apart": "the traces do not overlap in time: rank 1 begins 734400.00 s after rank 0 ends",
+                "two world sizes": "the ranks recorded different world sizes (rank 0: 2, rank 1: 8)",
+                "a rank twice": "rank 0 is claimed by 2 traces"}[case]
+    if expected is None:
+        assert warned == []
+        return
+    assert len(warned) == 1 and expected in warned[0], findings
+    assert findings[0]["kind"] == "not_one_run"
+    assert (case == "days apart") == (not any(f["kind"] == "straggler" for f in findings))
+    text = cli("ranks", job)
+    assert f"warning: {warned[0].split(': ', 1)[1]}" in text.stdout

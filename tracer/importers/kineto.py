@@ -53,6 +53,9 @@ def _env(doc: dict[str, Any], src: Path) -> dict[str, str | int]:
     rank = as_int(info.get("rank")) if isinstance(info, dict) else None
     if rank is not None:
         env["kineto_rank"] = rank
+    world = as_int(info.get("world_size")) if isinstance(info, dict) else None
+    if world is not None and 0 < world < 2**31:
+        env["kineto_world_size"] = world
     return env
 
 
