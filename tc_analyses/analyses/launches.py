@@ -2,8 +2,9 @@
 
 HTA's ``get_cuda_kernel_launch_stats`` (HolisticTraceAnalysis 0.6.1) on the analysis window: every
 launch call (``cudaLaunchKernel``, ``cudaLaunchKernelExC``, and with ``memory`` the
-``cudaMemcpyAsync`` / ``cudaMemsetAsync`` calls) paired by correlation id with the GPU operation it
-launched gives
+``cudaMemcpyAsync`` / ``cudaMemsetAsync`` calls; their HIP, driver-API and MTIA twins too,
+:mod:`tc_analyses.model.launch_calls`) paired by correlation id with the GPU operation it launched
+gives
 
 * ``cpu_duration``: the call's duration,
 * ``gpu_duration``: the operation's duration,
@@ -27,9 +28,8 @@ from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity
+from tc_analyses.model.launch_calls import KERNEL_LAUNCHES, MEMORY_LAUNCHES
 
-KERNEL_LAUNCHES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "runFunction - job_prep_and_submit_for_execution"})
-MEMORY_LAUNCHES = frozenset({"cudaMemcpyAsync", "cudaMemsetAsync"})
 PERCENTILES = (50, 90, 99)
 
 

@@ -24,11 +24,9 @@ from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity
+from tc_analyses.model.launch_calls import KERNEL_LAUNCHES, MEMORY_LAUNCHES
 
-QUEUE_LAUNCHES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                            "cudaMemcpyAsync", "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel",
-                            "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream",
-                            "runFunction - job_prep_and_submit_for_execution"})
+QUEUE_LAUNCHES = KERNEL_LAUNCHES | MEMORY_LAUNCHES
 CUDA_MAX_LAUNCH_QUEUE = 1024
 
 

@@ -251,3 +251,22 @@ def test_critical_path_stays_on_the_cpu_when_the_gpu_was_done(trace: Path) -> No
     assert {s.bound for s in data.segments} <= {"cpu_bound", "cpu_idle", "gpu_compute_bound", "gpu_memory_bound",
                                                 "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead"}
     assert sum(data.bound_ns.values()) == data.length_ns
+
+
+@pytest.mark.parametrize("launch", ["hipLaunchKernel", "hipModuleLaunchKernel", "cuLaunchKernel",
+                                    "cudaLaunchCooperativeKernel"])
+def test_launches_of_every_vendor_and_api_are_paired(tmp_path: Path, launch: str) -> None:
+    """A ROCm trace's hipLaunchKernel (HTA 0.6.1 knows CUDA's names only: no rows there, and our
+    launches exited 1), the driver API's cuLaunchKernel (Triton, torch.compile): paired with their
+    kernels like cudaLaunchKernel, in `launches` and in `queues`."""
+    out = tmp_path / "vendor"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        g = b.device("cuda:0", ts=0)
+        for k in range(3):
+            _launch(b, k + 1, 1000 * k, 1000 * k + 200, launch)
+            _kernel(b, g, 3, k + 1, "k", 1000 * k + 500, 1000 * k + 900)
+    data = _run("launches", out, Window(include_last_step=True), runtime_cutoff_us=50.0,
+                launch_delay_cutoff_us=100.0, kernels_only=True)
+    assert [(x.cpu_ns, x.delay_ns, x.gpu_ns) for x in data.launches] == [(200, 300, 400)] * 3
+    depth = _run("queues", out, Window(include_last_step=True), max_queue_length=2)
+    assert next(q for q in depth.queues if q.queue == 3).launches == 3
