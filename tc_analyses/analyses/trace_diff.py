@@ -7,12 +7,19 @@ steps (``ProfilerStep#N``);
 GPU rows are kernels, copies (``Memcpy <copy kind>``), memsets and synchronisations. Per row: the
 count and total time in the control and in the test trace, and their differences (test −
 control). Rows are ordered by the absolute time difference, largest first.
+
+GPU work with no recorded launch call is left out when the trace has launched GPU work (HTA
+assigns GPU work to an iteration through its launch and drops the rest): in a step window,
+unlaunched work counted by its start made fake deltas, a collective's kernels "3 -> 6 runs".
+Their number is reported.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from tc_analyses.analyses.breakdown import gpu_events
 from tc_analyses.analyses.kernels import display_name
@@ -51,10 +58,13 @@ class TraceDiff:
     control_gpu_ns: int  # summed GPU operation time
     test_gpu_ns: int
     findings: tuple[Finding, ...]
+    control_unlaunched: int = 0  # GPU operations and syncs left out: no launch call recorded
+    test_unlaunched: int = 0
 
     def json_data(self) -> dict[str, object]:
         return {"control": self.control, "test": self.test, "scope": self.scope, "control_gpu_ns": self.control_gpu_ns,
-                "test_gpu_ns": self.test_gpu_ns,
+                "test_gpu_ns": self.test_gpu_ns, "control_unlaunched": self.control_unlaunched,
+                "test_unlaunched": self.test_unlaunched,
                 "rows": [dict(r.__dict__, count_change=r.count_change, time_change_ns=r.time_change_ns)
                          for r in self.rows]}
 
@@ -75,6 +85,20 @@ def summarize(activity: Activity) -> dict[tuple[str, str], tuple[int, int]]:
         entry[0] += 1
         entry[1] += op.duration
     return {key: (c, t) for key, (c, t) in counts.items()}
+
+
+def launched_only(activity: Activity) -> tuple[Activity, int]:
+    """`activity` without its GPU work that has no launch call, and how much that was; unchanged
+    when none of its GPU work has one (a trace of the GPU side alone)."""
+    gpu = activity.launch_indexes() >= 0
+    syncs = activity.calls_with_correlation(activity.syncs.column("correlation_id")) >= 0
+    if not gpu.any() and not syncs.any():
+        return activity, 0
+    left_out = int((~gpu).sum() + (~syncs).sum())
+    if not left_out:
+        return activity, 0
+    return replace(activity, gpu=activity.gpu.take(np.flatnonzero(gpu)),
+                   syncs=activity.syncs.take(np.flatnonzero(syncs)), _launch={}), left_out
 
 
 def compare(control: Activity, test: Activity) -> list[DiffRow]:
@@ -106,10 +130,12 @@ def _findings(rows: list[DiffRow], control_gpu: int, test_gpu: int) -> list[Find
 
 def run(control: Inputs, test: Inputs) -> Result:
     """The diff of `test` against `control`, both read through their (same) window."""
-    rows = compare(control.activity, test.activity)
+    (before, control_unlaunched), (after, test_unlaunched) = launched_only(control.activity), launched_only(test.activity)
+    rows = compare(before, after)
     if not rows:
         raise AnalysisUnavailable(f"{control.path}, {test.path}: nothing ran in {control.scope.window} of either trace")
-    sums = [sum(o.duration for o in gpu_events(t.activity)) for t in (control, test)]
+    sums = [sum(o.duration for o in gpu_events(a)) for a in (before, after)]
     findings = tuple(_findings(rows, sums[0], sums[1]))
-    data = TraceDiff(str(control.path), str(test.path), control.scope.text(), tuple(rows), sums[0], sums[1], findings)
+    data = TraceDiff(str(control.path), str(test.path), control.scope.text(), tuple(rows), sums[0], sums[1], findings,
+                     control_unlaunched, test_unlaunched)
     return Result("diff", f"{control.path} -> {test.path}", data, findings)

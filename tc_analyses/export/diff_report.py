@@ -17,7 +17,11 @@ def _us(ns: float) -> str:
 def text(result: Result, top: int = 20) -> str:
     data: TraceDiff = result.data
     lines = [f"Trace diff: control {data.control}", f"            test    {data.test}", f"  {data.scope}",
-             f"  GPU operation time: {data.control_gpu_ns / 1e3:,.1f} µs -> {data.test_gpu_ns / 1e3:,.1f} µs", ""]
+             f"  GPU operation time: {data.control_gpu_ns / 1e3:,.1f} µs -> {data.test_gpu_ns / 1e3:,.1f} µs"]
+    if data.control_unlaunched or data.test_unlaunched:
+        lines.append(f"  left out, no launch call recorded (as HTA): {data.control_unlaunched:,} GPU operations in the "
+                     f"control, {data.test_unlaunched:,} in the test")
+    lines.append("")
     for side in ("gpu", "cpu"):
         rows = [r for r in data.rows if r.side == side][:top]
         if not rows:

@@ -270,3 +270,40 @@ def test_launches_of_every_vendor_and_api_are_paired(tmp_path: Path, launch: str
     assert [(x.cpu_ns, x.delay_ns, x.gpu_ns) for x in data.launches] == [(200, 300, 400)] * 3
     depth = _run("queues", out, Window(include_last_step=True), max_queue_length=2)
     assert next(q for q in depth.queues if q.queue == 3).launches == 3
+
+
+def _allreduce_step(out: Path, unlaunched: int) -> Path:
+    """Two steps; step 0 launches three AllReduce kernels, and `unlaunched` more run in it whose
+    launch calls were not recorded (a collective's kernels often have none in a Kineto file)."""
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        g = b.device("cuda:0", ts=0)
+        for step in range(2):
+            b.add("step_begin", "1", 10_000 * step, step, 1)
+            for k in range(3):
+                corr = 100 * step + k + 1
+                _launch(b, corr, 10_000 * step + 100 * k, 10_000 * step + 100 * k + 50)
+                _kernel(b, g, 9, corr, NCCL, 10_000 * step + 1000 * k + 500, 10_000 * step + 1000 * k + 900)
+            if step == 0:
+                for k in range(unlaunched):
+                    _kernel(b, g, 9, 900 + k, NCCL, 5000 + 1000 * k, 5000 + 1000 * k + 400)
+            b.add("step_end", "1", 10_000 * step + 9_999, step, 1)
+    return out
+
+
+def test_trace_diff_leaves_out_gpu_work_without_a_launch_as_hta(tmp_path: Path, cli: Any) -> None:
+    """GPU work with no recorded launch is left out of the diff (HTA assigns GPU work to an
+    iteration through its launch and drops the rest), and counted: the same three launched
+    all-reduces on each side are no change, where counting the test's three unlaunched ones by
+    their start in the step made "3 -> 6 runs"."""
+    from tc_analyses.analyses import trace_diff
+
+    control, test = _allreduce_step(tmp_path / "control", 0), _allreduce_step(tmp_path / "test", 3)
+    step0 = Window("0", include_last_step=True)
+    result = trace_diff.run(TraceInputs(control, window=step0), TraceInputs(test, window=step0)).data
+    row = next(r for r in result.rows if r.side == "gpu")
+    assert (row.control_count, row.test_count, row.time_change_ns) == (3, 3, 0)
+    assert (result.control_unlaunched, result.test_unlaunched) == (0, 3)
+    assert not any(f.kind == "gpu_time_change" for f in result.findings)
+    done = cli("diff", str(control), str(test), "--window", "0", "--include-last-step")
+    assert done.exit_code == 0, done.stderr
+    assert "left out, no launch call recorded (as HTA): 0 GPU operations in the control, 3 in the test" in done.stdout
