@@ -18,7 +18,13 @@ Each step of the walk adds a segment: the interval's own time, or the gap before
 add up to the path's length: the end of the last interval minus the start of the first one. Per
 segment kind (HTA's ``bound_by``): ``cpu_bound``, ``cpu_idle`` (the thread ran nothing),
 ``gpu_compute_bound``, ``gpu_communication_bound``, ``gpu_memory_bound``,
-``gpu_kernel_launch_overhead``, ``gpu_kernel_kernel_overhead`` and ``gpu_wait``.
+``gpu_kernel_launch_overhead``, ``gpu_kernel_kernel_overhead`` and ``gpu_wait``. Two more, where HTA's
+labels mislead: a thread's idle gap that ends right after another thread of the process ended
+work (within :data:`RELEASE_NS`) is ``cpu_other_thread`` (the main thread waiting for the autograd
+engine's backward is not idle), and a queue's gap that ends right after another queue of its
+device ended an operation is ``gpu_other_queue`` (a kernel waiting on another stream is not a
+kernel-to-kernel overhead). Work that merely runs at the same time does not count: concurrent
+streams are not waiting on each other.
 """
 
 from __future__ import annotations
@@ -38,8 +44,13 @@ from tc_analyses.model.activity import Activity, ApiCall, GpuOp
 
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                         "hipStreamSynchronize", "hipDeviceSynchronize"})
-BOUNDS = ("cpu_bound", "cpu_idle", "gpu_compute_bound", "gpu_communication_bound", "gpu_memory_bound",
-          "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_wait")
+BOUNDS = ("cpu_bound", "cpu_idle", "cpu_other_thread", "gpu_compute_bound", "gpu_communication_bound",
+          "gpu_memory_bound", "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_other_queue", "gpu_wait")
+# A gap's kind, and the kind of its parts during which another thread (queue) works.
+_COVERED = {"cpu_idle": "cpu_other_thread", "gpu_kernel_kernel_overhead": "gpu_other_queue"}
+# How soon after another thread's (queue's) work ends a thread (queue) must resume to be taken as
+# having waited for it: a thread wakes within tens of µs, a queue's next kernel within a few.
+RELEASE_NS = {"thread": 50_000, "queue": 10_000}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +159,36 @@ class _Walk:
         for s in activity.syncs:
             if s.kind == "Stream Wait Event" and s.wait_queue >= 0:
                 self.waits[(s.device, s.queue)].append((s.start, s.wait_queue))
+        # Busy time of each thread (its pieces are disjoint) and of each queue (its operations merged).
+        self.busy: dict[str, tuple[list[int], list[int]]] = {
+            f"thread {tid}": ([p.start for p in ps], [p.end for p in ps]) for tid, ps in self.pieces.items()}
+        for (device, queue), ops in self.queues.items():
+            self.busy[f"{device} queue {queue}"] = _merged([(o.start, o.end) for o in ops])
+
+    def gap(self, bound: str, where: str, start: int, end: int) -> list[Segment]:
+        """The gap [start, end) of `where` as a segment: `bound`, or its covered kind when another
+        thread (for a thread) or another queue of the device (for a queue) ended work within
+        :data:`RELEASE_NS` before the gap ends: the sign that it waited for that work."""
+        covered = _COVERED.get(bound)
+        released = self.released_by(where, start, end) if covered is not None else None
+        if covered is None or released is None:
+            return [Segment(bound, "idle" if bound == "cpu_idle" else "gap", where, start, end)]
+        return [Segment(covered, released, where, start, end)]
+
+    def released_by(self, where: str, start: int, end: int) -> str | None:
+        """The other thread (queue of the device) whose work ended last in (start, end], if that
+        was at most RELEASE_NS before `end`."""
+        kind = where.split(" queue ")[0] + " queue " if " queue " in where else "thread "
+        latest, name = start, None
+        for other, (_, ends) in self.busy.items():
+            if other == where or not other.startswith(kind):
+                continue
+            at = bisect.bisect_right(ends, end) - 1
+            if at >= 0 and ends[at] > latest:
+                latest, name = ends[at], other
+        window = RELEASE_NS["thread" if kind == "thread " else "queue"]
+        return name if name is not None and end - latest <= window else None
+
 
     def previous_piece(self, piece: CpuPiece) -> CpuPiece | None:
         ends = self.piece_ends[piece.tid]
@@ -173,6 +214,19 @@ class _Walk:
         keys = [k for k in self.queues if sync is None or sync.queue < 0 or k == (sync.device, sync.queue)]
         found = [op for k in keys if (op := self.last_op_before(*k, call.end)) is not None and op.end > call.start]
         return max(found, key=lambda o: o.end) if found else None
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Spans merged into disjoint ones, as (starts, ends) in time order."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for lo, hi in sorted(spans):
+        if ends and lo <= ends[-1]:
+            ends[-1] = max(ends[-1], hi)
+        else:
+            starts.append(lo)
+            ends.append(hi)
+    return starts, ends
 
 
 def _gpu_bound(op: GpuOp) -> str:
@@ -212,7 +266,7 @@ def critical_path(activity: Activity) -> list[Segment]:
                 break
             time, _, bound, nxt = max(ready, key=lambda r: (r[0], r[1]))
             if current.start > time:
-                segments.append(Segment(bound, "gap", where, time, current.start))
+                segments += walk.gap(bound, where, time, current.start)
             current, until = nxt, time
             continue
         where = f"thread {current.tid}"
@@ -226,7 +280,7 @@ def critical_path(activity: Activity) -> list[Segment]:
         if before is None:
             break
         if before.end < current.start:
-            segments.append(Segment("cpu_idle", "idle", where, before.end, current.start))
+            segments += walk.gap("cpu_idle", where, before.end, current.start)
         current, until = before, before.end
     segments = [s for s in segments if s.end > s.start]
     return sorted(segments, key=lambda s: (s.start, s.end))
@@ -268,6 +322,10 @@ def _findings(bound: dict[str, int], length: int, top: tuple[tuple[str, str, int
         "gpu_memory_bound": "copies set the pace: pin host memory, copy asynchronously, keep data on the GPU",
         "gpu_kernel_launch_overhead": f"launch delays set the pace: fuse kernels or use {advice('graph_captures', framework)}",
         "gpu_kernel_kernel_overhead": "gaps between kernels set the pace: fuse small kernels",
+        "cpu_other_thread": "the thread waits while another thread of the process works (the autograd engine's "
+                            "backward, a data loader, a pool): the work on that thread sets the pace",
+        "gpu_other_queue": "the queue waits while another queue of its device works (an event or a collective's "
+                           "stream): rebalance the work between streams or overlap them",
         "gpu_wait": "queues wait on each other: rebalance the work between streams",
     }[worst]
     named = ", ".join(n[:60] for b, n, _ in top[:3] if b == worst and n not in ("gap", "idle"))

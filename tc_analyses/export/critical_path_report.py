@@ -12,7 +12,8 @@ from tc_analyses.export.tables import table, write_csv
 ARTIFACTS = "the path's segments (critical_path.csv)"
 COLORS = {"cpu_bound": "tab:blue", "cpu_idle": "#bbbbbb", "gpu_compute_bound": "tab:green",
           "gpu_communication_bound": "tab:purple", "gpu_memory_bound": "tab:brown",
-          "gpu_kernel_launch_overhead": "tab:red", "gpu_kernel_kernel_overhead": "tab:orange", "gpu_wait": "tab:pink"}
+          "gpu_kernel_launch_overhead": "tab:red", "gpu_kernel_kernel_overhead": "tab:orange", "gpu_wait": "tab:pink",
+          "cpu_other_thread": "tab:cyan", "gpu_other_queue": "tab:olive"}
 
 
 def text(result: Result) -> str:

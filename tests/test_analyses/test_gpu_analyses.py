@@ -248,8 +248,10 @@ def test_critical_path_crosses_to_the_gpu_through_a_sync(tmp_path: Path) -> None
 def test_critical_path_stays_on_the_cpu_when_the_gpu_was_done(trace: Path) -> None:
     # No synchronisation: the last op's end is set by the host alone.
     data = _run("critical-path", trace, Window("1"), top=5)
+    # (the copy starts 1 µs after the NCCL kernel of queue 9 ends: read as a wait for it)
     assert {s.bound for s in data.segments} <= {"cpu_bound", "cpu_idle", "gpu_compute_bound", "gpu_memory_bound",
-                                                "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead"}
+                                                "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead",
+                                                "gpu_other_queue"}
     assert sum(data.bound_ns.values()) == data.length_ns
 
 
@@ -307,3 +309,49 @@ def test_trace_diff_leaves_out_gpu_work_without_a_launch_as_hta(tmp_path: Path, 
     done = cli("diff", str(control), str(test), "--window", "0", "--include-last-step")
     assert done.exit_code == 0, done.stderr
     assert "left out, no launch call recorded (as HTA): 0 GPU operations in the control, 3 in the test" in done.stdout
+
+
+def _node(b: TraceBuilder, cpu: int, tid: int, node: int, start: int, end: int, op: str) -> None:
+    b.add("node_begin", str(tid), start, node, op, op, cpu, tid, 0)
+    b.add("node_end", str(tid), end, node, cpu, tid)
+
+
+@pytest.mark.parametrize("resumes_after", [5_000, 45_000])
+def test_a_thread_waiting_for_another_threads_work_is_not_idle(tmp_path: Path, resumes_after: int) -> None:
+    """The main thread's gap before its next op is the autograd thread's work when it resumes right
+    after that work ends (within RELEASE_NS): cpu_other_thread, named after the thread; when the
+    other thread finished long before, the gap stays cpu_idle."""
+    out = tmp_path / "threads"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, g = b.device("cpu", ts=0), b.device("cuda:0", ts=0)
+        _node(b, cpu, 1, 1, 0, 10_000, "aten::forward_part")
+        _node(b, cpu, 2, 2, 12_000, 100_000 - resumes_after, "autograd::engine::evaluate_function")
+        _node(b, cpu, 1, 3, 100_000, 110_000, "aten::step")
+        b.add("api_enter", "1", 101_000, 1, "cudaLaunchKernel", 7)
+        b.add("api_exit", "1", 102_000, 1, "cudaLaunchKernel", 7)
+        _kernel(b, g, 7, 7, "k", 120_000, 130_000)
+    data = _run("critical-path", out, Window(include_last_step=True), top=5)
+    gap = next(s for s in data.segments if s.where == "thread 1" and s.start == 10_000)
+    assert gap.end == 100_000
+    waited = resumes_after <= 50_000
+    assert (gap.bound, gap.name) == (("cpu_other_thread", "thread 2") if waited else ("cpu_idle", "idle"))
+    assert sum(data.bound_ns.values()) == data.length_ns
+
+
+@pytest.mark.parametrize("other_ends", [19_500, 5_000])
+def test_a_queue_waiting_for_another_queue_is_not_kernel_overhead(tmp_path: Path, other_ends: int) -> None:
+    """A kernel that starts right after a kernel of another queue of its device ends (no event
+    recorded) waited for it: gpu_other_queue; a kernel of another queue that merely ran at the same
+    time does not make the gap a wait (gpu_kernel_kernel_overhead)."""
+    out = tmp_path / "queues"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        g = b.device("cuda:0", ts=0)
+        for corr, (start, end) in enumerate(((0, 1_000), (20_000, 21_000)), start=1):
+            _launch(b, corr, 10 * corr, 10 * corr + 5)
+            _kernel(b, g, 7, corr, f"k{corr}", start, end)
+        _launch(b, 3, 40, 45)
+        _kernel(b, g, 9, 3, "other", 1_000, other_ends)
+    data = _run("critical-path", out, Window(include_last_step=True), top=5)
+    gap = next(s for s in data.segments if s.where == "cuda:0 queue 7" and s.start == 1_000)
+    expected = ("gpu_other_queue", "cuda:0 queue 9") if other_ends == 19_500 else ("gpu_kernel_kernel_overhead", "gap")
+    assert (gap.bound, gap.name, gap.end) == (*expected, 20_000)
