@@ -1,0 +1,71 @@
+"""Traces of the shapes on which HTA 0.6.1 (traceinsight) is wrong, made here: dfcompass reads them
+right (docs/hta.md, "HTA's bugs that dfcompass does not copy"). The shapes come from public Kineto
+traces HTA was run on (issue 36); the files stay out of the tests, these are their shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tc_analyses.inputs import TraceInputs
+from tc_analyses.model.window import Window
+from tc_analyses.registry import entry
+from tracer.importers import import_kineto
+
+T0 = 1_700_000_000_000_000  # µs
+
+
+def _imported(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    import_kineto(src, tmp_path / "trace")
+    return tmp_path / "trace"
+
+
+def _gpu(cat: str, name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": T0 + ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr, **args}}
+
+
+def _launch(name: str, ts: float, corr: int) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": T0 + ts, "dur": 2,
+            "args": {"correlation": corr}}
+
+
+def _run(key: str, trace: Path, **options: Any) -> Any:
+    defaults = {"kernels": {"top": 10, "duration_ratio": 0.8}, "bandwidth": {}}[key]
+    return entry(key).run(TraceInputs(trace, window=Window(include_last_step=True)), {**defaults, **options}).data
+
+
+def test_a_cpu_op_with_a_stream_arg_is_no_kernel(tmp_path: Path) -> None:
+    """A Triton trace's cpu_op carries args.stream; HTA counted it as a 94 µs kernel of the name the
+    1.76 µs kernel has. It is the host op that launched it: the kernel is 1.76 µs."""
+    name = "triton_poi_fused_add_0"
+    trace = _imported(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": T0, "dur": 94,
+         "args": {"stream": 7, "device": 0, "External id": 5}},
+        _launch("cuLaunchKernel", 10, 40),
+        _gpu("kernel", name, 100, 1.76, 40)])
+    kernels = _run("kernels", trace).kernels
+    assert [(k.name, k.count, k.total_ns) for k in kernels] == [(name, 1, 1760)]
+
+
+def test_a_20_ns_kernel_keeps_its_20_ns(tmp_path: Path) -> None:
+    """Kineto's ns-resolution files give a 20 ns kernel as dur 0.02; HTA rounds its start up and its
+    end down to whole µs, which makes it -1 µs long (its temporal breakdown then fails an assertion)."""
+    trace = _imported(tmp_path, [_launch("cudaLaunchKernel", 0, 1), _gpu("kernel", "tiny", 10.49, 0.02, 1),
+                                 _launch("cudaLaunchKernel", 20, 2), _gpu("kernel", "next", 30, 1.0, 2)])
+    kernels = {k.name: k for k in _run("kernels", trace).kernels}
+    assert (kernels["tiny"].count, kernels["tiny"].total_ns) == (1, 20)
+
+
+def test_back_to_back_copies_are_not_summed_into_a_peak(tmp_path: Path) -> None:
+    """Two 1 MB copies of 10 µs each, the second starting as the first ends: each runs at 100 GB/s
+    and so does the pair; HTA's time series adds both at the shared instant (a 671 GB/s peak on the
+    trace where it was seen)."""
+    trace = _imported(tmp_path, [
+        _launch("cudaMemcpyAsync", 0, 1), _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 10, 10, 1, bytes=1_000_000),
+        _launch("cudaMemcpyAsync", 3, 2), _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20, 10, 2, bytes=1_000_000)])
+    [row] = _run("bandwidth", trace).kinds
+    assert (row.kind, row.count, row.max_gbps, row.peak_concurrent_gbps) == ("HtoD", 2, 100.0, 100.0)
