@@ -69,3 +69,25 @@ def test_back_to_back_copies_are_not_summed_into_a_peak(tmp_path: Path) -> None:
         _launch("cudaMemcpyAsync", 3, 2), _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20, 10, 2, bytes=1_000_000)])
     [row] = _run("bandwidth", trace).kinds
     assert (row.kind, row.count, row.max_gbps, row.peak_concurrent_gbps) == ("HtoD", 2, 100.0, 100.0)
+
+
+def test_short_copies_keep_their_ns_where_hta_rounds_them_away(tmp_path: Path) -> None:
+    """On a ns-stamped file, HTA rounds each slice inward to whole µs: a 1.4 µs copy keeps 0 or 1 µs.
+    On a 1M-event file (hta-nccl-rank0 repeated) its memory time was 31,402 µs against our 56,361;
+    ours is the file's: the sum of the copies' durations (checked here on 10 copies, and read the
+    way HTA reads, the same copies give HTA's smaller figure)."""
+    from tc_analyses.analyses.breakdown import round_like_hta
+    from tc_analyses.analyses.kernels import type_times
+    from tc_analyses.reader import read_trace
+
+    events = []
+    for k in range(10):
+        events += [_launch("cudaMemcpyAsync", 10 * k, k + 1),
+                   _gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 10 * k + 5.8, 1.4, k + 1, bytes=4096)]
+    trace = _imported(tmp_path, events)
+    memory = {t.label: t.time_ns for t in _run("kernels", trace).types}["memory"]
+    assert memory == sum(1400 for _ in range(10))  # the file's durations, to the ns
+    inputs = TraceInputs(trace, window=Window(include_last_step=True))
+    rounded = round_like_hta(inputs.activity, read_trace(trace).metadata.clock_offset_ns)
+    as_hta = {t.label: t.time_ns for t in type_times(rounded.gpu)}.get("memory", 0)
+    assert as_hta == 10 * 1000  # [5.8, 7.2) µs read as [6, 7): 1 µs of each 1.4, 29 % lost
