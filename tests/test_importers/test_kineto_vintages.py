@@ -105,12 +105,12 @@ def test_an_import_never_succeeds_without_the_gpu_work_it_skipped(tmp_path: Path
     cpu_only = [e for e in events if e.get("cat") in ("Operator", "Runtime")]
     with pytest.raises(KinetoImportError) as failed:
         import_kineto(_write(tmp_path / "only.json", cpu_only + unknown), tmp_path / "only", checked=checked)
-    assert "6 GPU slices (a device and a stream given) were not imported: 6 'gpu_op_v0'" in str(failed.value)
+    assert "6 GPU slices were not imported (no dfcompass class takes their category): 6 'gpu_op_v0'" in str(failed.value)
     assert "no GPU side" in str(failed.value) and "\n" not in str(failed.value)
     assert not (tmp_path / "only").exists()
     mixed = import_kineto(_write(tmp_path / "mixed.json", events + unknown), tmp_path / "mixed", checked=checked)
     assert mixed.events_per_class["dfc:kernel_begin"] == 3
-    assert mixed.notes[0] == ("6 GPU slices (a device and a stream given) were not imported: 6 'gpu_op_v0': "
+    assert mixed.notes[0] == ("6 GPU slices were not imported (no dfcompass class takes their category): 6 'gpu_op_v0': "
                               "the GPU side is incomplete")
 
 
@@ -122,5 +122,25 @@ def test_the_cli_says_it_in_one_line_and_exits_1(tmp_path: Path, cli: Callable[.
     done = cli("import-kineto", str(src), "-o", str(tmp_path / "out"))
     assert done.exit_code == 1
     assert done.stdout == "" and done.stderr.strip().splitlines() == [
-        f"dfcompass: error: {src}: 3 GPU slices (a device and a stream given) were not imported: 3 'gpu_op_v0', "
+        f"dfcompass: error: {src}: 3 GPU slices were not imported (no dfcompass class takes their category): 3 'gpu_op_v0', "
         "and no GPU activity of a kind it reads: the import would have no GPU side"]
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_mtia_device_work_is_named_not_dropped(tmp_path: Path, checked: bool) -> None:
+    """MTIA's files: runtime calls in `mtia_runtime` (read as runtime calls), device work in
+    `mtia_ccp_events` slices with no device or stream args. No class takes that work yet: the
+    import says so instead of succeeding without a device side."""
+    t0 = 3_605_054_881_000
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 31, "tid": 31, "ts": t0, "dur": 400,
+               "args": {"External id": 1}},
+              {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution",
+               "pid": 31, "tid": 31, "ts": t0 + 10, "dur": 300, "args": {"correlation": 7}}]
+    events += [{"ph": "X", "cat": "mtia_ccp_events", "name": name, "pid": 9, "tid": 801, "ts": t0 + 320 + 10 * k,
+                "dur": 8.1, "args": {"size": 16, "sqid": 1}} for k, name in enumerate(("dma_request", "job_exe"))]
+    with pytest.raises(KinetoImportError) as failed:
+        import_kineto(_write(tmp_path / "mtia.json", events), tmp_path / "mtia", checked=checked)
+    assert "2 GPU slices were not imported (no dfcompass class takes their category): 2 'mtia_ccp_events'" in str(
+        failed.value)
+    kept = import_kineto(_write(tmp_path / "cpu.json", events[:2]), tmp_path / "cpu", checked=checked)
+    assert kept.events_per_class["dfc:api_enter"] == 1 and "mtia_runtime" not in kept.skipped

@@ -22,7 +22,8 @@ import numpy as np
 from tracer import schema
 from tracer.collectives import collective_kind
 from tracer.importers.kineto_fields import (
-    LEGACY_CATEGORIES,
+    CATEGORY_ALIASES,
+    UNREAD_DEVICE_CATEGORIES,
     MAX_TIME_NS,
     STEP,
     STREAM_NAME,
@@ -42,7 +43,7 @@ NODE, API, USER, GPU_ANNOTATION, SYNC, KERNEL, MEMCPY, MEMSET, INSTANT, META, AC
 _X_CATS = {"cpu_op": NODE, "cuda_runtime": API, "cuda_driver": API, "user_annotation": USER,
            "gpu_user_annotation": GPU_ANNOTATION, "cuda_sync": SYNC, "kernel": KERNEL, "gpu_memcpy": MEMCPY,
            "gpu_memset": MEMSET}
-_X_CATS.update({old: _X_CATS[new] for old, new in LEGACY_CATEGORIES.items()})
+_X_CATS.update({old: _X_CATS[new] for old, new in CATEGORY_ALIASES.items()})
 _PAIRS: dict[tuple[Any, Any], int] = {("X", cat): code for cat, code in _X_CATS.items()}
 for _cat in ("ac2g", "fwdbwd"):
     for _ph in ("s", "t", "f"):
@@ -277,7 +278,8 @@ class KinetoColumns:
             key = str(cat) if cat else ("instant" if ph in ("i", "I") else f"ph={ph}")
             self.skipped[key] = self.skipped.get(key, 0) + 1
             args = e.args
-            if ph == "X" and isinstance(args, Args) and args.device is not UNSET and args.stream is not UNSET:
+            if ph == "X" and (key in UNREAD_DEVICE_CATEGORIES or isinstance(args, Args) and args.device is not UNSET
+                              and args.stream is not UNSET):
                 self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
 
     # ------------------------------------------------------------------ kinds

@@ -21,7 +21,8 @@ from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.importers.kineto_fields import (
     DEVICE_WIDE_STREAM,
-    LEGACY_CATEGORIES,
+    CATEGORY_ALIASES,
+    UNREAD_DEVICE_CATEGORIES,
     MAX_TIME_NS,
     STEP,
     STREAM_NAME,
@@ -65,7 +66,7 @@ def _kind(event: dict[str, Any]) -> str | None:
     if not isinstance(ph, (str, type(None))) or not isinstance(cat, (str, type(None))):
         return None  # a list or object where a string belongs: skipped, and counted by _skip_key
     if ph == "X":
-        cat = LEGACY_CATEGORIES.get(cat, cat) if cat is not None else None
+        cat = CATEGORY_ALIASES.get(cat, cat) if cat is not None else None
         if cat == "cpu_op":
             return "node"
         if cat in _API_CATS:
@@ -330,7 +331,8 @@ class Converter:
             key = _skip_key(event)
             self.skipped[key] = self.skipped.get(key, 0) + 1
             args = event.get("args")
-            if ph == "X" and isinstance(args, dict) and "device" in args and "stream" in args:
+            if ph == "X" and (key in UNREAD_DEVICE_CATEGORIES
+                              or isinstance(args, dict) and "device" in args and "stream" in args):
                 self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
         elif kind == "node":
             self.node(index, event)

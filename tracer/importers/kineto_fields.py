@@ -10,12 +10,16 @@ from tracer.importers.kineto_source import U32_MAX, as_int, unsigned
 
 MAX_TIME_NS = 2**62  # a time or duration past this (146 years) is no real trace; CTF clocks are 64-bit
 
-# The categories of Kineto's first files (PyTorch 1.8-1.9, the TensorBoard plugin's era) under
-# today's names: the events are otherwise the same (a correlation id on calls and activities).
 # The stream of a cuda_sync that waits for the whole device (context and event syncs): no queue.
 DEVICE_WIDE_STREAM = -1
-LEGACY_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
-                     "Memset": "gpu_memset"}
+# Categories read as another's: Kineto's first files (PyTorch 1.8-1.9, the TensorBoard plugin's
+# era) under today's names (the events are otherwise the same: a correlation id on calls and
+# activities), and MTIA's runtime calls as runtime calls.
+CATEGORY_ALIASES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+                    "Memset": "gpu_memset", "mtia_runtime": "cuda_runtime"}
+# Device work that no dfcompass class takes yet, though its slices give no device and stream args:
+# skipped, but counted as skipped GPU work (MTIA's command processor events).
+UNREAD_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
 
 
 def _milli(value: Any) -> int:

@@ -1,0 +1,189 @@
+"""dfcompass against HolisticTraceAnalysis (HTA) on Kineto traces we have not seen: a trace x analysis table.
+
+Not part of ``make bench`` or the tests: the traces are public files kept outside the repository
+(issue 36), one folder per trace (HTA reads every rank file of a folder), for instance HTA's own
+test data (github.com/facebookresearch/HolisticTraceAnalysis, tests/data) and the TensorBoard
+plugin's samples of 2021 (github.com/pytorch/kineto, tb_plugin/samples, in its history)::
+
+    python3 -m venv /tmp/tivenv && /tmp/tivenv/bin/pip install traceinsight==0.6.1
+    .venv/bin/python bench/hta_corpus.py --hta-python /tmp/tivenv/bin/python CORPUS/*
+
+For each folder, HTA (traceinsight 0.6.1, in its own interpreter, a process per folder) and
+dfcompass (``import_kineto``, then the analyses on the imported trace, with HTA's whole-µs reading
+of ns stamps, :func:`round_like_hta`) give, per rank file:
+
+* the import: ``ok``, or dfcompass's one-line refusal;
+* ``temporal``: idle, compute, non-compute and kernel time (``get_temporal_breakdown``);
+* ``types``: GPU time per kernel type and overlap of types (``get_gpu_kernel_breakdown``);
+* ``launches``: the number of launch calls paired with their GPU work (``get_cuda_kernel_launch_stats``).
+
+A cell is ``match`` (every figure within 1 µs, or equal counts), ``differ`` (with the largest
+difference), ``HTA fails`` (its error), ``dfcompass fails`` (ours), or ``-`` (nothing to compare:
+no GPU work on either side). The table goes to stdout, the numbers to bench/out/hta_corpus.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEMPORAL = ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")
+TOLERANCE_US = 1.0
+
+
+# ------------------------------------------------------------------------------------- HTA side
+def hta_numbers(trace_dir: str) -> dict[str, Any]:
+    """Per rank file: HTA's numbers, or the error each analysis raised (needs ``hta``)."""
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    from hta.trace_analysis import TraceAnalysis
+
+    analysis = TraceAnalysis(trace_dir=trace_dir)
+    out: dict[str, Any] = {str(rank): {"file": Path(str(analysis.t.trace_files[rank])).name}
+                           for rank in sorted(analysis.t.traces)}
+
+    def attempt(key: str, compute: Any) -> None:
+        try:
+            for rank, value in compute().items():
+                out[str(rank)][key] = value
+        except Exception as error:  # HTA's own failure is a result here
+            for rank in out:
+                out[rank][key] = f"HTA fails: {type(error).__name__}: {str(error)[:120]}"
+
+    def temporal() -> dict[int, list[float]]:
+        table = analysis.get_temporal_breakdown(visualize=False)
+        return {int(row["rank"]): [float(row[c]) for c in TEMPORAL] for _, row in table.iterrows()}
+
+    def types() -> dict[int, dict[str, float]]:
+        table, _ = analysis.get_gpu_kernel_breakdown(visualize=False, num_kernels=10, duration_ratio=0.8,
+                                                     include_memory_kernels=True)
+        found: dict[int, dict[str, float]] = {}
+        for _, row in table.iterrows():
+            found.setdefault(int(row.get("rank", 0)), {})[str(row["kernel_type"])] = float(row["sum"])
+        return found if found else {int(r): {} for r in out}
+
+    def launches() -> dict[int, int]:
+        return {int(rank): int(len(frame)) for rank, frame in
+                analysis.get_cuda_kernel_launch_stats(ranks=[int(r) for r in out], visualize=False).items()}
+
+    attempt("temporal", temporal)
+    attempt("types", types)
+    attempt("launches", launches)
+    return out
+
+
+def run_hta(trace_dir: str, hta_python: str, timeout_s: int) -> dict[str, Any] | str:
+    try:
+        done = subprocess.run([hta_python, __file__, "--hta-only", trace_dir], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"HTA fails: no answer in {timeout_s} s"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return f"HTA fails: {last[:160]}"
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+# -------------------------------------------------------------------------------- dfcompass side
+def ours(kineto_file: Path) -> dict[str, Any]:
+    """dfcompass's numbers for one rank file, in HTA's µs and reading; a refusal is a result."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tc_analyses.analyses.breakdown import round_like_hta, temporal_breakdown
+    from tc_analyses.analyses.kernels import type_times
+    from tc_analyses.analyses.launches import launches
+    from tc_analyses.errors import DfcompassError
+    from tc_analyses.model.activity import read_activity
+    from tc_analyses.model.window import Window, restrict
+    from tc_analyses.reader import read_trace
+    from tracer.importers import KinetoImportError, import_kineto
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            summary = import_kineto(kineto_file, Path(tmp) / "trace")
+        except KinetoImportError as error:
+            return {"import": f"refused: {str(error).split(': ', 1)[-1][:160]}"}
+        trace = read_trace(Path(tmp) / "trace")
+        activity = round_like_hta(read_activity(trace), trace.metadata.clock_offset_ns)
+    result: dict[str, Any] = {"import": "ok", "notes": summary.notes[:-1]}
+    try:
+        t = temporal_breakdown(activity, trace).total
+        result["temporal"] = [t.idle_ns / 1e3, t.compute_ns / 1e3, t.non_compute_ns / 1e3, t.kernel_time_ns / 1e3]
+    except DfcompassError as error:
+        result["temporal"] = f"none: {str(error)[:120]}"
+    kept, _ = restrict(activity, Window())
+    result["types"] = {label.upper().replace("COMPUTE", "COMPUTATION"): ns / 1e3
+                       for label, ns in ((t.label, t.time_ns) for t in type_times(kept.gpu))}
+    result["launches"] = len(launches(kept))  # HTA counts copy and memset launches too
+    return result
+
+
+# ------------------------------------------------------------------------------------ comparing
+def cell(theirs: Any, mine: Any) -> str:
+    if isinstance(mine, str) and not mine.startswith("none"):
+        return f"dfcompass fails: {mine}"
+    if isinstance(theirs, str):
+        return theirs if theirs.startswith("HTA fails") else f"HTA: {theirs}"
+    if isinstance(mine, str):
+        return "-" if not theirs or (isinstance(theirs, list) and not any(theirs)) else f"differ: ours {mine}"
+    if isinstance(theirs, int):
+        return "match" if theirs == mine else f"differ: {mine} against HTA's {theirs}"
+    if isinstance(theirs, list):
+        worst = max(abs(a - b) for a, b in zip(theirs, mine))
+        return "match" if worst <= TOLERANCE_US else f"differ: by up to {worst:,.1f} µs"
+    keys = set(theirs) | set(mine)
+    if not keys:
+        return "-"
+    worst = max(abs(theirs.get(k, 0.0) - mine.get(k, 0.0)) for k in keys)
+    return "match" if worst <= TOLERANCE_US else f"differ: by up to {worst:,.1f} µs"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace_dirs", nargs="+", help="one folder per Kineto trace (its rank files)")
+    parser.add_argument("--hta-python", help="a Python interpreter with hta (traceinsight) installed")
+    parser.add_argument("--hta-only", action="store_true", help="print HTA's numbers as JSON and stop")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds HTA may take per folder")
+    args = parser.parse_args()
+    if args.hta_only:
+        print(json.dumps(hta_numbers(args.trace_dirs[0])))
+        return
+    if not args.hta_python:
+        raise SystemExit("bench/hta_corpus.py: --hta-python PATH is needed (a Python with traceinsight 0.6.1)")
+    rows, numbers = [], {}
+    for trace_dir in args.trace_dirs:
+        theirs = run_hta(trace_dir, args.hta_python, args.timeout)
+        files = sorted(p for p in Path(trace_dir).iterdir() if p.name.endswith((".json", ".json.gz")))
+        by_file = {} if isinstance(theirs, str) else {r["file"]: r for r in theirs.values()}
+        for path in files:
+            mine = ours(path)
+            ref = by_file.get(path.name, theirs if isinstance(theirs, str) else "HTA: not loaded")
+            numbers[f"{Path(trace_dir).name}/{path.name}"] = {"hta": ref, "dfcompass": mine}
+            if mine["import"] != "ok":
+                cells = [mine["import"]] + ["-"] * 3
+            else:
+                cells = ["ok" + (f" ({'; '.join(mine['notes'])})" if mine["notes"] else "")] + [
+                    cell(ref if isinstance(ref, str) else ref.get(k, "HTA: no result"), mine[k])
+                    for k in ("temporal", "types", "launches")]
+            rows.append((f"{Path(trace_dir).name}/{path.name}"[:60], *cells))
+            print(" | ".join(rows[-1]), flush=True)
+    out = REPO_ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hta_corpus.json").write_text(json.dumps(numbers, indent=1, sort_keys=True, default=str))
+    tally: dict[str, int] = {}
+    for row in rows:
+        for value in row[2:]:
+            key = value.split(":")[0]
+            tally[key] = tally.get(key, 0) + 1
+    print("cells: " + ", ".join(f"{n} {k}" for k, n in sorted(tally.items())))
+
+
+if __name__ == "__main__":
+    main()
