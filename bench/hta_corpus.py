@@ -99,7 +99,7 @@ def run_hta(trace_dir: str, hta_python: str, timeout_s: int) -> dict[str, Any] |
 def ours(kineto_file: Path) -> dict[str, Any]:
     """dfcompass's numbers for one rank file, in HTA's µs and reading; a refusal is a result."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tc_analyses.analyses.breakdown import round_like_hta, temporal_breakdown
+    from tc_analyses.analyses.breakdown import read_like_hta, temporal_breakdown
     from tc_analyses.analyses.kernels import type_times
     from tc_analyses.analyses.launches import launches
     from tc_analyses.errors import DfcompassError
@@ -114,7 +114,7 @@ def ours(kineto_file: Path) -> dict[str, Any]:
         except KinetoImportError as error:
             return {"import": f"refused: {str(error).split(': ', 1)[-1][:160]}"}
         trace = read_trace(Path(tmp) / "trace")
-        activity = round_like_hta(read_activity(trace), trace.metadata.clock_offset_ns)
+        activity = read_like_hta(read_activity(trace), trace)
     result: dict[str, Any] = {"import": "ok", "notes": summary.notes[:-1],
                               "cpu_ops_with_a_stream": _cpu_ops_with_a_stream(kineto_file)}
     try:

@@ -75,7 +75,7 @@ def run_hta(trace_dir: str, hta_python: str | None) -> dict[str, Any]:
 # -------------------------------------------------------------------------------- dfcompass side
 def ours(kineto_file: str) -> dict[str, Any]:
     sys.path.insert(0, str(REPO_ROOT))
-    from tc_analyses.analyses.breakdown import idle_breakdown, round_like_hta, temporal_breakdown
+    from tc_analyses.analyses.breakdown import idle_breakdown, read_like_hta, temporal_breakdown
     from tc_analyses.model.activity import read_activity
     from tc_analyses.reader import read_trace
     from tracer.importers import import_kineto
@@ -85,7 +85,7 @@ def ours(kineto_file: str) -> dict[str, Any]:
         trace = read_trace(Path(tmp) / "trace")
         activity = read_activity(trace)
     result = {}
-    for label, act in (("ns", activity), ("hta_us", round_like_hta(activity, trace.metadata.clock_offset_ns))):
+    for label, act in (("ns", activity), ("hta_us", read_like_hta(activity, trace))):
         t = temporal_breakdown(act, trace).total
         idle = idle_breakdown(act, trace)
         result[label] = {

@@ -31,6 +31,7 @@ truncated, step does not count; operations without a recorded launch are then dr
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -288,28 +289,46 @@ def idle_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[str] 
 
 
 # ---------------------------------------------------------------------------- HTA's µs reading
-def _up(t: Any, offset: int) -> Any:
-    return -((-(t + offset)) // 1000) * 1000 - offset
+def hta_reading(starts: Any, ends: Any, to_source: int) -> tuple[Any, Any]:
+    """Starts and ends (trace ns) as HTA reads them: Kineto's µs (trace ns + `to_source`, as the file
+    writes them with 3 decimals) parsed to float64, the start rounded up, start + duration added
+    in float64 and rounded down, back in trace ns. At today's epoch a float64 µs is 0.25 µs
+    apart, so an end at .88 µs or more can round up before the floor: HTA's own arithmetic."""
+    out_starts, out_ends = [], []
+    for start, end in zip((np.asarray(starts) + to_source).tolist(), (np.asarray(ends) + to_source).tolist()):
+        ts = float(f"{start // 1000}.{start % 1000:03d}")
+        duration = end - start
+        dur = float(f"{'-' if duration < 0 else ''}{abs(duration) // 1000}.{abs(duration) % 1000:03d}")
+        out_starts.append(math.ceil(ts) * 1000 - to_source)
+        out_ends.append(math.floor(ts + dur) * 1000 - to_source)
+    return np.asarray(out_starts, dtype=np.int64), np.asarray(out_ends, dtype=np.int64)
 
 
-def _down(t: Any, offset: int) -> Any:
-    return ((t + offset) // 1000) * 1000 - offset
+def read_like_hta(activity: Activity, trace: DfcTrace) -> Activity:
+    """:func:`round_like_hta` with the clock offset and Kineto base of the imported `trace`."""
+    base = trace.metadata.env.get("kineto_base_ns", 0)
+    return round_like_hta(activity, trace.metadata.clock_offset_ns, base if isinstance(base, int) else 0)
 
 
-def round_like_hta(activity: Activity, clock_offset_ns: int) -> Activity:
+def round_like_hta(activity: Activity, clock_offset_ns: int, kineto_base_ns: int = 0) -> Activity:
     """`activity` with the times HTA reads from a ns-resolution Kineto file, for cross-checks.
 
-    HTA keeps whole µs: a slice's start is rounded up and its end down (so a slice shorter than
-    a µs may end before it starts). The µs boundaries are those of the source clock: trace time
-    + `clock_offset_ns` (the trace's clock offset; for imported Kineto files Kineto's ns plus a
-    base that is a whole number of µs). For files with whole-µs stamps this changes nothing.
+    HTA keeps whole µs: a slice's start is rounded up and its end (start + duration, added in
+    float64 as HTA adds them) down, so a slice shorter than a µs may end before it starts. The µs
+    are the file's: trace time + `clock_offset_ns` is wall time, and wall time - `kineto_base_ns`
+    is what the file wrote (the importer's `kineto_base_ns` environment entry; 0 for files with
+    wall-clock stamps). For files with whole-µs stamps this changes nothing.
     """
-    def rounded(table: TableT) -> TableT:
-        return table.with_columns(start=_up(table.column("start"), clock_offset_ns),
-                                  end=_down(table.column("end"), clock_offset_ns))
+    to_source = clock_offset_ns - kineto_base_ns
 
-    steps = [replace(r, start=int(_up(r.start, clock_offset_ns)), end=int(_down(r.end, clock_offset_ns)))
-             for r in activity.steps]
+    def rounded(table: TableT) -> TableT:
+        starts, ends = hta_reading(table.column("start"), table.column("end"), to_source)
+        return table.with_columns(start=starts, end=ends)
+
+    steps = []
+    for r in activity.steps:
+        (start,), (end,) = hta_reading([r.start], [r.end], to_source)
+        steps.append(replace(r, start=int(start), end=int(end)))
     return replace(activity, steps=steps, api=rounded(activity.api), gpu=rounded(activity.gpu),
                    syncs=rounded(activity.syncs), annotations=rounded(activity.annotations), _launch={})
 

@@ -14,6 +14,7 @@ from tc_analyses.analyses.breakdown import (
     GapStats,
     idle_breakdown,
     kernel_type,
+    read_like_hta,
     round_like_hta,
     temporal_breakdown,
 )
@@ -266,11 +267,11 @@ HTA = {
 SIMPLE_ADD_WITHOUT_CUDA_SYNC = (15975817, 10670, 39088, 16025575)
 
 
-def _imported(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Activity, int]:
+def _imported(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Activity, Any]:
     out = tmp_path_factory.mktemp("kineto") / "trace"
     import_kineto(shared_dir / "traces" / "kineto" / name, out)
     trace = read_trace(out)
-    return read_activity(trace), trace.metadata.clock_offset_ns
+    return read_activity(trace), trace
 
 
 def _temporal_us(activity: Activity) -> tuple[float, ...]:
@@ -297,9 +298,9 @@ def test_hta_crosscheck_ns_trace(shared_dir: Path, tmp_path_factory: pytest.Temp
     # nccl-rank0 has ns stamps (fractional µs). HTA rounds each slice inward to whole µs (start up,
     # end down); read the same way (round_like_hta) our numbers equal HTA's exactly.
     name = "hta-nccl-rank0/nccl_data.json.gz"
-    activity, offset = _imported(shared_dir, tmp_path_factory, name)
+    activity, trace = _imported(shared_dir, tmp_path_factory, name)
     temporal, idle = HTA[name]
-    rounded = round_like_hta(activity, offset)
+    rounded = read_like_hta(activity, trace)
     assert _temporal_us(rounded) == temporal
     assert _idle_us(rounded) == idle
     # In ns the kernels keep their sub-µs edges: the span differs by under 2 µs (one edge each

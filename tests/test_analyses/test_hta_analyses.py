@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tc_analyses.analyses import bandwidth, kernels, launches, queues, sequences
-from tc_analyses.analyses.breakdown import gpu_events, round_like_hta
+from tc_analyses.analyses.breakdown import gpu_events, read_like_hta
 from tc_analyses.model.activity import Activity, read_activity
 from tc_analyses.model.window import Window, restrict
 from tc_analyses.reader import read_trace
@@ -46,7 +46,7 @@ def imported(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         import_kineto(shared_dir / "traces" / "kineto" / name / file, path)
         trace = read_trace(path)
         ns = read_activity(trace)
-        hta = round_like_hta(ns, trace.metadata.clock_offset_ns)
+        hta = read_like_hta(ns, trace)
         out[(name, rank)] = (restrict(hta, Window())[0], restrict(ns, Window())[0])
     return out
 

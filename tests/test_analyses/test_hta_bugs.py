@@ -76,7 +76,7 @@ def test_short_copies_keep_their_ns_where_hta_rounds_them_away(tmp_path: Path) -
     On a 1M-event file (hta-nccl-rank0 repeated) its memory time was 31,402 µs against our 56,361;
     ours is the file's: the sum of the copies' durations (checked here on 10 copies, and read the
     way HTA reads, the same copies give HTA's smaller figure)."""
-    from tc_analyses.analyses.breakdown import round_like_hta
+    from tc_analyses.analyses.breakdown import read_like_hta
     from tc_analyses.analyses.kernels import type_times
     from tc_analyses.reader import read_trace
 
@@ -88,6 +88,22 @@ def test_short_copies_keep_their_ns_where_hta_rounds_them_away(tmp_path: Path) -
     memory = {t.label: t.time_ns for t in _run("kernels", trace).types}["memory"]
     assert memory == sum(1400 for _ in range(10))  # the file's durations, to the ns
     inputs = TraceInputs(trace, window=Window(include_last_step=True))
-    rounded = round_like_hta(inputs.activity, read_trace(trace).metadata.clock_offset_ns)
+    rounded = read_like_hta(inputs.activity, read_trace(trace))
     as_hta = {t.label: t.time_ns for t in type_times(rounded.gpu)}.get("memory", 0)
     assert as_hta == 10 * 1000  # [5.8, 7.2) µs read as [6, 7): 1 µs of each 1.4, 29 % lost
+
+
+def test_hta_adds_start_and_duration_in_float64() -> None:
+    """HTA reads a slice's end as floor(ts + dur) in float64. At today's epoch, float64 µs are
+    0.25 µs apart: ts 1712195495505583.0 + dur 4.928 is 1712195495505588.0 there, so the slice ends
+    at ...588 µs, not ...587 (its exact end is ...587.928). On a file with such stamps HTA counted
+    about 1.2 ms more busy GPU time than inward rounding of the exact times gives; read_like_hta
+    reads the same way, and then dfcompass's breakdown equals HTA's (bench/hta_corpus.py)."""
+    from tc_analyses.analyses.breakdown import hta_reading
+
+    start_ns = 1712195495505583 * 1000
+    starts, ends = hta_reading([start_ns], [start_ns + 4928], 0)
+    assert (int(starts[0]), int(ends[0])) == (start_ns, start_ns + 5000)  # exact inward rounding: + 4000
+    relative = 4458676522690655  # a file with baseTimeNanoseconds: small ts, float64 keeps 1 ns
+    starts, ends = hta_reading([relative], [relative + 4928], 0)
+    assert (int(starts[0]), int(ends[0])) == (4458676522691000, 4458676522695000)

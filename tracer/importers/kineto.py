@@ -106,7 +106,10 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     # The same file always gives the same trace UUID; a clock with a wall-time origin is absolute,
     # so the ranks of one job imported one by one still open together in babeltrace2. Nothing is
     # written to `out` before the builder closes: a conversion error leaves no trace behind.
-    builder = TraceBuilder(out, clock_offset_ns=offset, env=_env(conv.doc, src), overwrite=overwrite,
+    env = _env(conv.doc, src)
+    if origin == "baseTimeNanoseconds":
+        env["kineto_base_ns"] = base  # what the file's ts count from: readers that redo its µs need it
+    builder = TraceBuilder(out, clock_offset_ns=offset, env=env, overwrite=overwrite,
                            trace_uuid=content_uuid(src), absolute_clock=origin != "unknown",
                            device_order=_device_order, scratch_dir=_existing_parent(out))
     try:
