@@ -29,6 +29,7 @@ from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity
 
 CPU, GPU = "cpu", "gpu"
+SAME_PROGRAM_SHARE = 0.5  # two runs of one program share most op names; fewer shared: say so
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,13 @@ def _findings(rows: list[DiffRow], control_gpu: int, test_gpu: int) -> list[Find
                            f"{top.control_count} -> {top.test_count} runs)"))
     appeared = [r for r in rows if r.control_count == 0]
     vanished = [r for r in rows if r.test_count == 0]
+    cpu = [r for r in rows if r.side == CPU]
+    shared = sum(1 for r in cpu if r.control_count and r.test_count)
+    if len(cpu) >= 4 and shared < SAME_PROGRAM_SHARE * len(cpu):
+        # listed first: every other row compares two programs, not two runs of one
+        out.insert(0, Finding("not_comparable", 0, f"the two traces share {shared} of their {len(cpu)} CPU op and "
+                              "call names: they may not record the same program, and the deltas below compare "
+                              "different work"))
     if appeared or vanished:
         out.append(Finding("changed_ops", sum(r.test_ns for r in appeared) + sum(r.control_ns for r in vanished),
                            f"{len(appeared)} ops/kernels appear only in the test trace and {len(vanished)} only in "

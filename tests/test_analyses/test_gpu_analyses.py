@@ -355,3 +355,29 @@ def test_a_queue_waiting_for_another_queue_is_not_kernel_overhead(tmp_path: Path
     gap = next(s for s in data.segments if s.where == "cuda:0 queue 7" and s.start == 1_000)
     expected = ("gpu_other_queue", "cuda:0 queue 9") if other_ends == 19_500 else ("gpu_kernel_kernel_overhead", "gap")
     assert (gap.bound, gap.name, gap.end) == (*expected, 20_000)
+
+
+def _ops(out: Path, names: list[str]) -> Path:
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu = b.device("cpu", ts=0)
+        for k, name in enumerate(names):
+            _node(b, cpu, 1, k + 1, 1000 * k, 1000 * k + 500, name)
+    return out
+
+
+@pytest.mark.parametrize("shared", [4, 1])
+def test_trace_diff_says_when_the_traces_are_not_one_program(tmp_path: Path, shared: int) -> None:
+    """Two runs of one program share most op names; two traces that share few are probably not
+    comparable, and the diff says so first (issue 36: ranks and diff check their inputs)."""
+    from tc_analyses.analyses import trace_diff
+
+    common = ["aten::mm", "aten::add", "aten::relu", "aten::sum"]
+    control = _ops(tmp_path / "control", common)
+    test = _ops(tmp_path / "test", common[:shared] + [f"other::op{k}" for k in range(4 - shared)])
+    whole = Window(include_last_step=True)
+    findings = trace_diff.run(TraceInputs(control, window=whole), TraceInputs(test, window=whole)).findings
+    flagged = [f for f in findings if f.kind == "not_comparable"]
+    if shared == 4:
+        assert flagged == []
+    else:
+        assert findings[0].kind == "not_comparable" and "share 1 of their 7 CPU op and call names" in findings[0].text
