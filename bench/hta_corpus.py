@@ -15,7 +15,9 @@ of ns stamps, :func:`round_like_hta`) give, per rank file:
 * the import: ``ok``, or dfcompass's one-line refusal;
 * ``temporal``: idle, compute, non-compute and kernel time (``get_temporal_breakdown``);
 * ``types``: GPU time per kernel type and overlap of types (``get_gpu_kernel_breakdown``);
-* ``launches``: the number of launch calls paired with their GPU work (``get_cuda_kernel_launch_stats``).
+* ``launches``: the number of launch calls paired with their GPU work (``get_cuda_kernel_launch_stats``);
+* ``queues``: per stream, the queue length's count, max and quartiles (``get_queue_length_time_series``);
+* ``overlap``: the share of communication time that overlaps compute (``get_comm_comp_overlap``).
 
 A cell is ``match`` (every figure within 1 µs, or equal counts), ``differ`` (with the largest
 difference), ``HTA fails`` (its error), ``dfcompass fails`` (ours), or ``-`` (nothing to compare:
@@ -38,6 +40,7 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPORAL = ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")
 TOLERANCE_US = 1.0
+ANALYSES = ("temporal", "types", "launches", "queues", "overlap")  # the table's columns after the import
 _HTA_TYPES = {"compute": "COMPUTATION", "communication": "COMMUNICATION", "memory": "MEMORY", "other": "OTHER"}
 
 
@@ -76,9 +79,24 @@ def hta_numbers(trace_dir: str) -> dict[str, Any]:
         return {int(rank): int(len(frame)) for rank, frame in
                 analysis.get_cuda_kernel_launch_stats(ranks=[int(r) for r in out], visualize=False).items()}
 
+    def queue_lengths() -> dict[int, dict[str, list[float]]]:
+        series = analysis.get_queue_length_time_series(ranks=[int(r) for r in out])
+        found: dict[int, dict[str, list[float]]] = {int(r): {} for r in out}
+        for rank, frame in series.items():
+            for stream, part in frame.groupby("stream"):
+                d = part["queue_length"].describe()
+                found[int(rank)][str(int(stream))] = [float(d[k]) for k in ("count", "max", "25%", "50%", "75%")]
+        return found
+
+    def overlap() -> dict[int, float]:
+        table = analysis.get_comm_comp_overlap(visualize=False)
+        return {int(r["rank"]): round(float(r["comp_comm_overlap_pctg"]), 2) for _, r in table.iterrows()}
+
     attempt("temporal", temporal)
     attempt("types", types)
     attempt("launches", launches)
+    attempt("queues", queue_lengths)
+    attempt("overlap", overlap)
     return out
 
 
@@ -100,7 +118,9 @@ def ours(kineto_file: Path) -> dict[str, Any]:
     """dfcompass's numbers for one rank file, in HTA's µs and reading; a refusal is a result."""
     sys.path.insert(0, str(REPO_ROOT))
     from tc_analyses.analyses.breakdown import read_like_hta, temporal_breakdown
-    from tc_analyses.analyses.kernels import type_times
+    from tc_analyses.analyses.kernels import comm_comp_overlap, type_times
+    from tc_analyses.analyses.queues import queue_series
+    from tc_analyses.analyses.queues import summarize as summarize_queue
     from tc_analyses.analyses.launches import launches
     from tc_analyses.errors import DfcompassError
     from tc_analyses.model.activity import read_activity
@@ -132,6 +152,11 @@ def ours(kineto_file: Path) -> dict[str, Any]:
     result["types"] = {" overlapping ".join(_HTA_TYPES[part] for part in label.split(" overlapping ")): ns / 1e3
                        for label, ns in ((t.label, t.time_ns) for t in type_times(kept.gpu))}
     result["launches"] = len(launches(kept))  # HTA counts copy and memset launches too
+    for key, first in (("queues", False), ("queues_launches_first", True)):
+        result[key] = {str(s.queue): [float(q.count), float(q.max), q.p25, q.p50, q.p75]
+                       for s in queue_series(kept, first) for q in [summarize_queue(s, 2, 1)]}
+    found = comm_comp_overlap(kept.gpu)
+    result["overlap"] = "none: no communication kernels" if found is None else round(found, 2)
     return result
 
 
@@ -148,20 +173,27 @@ def _cpu_ops_with_a_stream(kineto_file: Path) -> int:
 
 # ------------------------------------------------------------------------------------ comparing
 def cell(theirs: Any, mine: Any) -> str:
+    if isinstance(theirs, float) and theirs != theirs:  # NaN: HTA's overlap without communication
+        return "-" if isinstance(mine, str) else f"differ: ours {mine}, HTA none"
     if isinstance(mine, str) and not mine.startswith("none"):
         return f"dfcompass fails: {mine}"
     if isinstance(theirs, str):
         return theirs if theirs.startswith("HTA fails") else f"HTA: {theirs}"
     if isinstance(mine, str):
         return "-" if not theirs or (isinstance(theirs, list) and not any(theirs)) else f"differ: ours {mine}"
-    if isinstance(theirs, int):
-        return "match" if theirs == mine else f"differ: {mine} against HTA's {theirs}"
+    if isinstance(theirs, (int, float)) and isinstance(mine, (int, float)):
+        return "match" if abs(theirs - mine) < 1e-9 else f"differ: {mine} against HTA's {theirs}"
     if isinstance(theirs, list):
         worst = max(abs(a - b) for a, b in zip(theirs, mine))
         return "match" if worst <= TOLERANCE_US else f"differ: by up to {worst:,.1f} µs"
     keys = set(theirs) | set(mine)
     if not keys:
         return "-"
+    if any(isinstance(v, list) for v in list(theirs.values()) + list(mine.values())):  # per stream: rows of numbers
+        if set(theirs) != set(mine):
+            return f"differ: streams {sorted(mine)} against HTA's {sorted(theirs)}"
+        off = [k for k in keys if any(abs(a - b) > 1e-9 for a, b in zip(theirs[k], mine[k]))]
+        return "match" if not off else f"differ: streams {off}"
     worst = max(abs(theirs.get(k, 0.0) - mine.get(k, 0.0)) for k in keys)
     return "match" if worst <= TOLERANCE_US else f"differ: by up to {worst:,.1f} µs"
 
@@ -177,18 +209,22 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
         ref = by_file.get(path.name, theirs if isinstance(theirs, str) else "HTA: not loaded")
         numbers[f"{folder.name}/{path.name}"] = {"hta": ref, "dfcompass": mine}
         if mine["import"] != "ok":
-            rows.append((f"{folder.name}/{path.name}"[:60], mine["import"], "-", "-", "-"))
+            rows.append((f"{folder.name}/{path.name}"[:60], mine["import"], *["-"] * len(ANALYSES)))
             continue
         for label, ns in mine["types"].items():
             summed[label] = summed.get(label, 0.0) + ns
         cells = [cell(ref if isinstance(ref, str) else ref.get(k, "HTA: no result"), mine[k])
-                 for k in ("temporal", "types", "launches")]
+                 for k in ANALYSES]
         if cells[0].startswith("differ") and not isinstance(ref, str) and cell(
                 ref.get("temporal"), mine.get("temporal_syncs_on_a_queue")) == "match":
             cells[0] = "differs on purpose: device-wide syncs (HTA counts stream 4294967295)"
         if mine["cpu_ops_with_a_stream"]:  # HTA's bug: they count as kernels there
             cells[:2] = [f"HTA's bug: {mine['cpu_ops_with_a_stream']} cpu_ops with a stream arg counted as kernels "
                          f"({c})" if c.startswith("differ") else c for c in cells[:2]]
+        queues_at = ANALYSES.index("queues")
+        if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
+                ref.get("queues"), mine.get("queues_launches_first")) == "match":
+            cells[queues_at] = "ties: equal with launches first at equal times (HTA's sort leaves ties unordered)"
         if not isinstance(ref, str) and ref.get("launches") == 0 and isinstance(mine["launches"], int) \
                 and mine["launches"] > 0:
             cells[2] = (f"differs on purpose: {mine['launches']} launches HTA does not pair (HIP, the driver API; "
@@ -199,7 +235,7 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
         folder_types = next((r.get("types") for r in theirs.values() if isinstance(r.get("types"), dict)), None)
         if folder_types is not None:
             verdict = cell(folder_types, summed) + " (summed over the folder's ranks, as HTA sums them)"
-            rows = [(r[0], r[1], r[2], verdict, r[4]) if r[1].startswith("ok") else r for r in rows]
+            rows = [(*r[:3], verdict, *r[4:]) if r[1].startswith("ok") else r for r in rows]
     return rows
 
 

@@ -5,8 +5,8 @@ HTA's ``get_queue_length_time_series``, ``get_queue_length_summary`` and
 The length of a queue (device, stream) goes up by one when a launch call (:data:`QUEUE_LAUNCHES`)
 that launched an operation on it starts, and down by one when that operation starts. A launch
 call that launched nothing (``cudaMemsetAsync`` of 0 bytes, say) does not count: this is the fix
-of issue 15's queue-depth curve that never came back to 0. At equal times a launch comes before a
-start.
+of issue 15's queue-depth curve that never came back to 0. At equal times a start comes before a
+launch (that time's starts free the queue); HTA leaves the order of equal times to an unstable sort.
 
 Per queue: the summary HTA gives (count, mean, percentiles and max over the change points of the
 series), the time-weighted mean (what the queue held on average over time), and the time spent
@@ -73,19 +73,21 @@ class Queues:
                 "queues": [q.__dict__ for q in self.queues]}
 
 
-def queue_series(activity: Activity) -> list[QueueSeries]:
-    """The length of each (device, queue) over time, from the launches and starts of its operations."""
+def queue_series(activity: Activity, launches_first: bool = False) -> list[QueueSeries]:
+    """The length of each (device, queue) over time, from the launches and starts of its operations;
+    `launches_first`: at equal times, launches before starts (what cross-checks try on ties)."""
     changes: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for op in activity.gpu:
         call = activity.launch_of(op)
         if call is None or call.name not in QUEUE_LAUNCHES:
             continue
         # A launch (+1) and the operation's start (-1, first at a tie: that time's starts free the queue).
-        changes.setdefault((op.device, op.queue), []).extend([(call.start, 1), (op.start, 0)])
+        changes.setdefault((op.device, op.queue), []).extend([(call.start, 1 - launches_first),
+                                                              (op.start, int(launches_first))])
     series = []
     for (device, queue), points in sorted(changes.items()):
         points.sort()
-        lengths = np.cumsum([1 if kind == 1 else -1 for _, kind in points])
+        lengths = np.cumsum([1 if kind == 1 - launches_first else -1 for _, kind in points])
         series.append(QueueSeries(device, queue, tuple(t for t, _ in points), tuple(int(x) for x in lengths)))
     return series
 
