@@ -164,13 +164,13 @@ def kernel_types(ops: GpuTable) -> np.ndarray[Any, Any]:
     return np.asarray(decided, dtype=np.int64)[inverse] if len(ops) else np.zeros(0, dtype=np.int64)
 
 
-def gpu_events(activity: Activity) -> GpuTable:
-    """Every interval on a GPU queue as HTA counts them: the operations and the synchronisations
-    of one queue (CUPTI's cuda_sync, kind ``sync``, named by their kind), by (start, device, queue).
-    A device-wide sync (a context or event sync, queue -1: Kineto's stream -1) is not on a queue,
-    and HTA keeps only ``stream != -1``."""
+def gpu_events(activity: Activity, device_wide: bool = True) -> GpuTable:
+    """Every interval on a GPU queue: the operations and the synchronisations (CUPTI's cuda_sync,
+    kind ``sync``, named by their kind), by (start, device, queue). Without `device_wide`, not the
+    syncs of the whole device (a context or event sync, queue -1: Kineto's stream -1), which are on
+    no queue: the temporal breakdown leaves them out, as HTA keeps only ``stream != -1``."""
     syncs = activity.syncs
-    if len(syncs):
+    if len(syncs) and not device_wide:
         syncs = syncs.take(np.flatnonzero(syncs.column("queue") != -1))
     if not len(syncs):
         return activity.gpu
@@ -234,7 +234,7 @@ def temporal_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[s
     """Idle, compute and non-compute time of each GPU device and of all of them together."""
     path = _path(activity, trace)
     kept, filtered = kept_activity(activity, path, exclude_last_step)
-    ops = gpu_events(kept)  # HTA counts GPU synchronisations as GPU time (type other)
+    ops = gpu_events(kept, device_wide=False)  # HTA counts a queue's syncs as GPU time (type other)
     types = kernel_types(ops)
     device = ops.column("device")
     devices = tuple(_device_time(str(ops.labels("device")[d]), ops.take(device == d), types[device == d])

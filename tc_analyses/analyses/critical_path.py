@@ -159,9 +159,9 @@ class _Walk:
         for s in activity.syncs:
             if s.kind == "Stream Wait Event" and s.wait_queue >= 0:
                 self.waits[(s.device, s.queue)].append((s.start, s.wait_queue))
-        # Busy time of each thread (its pieces are disjoint) and of each queue (its operations merged).
+        # Busy time of each thread and queue, merged: a nested op's edges are no end of the thread's work.
         self.busy: dict[str, tuple[list[int], list[int]]] = {
-            f"thread {tid}": ([p.start for p in ps], [p.end for p in ps]) for tid, ps in self.pieces.items()}
+            f"thread {tid}": _merged([(p.start, p.end) for p in ps]) for tid, ps in self.pieces.items()}
         for (device, queue), ops in self.queues.items():
             self.busy[f"{device} queue {queue}"] = _merged([(o.start, o.end) for o in ops])
 

@@ -122,7 +122,7 @@ def _findings(rows: list[DiffRow], control_gpu: int, test_gpu: int) -> list[Find
                            f"{top.control_count} -> {top.test_count} runs)"))
     appeared = [r for r in rows if r.control_count == 0]
     vanished = [r for r in rows if r.test_count == 0]
-    cpu = [r for r in rows if r.side == CPU]
+    cpu = [r for r in rows if r.side == CPU and not r.name.startswith("ProfilerStep#")]  # steps' numbers differ
     shared = sum(1 for r in cpu if r.control_count and r.test_count)
     if len(cpu) >= 4 and shared < SAME_PROGRAM_SHARE * len(cpu):
         # listed first: every other row compares two programs, not two runs of one

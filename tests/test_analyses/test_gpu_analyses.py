@@ -381,3 +381,42 @@ def test_trace_diff_says_when_the_traces_are_not_one_program(tmp_path: Path, sha
         assert flagged == []
     else:
         assert findings[0].kind == "not_comparable" and "share 1 of their 7 CPU op and call names" in findings[0].text
+
+
+def test_a_nested_op_ending_on_a_busy_thread_releases_nothing(tmp_path: Path) -> None:
+    """Thread 2 stays busy in X while its child Y ends: the end of Y is no end of thread 2's work,
+    so thread 1's gap stays cpu_idle (a thread's busy time is its pieces merged)."""
+    out = tmp_path / "nested"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        cpu, g = b.device("cpu", ts=0), b.device("cuda:0", ts=0)
+        _node(b, cpu, 1, 1, 0, 100_000, "aten::a")
+        _node(b, cpu, 2, 2, 0, 1_000_000, "aten::x")
+        _node(b, cpu, 2, 3, 100_000, 200_000, "aten::y")
+        _node(b, cpu, 1, 4, 230_000, 2_000_000, "aten::b")
+        b.add("api_enter", "1", 1_900_000, 1, "cudaLaunchKernel", 7)
+        b.add("api_exit", "1", 1_901_000, 1, "cudaLaunchKernel", 7)
+        _kernel(b, g, 7, 7, "k", 2_100_000, 2_200_000)
+    data = _run("critical-path", out, Window(include_last_step=True), top=5)
+    gap = next(s for s in data.segments if s.where == "thread 1" and s.start == 100_000)
+    assert (gap.bound, gap.end) == ("cpu_idle", 230_000)
+
+
+def test_trace_diff_of_one_program_profiled_at_other_steps_is_comparable(tmp_path: Path) -> None:
+    """Two runs of one program that profiled other step numbers share no ProfilerStep#N row: those
+    rows do not count against their being one program."""
+    from tc_analyses.analyses import trace_diff
+
+    def run(out: Path, first_step: int) -> Path:
+        with TraceBuilder(out, clock_offset_ns=0) as b:
+            cpu = b.device("cpu", ts=0)
+            for k in range(8):
+                b.add("step_begin", "1", 10_000 * k, first_step + k, 1)
+                for j, name in enumerate(("aten::mm", "aten::add", "aten::relu")):
+                    _node(b, cpu, 1, 10 * k + j + 1, 10_000 * k + 1000 * j, 10_000 * k + 1000 * j + 500, name)
+                b.add("step_end", "1", 10_000 * k + 9_000, first_step + k, 1)
+        return out
+
+    whole = Window(include_last_step=True)
+    result = trace_diff.run(TraceInputs(run(tmp_path / "a", 0), window=whole),
+                            TraceInputs(run(tmp_path / "b", 8), window=whole))
+    assert not any(f.kind == "not_comparable" for f in result.findings)

@@ -119,3 +119,21 @@ def test_imported_kineto_trace_keeps_every_gpu_operation(shared_dir: Path, tmp_p
 def test_a_missing_trace_is_one_line(tmp_path: Path, cli: Any) -> None:
     done = cli("export-perfetto", tmp_path / "nope", "-o", tmp_path / "x.json")
     assert done.exit_code in (1, 2) and "nope" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_device_wide_sync_keeps_its_track(tmp_path: Path) -> None:
+    """A context sync (queue -1: the whole device) is no GPU time for the breakdown, but the export
+    shows it, on a 'device-wide' track."""
+    from tracer.builder import TraceBuilder
+
+    out = tmp_path / "sync"
+    with TraceBuilder(out, clock_offset_ns=0) as b:
+        g = b.device("cuda:0", ts=0)
+        b.add("kernel_begin", "g", 100, g, 7, 1, "k", 1, 1, 1, 1, 1, 1)
+        b.add("kernel_end", "g", 200, g, 7, 1)
+        b.add("sync_begin", "s", 300, g, 0xFFFFFFFF, 2, "Context Sync", 0xFFFFFFFF, 0)
+        b.add("sync_end", "s", 900, g, 0xFFFFFFFF, 2)
+    perfetto.write(out, tmp_path / "sync.json")
+    events = _read(tmp_path / "sync.json")["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e.get("name") == "thread_name"}
+    assert "device-wide" in names and "stream 7" in names
