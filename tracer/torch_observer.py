@@ -39,7 +39,6 @@ _DEVICE_TYPES = ("cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "f
 _BACKWARD_SCOPE, _USER_SCOPE = 1, 7  # at::RecordScope
 ENGINE_ENV = "DFCOMPASS_TORCH_ENGINE"  # auto | profiler | observer: what records a TorchRecorder's CPU ops
 BEGIN_COLUMNS, END_COLUMNS, VALUE_COLUMNS, ALLOC_COLUMNS = 12, 3, 12, 9  # per row, as in op_observer.cpp
-_BEGIN, _END, _VALUE, _ALLOC = BEGIN_COLUMNS, END_COLUMNS, VALUE_COLUMNS, ALLOC_COLUMNS
 
 
 class ObservedWindow(NamedTuple):
@@ -164,9 +163,9 @@ class ObservedWalk:
     def collect(self, window: ObservedWindow, names: list[str], collector: _Collector) -> None:
         """Fill `collector` with the window's nodes (those that ended), memory and annotations."""
         # An op is known by one int: (thread << 40) | serial (OS thread ids fit 22 bits, serials 40).
-        ended = {(tid << 40) | serial: end for tid, serial, end in _rows(window.ends.tolist(), _END)}
+        ended = {(tid << 40) | serial: end for tid, serial, end in _rows(window.ends.tolist(), END_COLUMNS)}
         values, sizes = window.values.tolist(), window.sizes.tolist()
-        pointers = values[4::_VALUE]  # storage pointers: the first read of each is kept
+        pointers = values[4::VALUE_COLUMNS]  # storage pointers: the first read of each is kept
         contexts = self._open
         seq_scope = collector.seq_scope
         metas: dict[int, InnerTensor] = {}
@@ -175,8 +174,8 @@ class ObservedWalk:
         def meta(row: int) -> InnerTensor:
             found = metas.get(row)
             if found is None:
-                at = row * _VALUE
-                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, first_size = values[at:at + _VALUE]
+                at = row * VALUE_COLUMNS
+                _, _, _, _, ptr, impl, dtype, kind, index, layout, ndim, first_size = values[at:at + VALUE_COLUMNS]
                 device = devices.get((kind, index)) or devices.setdefault((kind, index), self._device(kind, index))
                 # tuple.__new__: a NamedTuple's own constructor costs 3x more, and metas are made per read
                 found = metas[row] = tuple.__new__(InnerTensor, (
@@ -189,7 +188,7 @@ class ObservedWalk:
             """The op's inputs as the profiler lists them; `read` gets their storages."""
             given: list[Any] = [None] * max(arity, 0)
             for at in range(first, first + count):
-                arg, pos = values[at * _VALUE + 2], values[at * _VALUE + 3]
+                arg, pos = values[at * VALUE_COLUMNS + 2], values[at * VALUE_COLUMNS + 3]
                 if read is not None:
                     read.add(pointers[at])
                 while arg >= len(given):
@@ -203,7 +202,7 @@ class ObservedWalk:
                     given[arg] = items
             return given
 
-        for row in _rows(window.begins.tolist(), _BEGIN):
+        for row in _rows(window.begins.tolist(), BEGIN_COLUMNS):
             tid, serial, parent, _depth, start, name_id, overload_id, scope_kind, sequence, arity, first, count = row
             key = (tid << 40) | serial
             context = contexts.get((tid << 40) | parent, _ROOT) if parent >= 0 else _ROOT
@@ -216,7 +215,7 @@ class ObservedWalk:
                 continue
             contexts[key] = self._above(collector, context, key, tid, start, name, names, overload_id,
                                         scope_kind, sequence, lambda read=None: inputs(first, count, arity, read))
-        for tid, at, ptr, size, total, kind, index, innermost, allocation in _rows(window.allocs.tolist(), _ALLOC):
+        for tid, at, ptr, size, total, kind, index, innermost, allocation in _rows(window.allocs.tolist(), ALLOC_COLUMNS):
             device = self._device(kind, index)
             owner = contexts.get((tid << 40) | innermost) if innermost >= 0 else None
             if owner is not None and owner.skip:

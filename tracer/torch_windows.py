@@ -97,10 +97,7 @@ class WindowConversion:
             self._writer.write_nodes(batch, collector, self.windows_written)
             if self._record_memory:
                 self._writer.write_memory(batch, collector)
-            for begin, end, step, ptid in collector.steps:
-                tid = collector.os_tids.get(ptid, ptid)
-                batch.add("step_begin", f"torch-{tid}", begin, step, tid)
-                batch.add("step_end", f"torch-{tid}", end, step, tid)
+            _write_steps(batch, [(b, e, s, collector.os_tids.get(t, t)) for b, e, s, t in collector.steps])
             self._write_annotations(batch, collector)
             self._writer.predefine(batch, collector.open_nodes)
             if self._cuda and results is not None:
@@ -149,9 +146,7 @@ class WindowConversion:
         batch = Batch(session, session.trace.origin_ts, offset)
         cut_at, cut_tid = cut.steps[-1][1], cut.steps[-1][3]  # when and on which thread the window was cut
         self._writer.write_rank(batch, cut_tid, at=cut_at)
-        for begin, end, step, tid in steps:
-            batch.add("step_begin", f"torch-{tid}", begin, step, tid)
-            batch.add("step_end", f"torch-{tid}", end, step, tid)
+        _write_steps(batch, steps)
         batch.flush()
         self._window_ops = nodes
         self._writer.nodes_recorded += nodes
@@ -172,7 +167,13 @@ class WindowConversion:
         # The profiler stamps events in ns since the Unix epoch; the trace clock is monotonic.
         return session.clock.offset_to_wall_ns()
 
-
     def _write_gpu(self, batch: Batch, events: Any, collector: _Collector) -> None:
         """The window's GPU activity (:func:`tracer.torch_gpu.write_gpu`)."""
         write_gpu(batch, events, collector, self._torch.autograd.DeviceType.CUDA, self._writer.nbytes)
+
+
+def _write_steps(batch: Batch, steps: list[tuple[int, int, int, int]]) -> None:
+    """Each step (begin, end, number, OS thread) on the thread that marked it."""
+    for begin, end, step, tid in steps:
+        batch.add("step_begin", f"torch-{tid}", begin, step, tid)
+        batch.add("step_end", f"torch-{tid}", end, step, tid)

@@ -41,6 +41,7 @@ from tc_analyses.analyses.result import Finding, Inputs, Options, Result
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp
+from tc_analyses.model.intervals import merge_intervals
 
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                         "hipStreamSynchronize", "hipDeviceSynchronize"})
@@ -159,28 +160,30 @@ class _Walk:
         for s in activity.syncs:
             if s.kind == "Stream Wait Event" and s.wait_queue >= 0:
                 self.waits[(s.device, s.queue)].append((s.start, s.wait_queue))
-        # Busy time of each thread and queue, merged: a nested op's edges are no end of the thread's work.
-        self.busy: dict[str, tuple[list[int], list[int]]] = {
-            f"thread {tid}": _merged([(p.start, p.end) for p in ps]) for tid, ps in self.pieces.items()}
+        # Where each thread's and queue's work ends, its intervals merged: a nested op's end is no
+        # end of the thread's work.
+        self.work_ends: dict[str, list[int]] = {
+            f"thread {tid}": _merged_ends([p.start for p in ps], [p.end for p in ps])
+            for tid, ps in self.pieces.items()}
         for (device, queue), ops in self.queues.items():
-            self.busy[f"{device} queue {queue}"] = _merged([(o.start, o.end) for o in ops])
+            self.work_ends[f"{device} queue {queue}"] = _merged_ends([o.start for o in ops], [o.end for o in ops])
 
-    def gap(self, bound: str, where: str, start: int, end: int) -> list[Segment]:
+    def gap(self, bound: str, where: str, start: int, end: int) -> Segment:
         """The gap [start, end) of `where` as a segment: `bound`, or its covered kind when another
         thread (for a thread) or another queue of the device (for a queue) ended work within
         :data:`RELEASE_NS` before the gap ends: the sign that it waited for that work."""
         covered = _COVERED.get(bound)
         released = self.released_by(where, start, end) if covered is not None else None
         if covered is None or released is None:
-            return [Segment(bound, "idle" if bound == "cpu_idle" else "gap", where, start, end)]
-        return [Segment(covered, released, where, start, end)]
+            return Segment(bound, "idle" if bound == "cpu_idle" else "gap", where, start, end)
+        return Segment(covered, released, where, start, end)
 
     def released_by(self, where: str, start: int, end: int) -> str | None:
         """The other thread (queue of the device) whose work ended last in (start, end], if that
         was at most RELEASE_NS before `end`."""
         kind = where.split(" queue ")[0] + " queue " if " queue " in where else "thread "
         latest, name = start, None
-        for other, (_, ends) in self.busy.items():
+        for other, ends in self.work_ends.items():
             if other == where or not other.startswith(kind):
                 continue
             at = bisect.bisect_right(ends, end) - 1
@@ -188,7 +191,6 @@ class _Walk:
                 latest, name = ends[at], other
         window = RELEASE_NS["thread" if kind == "thread " else "queue"]
         return name if name is not None and end - latest <= window else None
-
 
     def previous_piece(self, piece: CpuPiece) -> CpuPiece | None:
         ends = self.piece_ends[piece.tid]
@@ -216,17 +218,9 @@ class _Walk:
         return max(found, key=lambda o: o.end) if found else None
 
 
-def _merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Spans merged into disjoint ones, as (starts, ends) in time order."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for lo, hi in sorted(spans):
-        if ends and lo <= ends[-1]:
-            ends[-1] = max(ends[-1], hi)
-        else:
-            starts.append(lo)
-            ends.append(hi)
-    return starts, ends
+def _merged_ends(starts: list[int], ends: list[int]) -> list[int]:
+    """The ends of the intervals merged (:func:`merge_intervals`), in time order."""
+    return merge_intervals(starts, ends)[1].tolist() if starts else []
 
 
 def _gpu_bound(op: GpuOp) -> str:
@@ -266,7 +260,7 @@ def critical_path(activity: Activity) -> list[Segment]:
                 break
             time, _, bound, nxt = max(ready, key=lambda r: (r[0], r[1]))
             if current.start > time:
-                segments += walk.gap(bound, where, time, current.start)
+                segments.append(walk.gap(bound, where, time, current.start))
             current, until = nxt, time
             continue
         where = f"thread {current.tid}"
@@ -280,7 +274,7 @@ def critical_path(activity: Activity) -> list[Segment]:
         if before is None:
             break
         if before.end < current.start:
-            segments += walk.gap("cpu_idle", where, before.end, current.start)
+            segments.append(walk.gap("cpu_idle", where, before.end, current.start))
         current, until = before, before.end
     segments = [s for s in segments if s.end > s.start]
     return sorted(segments, key=lambda s: (s.start, s.end))

@@ -77,17 +77,17 @@ def queue_series(activity: Activity, launches_first: bool = False) -> list[Queue
     """The length of each (device, queue) over time, from the launches and starts of its operations;
     `launches_first`: at equal times, launches before starts (what cross-checks try on ties)."""
     changes: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    launch, start = (0, 1) if launches_first else (1, 0)  # the order of equal times: the smaller first
     for op in activity.gpu:
         call = activity.launch_of(op)
         if call is None or call.name not in QUEUE_LAUNCHES:
             continue
         # A launch (+1) and the operation's start (-1, first at a tie: that time's starts free the queue).
-        changes.setdefault((op.device, op.queue), []).extend([(call.start, 1 - launches_first),
-                                                              (op.start, int(launches_first))])
+        changes.setdefault((op.device, op.queue), []).extend([(call.start, launch), (op.start, start)])
     series = []
     for (device, queue), points in sorted(changes.items()):
         points.sort()
-        lengths = np.cumsum([1 if kind == 1 - launches_first else -1 for _, kind in points])
+        lengths = np.cumsum([1 if kind == launch else -1 for _, kind in points])
         series.append(QueueSeries(device, queue, tuple(t for t, _ in points), tuple(int(x) for x in lengths)))
     return series
 

@@ -80,6 +80,7 @@ class JobRanks:
     critical_path: CriticalPath | None = None
     link: LinkFit | None = None  # the transfer cost between the processes, fitted on even seqs
     apart: tuple[str, ...] = ()  # why the traces may not be one run's ranks (empty when they are)
+    in_time: bool = True  # the ranks' traces overlap in time (else arrivals across them compare nothing)
 
     @property
     def ranks(self) -> list[RankSummary]:
@@ -197,13 +198,13 @@ def analyse(job: Any) -> JobRanks:
     """The job's ranks compared (`job`: :class:`tc_analyses.inputs.JobInputs`). Each process trace
     is read by ``job.map`` (here, or as Dask tasks); the comparison runs here."""
     processes = job.map(read_process, [ProcessRef(str(p.path.resolve()), p.rank, p.host, p.pid,
-                                                  getattr(p, "world_size", None)) for p in job.processes])
+                                                  p.world_size) for p in job.processes])
     for process, p in zip(processes, job.processes):  # reported as the user named it
         process.summary["trace"] = str(p.path)
     ranked = {p.summary["rank"]: p for p in processes if p.summary["rank"] is not None}
     if len(ranked) < 2:
         raise AnalysisUnavailable(_not_ranked(job, len(ranked)))
-    apart = _apart([p.summary for p in processes if p.summary["rank"] is not None], ranked)
+    apart, in_time = _apart([p.summary for p in processes if p.summary["rank"] is not None], ranked)
     collectives, mismatch = join_collectives({rank: p.collectives for rank, p in ranked.items()})
     wait = {rank: 0 for rank in ranked}
     last = {rank: 0 for rank in ranked}
@@ -219,12 +220,13 @@ def analyse(job: Any) -> JobRanks:
     graph = build_job_graph(rank_nodes, [(c.seq, c.kind, c.last_rank) for c in collectives])
     hosts = len({p.summary["host"] for p in ranked.values()})
     link = fit_job_link(transfer_samples(rank_nodes, collectives), hosts)
-    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph), link, apart)
+    return JobRanks(str(job.path), summaries, collectives, mismatch, critical_path(graph), link, apart, in_time)
 
 
-def _apart(ranks: list[dict[str, Any]], kept: dict[int, _Process]) -> tuple[str, ...]:
-    """Why these rank traces may not be one run's: a rank claimed twice, world sizes that differ or
-    that the ranks do not fit, spans that do not overlap in time. Empty when none of these."""
+def _apart(ranks: list[dict[str, Any]], kept: dict[int, _Process]) -> tuple[tuple[str, ...], bool]:
+    """Why these rank traces may not be one run's (a rank claimed twice, world sizes that differ or
+    that the ranks do not fit, spans that do not overlap in time; empty when none of these), and
+    whether their spans overlap in time."""
     reasons = []
     claimed: dict[int, list[str]] = {}
     for s in ranks:
@@ -244,21 +246,22 @@ def _apart(ranks: list[dict[str, Any]], kept: dict[int, _Process]) -> tuple[str,
         if outside:
             reasons.append(f"rank {', '.join(map(str, outside))} of a world of {world}: not one job's ranks")
     spans = [(s["first_ns"], s["last_ns"], s["rank"]) for s in kept_ranks if s["first_ns"] is not None]
+    in_time = True
     if len(spans) > 1:
         late_first, late_rank = max((first, rank) for first, _, rank in spans)
         early_last, early_rank = min((last, rank) for _, last, rank in spans)
         if late_first > early_last:
+            in_time = False
             reasons.append(f"the traces do not overlap in time: rank {late_rank} begins {fmt_ns(late_first - early_last)}"
                            f" after rank {early_rank} ends; they are not one run's, and arrival times across them "
                            "mean nothing")
-    return tuple(reasons)
+    return tuple(reasons), in_time
 
 
 def findings(r: JobRanks) -> tuple[Finding, ...]:
     found: list[Finding] = []
     apart = [Finding("not_one_run", 0, f"these traces may not belong together: {reason}") for reason in r.apart]
-    overlapping = not any("do not overlap in time" in reason for reason in r.apart)
-    if r.collectives and overlapping:  # arrivals of different runs compare nothing
+    if r.collectives and r.in_time:  # arrivals of traces that do not overlap compare nothing
         # The straggler is the rank that kept the others waiting longest, not the one last most
         # often: a rank 20 ms late at every all-reduce outweighs one a few µs late at the set-up.
         lateness = {s.rank: sum(c.late_by_ns for c in r.collectives if c.last_rank == s.rank) for s in r.ranks}
