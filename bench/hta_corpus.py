@@ -41,6 +41,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPORAL = ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")
 TOLERANCE_US = 1.0
 ANALYSES = ("temporal", "types", "launches", "queues", "overlap")  # the table's columns after the import
+# the calls HTA 0.6.1 pairs with GPU work: launch statistics (cuda_kernel_analysis.py) and the
+# queue-length series (trace_symbol_table.get_runtime_launch_events_mask); dfcompass pairs more
+HTA_LAUNCH_STATS_CALLS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
+                                    "runFunction - job_prep_and_submit_for_execution"})
+HTA_QUEUE_CALLS = HTA_LAUNCH_STATS_CALLS | frozenset({"cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel",
+                                                      "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync",
+                                                      "hipMemcpyWithStream"})
 _HTA_TYPES = {"compute": "COMPUTATION", "communication": "COMMUNICATION", "memory": "MEMORY", "other": "OTHER"}
 
 
@@ -114,12 +121,13 @@ def run_hta(trace_dir: str, hta_python: str, timeout_s: int) -> dict[str, Any] |
 
 
 # -------------------------------------------------------------------------------- dfcompass side
-def ours(kineto_file: Path) -> dict[str, Any]:
-    """dfcompass's numbers for one rank file, in HTA's µs and reading; a refusal is a result."""
+def ours(kineto_file: Path, hta_view: bool = False) -> dict[str, Any]:
+    """dfcompass's numbers for one rank file, in HTA's µs and reading; a refusal is a result.
+    `hta_view`: a copy already trimmed to what HTA reads (no further variants)."""
     sys.path.insert(0, str(REPO_ROOT))
     from tc_analyses.analyses.breakdown import read_like_hta, temporal_breakdown
     from tc_analyses.analyses.kernels import comm_comp_overlap, type_times
-    from tc_analyses.analyses.queues import queue_series
+    from tc_analyses.analyses.queues import QUEUE_LAUNCHES, queue_series
     from tc_analyses.analyses.queues import summarize as summarize_queue
     from tc_analyses.analyses.launches import launches
     from tc_analyses.errors import DfcompassError
@@ -135,8 +143,16 @@ def ours(kineto_file: Path) -> dict[str, Any]:
             return {"import": f"refused: {str(error).split(': ', 1)[-1][:160]}"}
         trace = read_trace(Path(tmp) / "trace")
         activity = read_like_hta(read_activity(trace), trace)
-    result: dict[str, Any] = {"import": "ok", "notes": summary.notes[:-1],
-                              "cpu_ops_with_a_stream": _cpu_ops_with_a_stream(kineto_file)}
+    shapes = _hta_shapes(kineto_file)
+    result: dict[str, Any] = {"import": "ok", "notes": summary.notes[:-1], **shapes}
+    if (shapes["mtia_dma_without_stream"] or shapes["mtia_waits"]) and not hta_view:
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "as_hta.json"
+            copy.write_text(json.dumps({**shapes.pop("_doc"), "traceEvents": _as_hta_reads_mtia(shapes.pop("_events"))}))
+            as_hta = ours(copy, hta_view=True)
+        result["as_hta_reads_mtia"] = {k: as_hta.get(k) for k in ("temporal", "types")}
+    result.pop("_doc", None)
+    result.pop("_events", None)
     try:
         t = temporal_breakdown(activity, trace).total
         result["temporal"] = [t.idle_ns / 1e3, t.compute_ns / 1e3, t.non_compute_ns / 1e3, t.kernel_time_ns / 1e3]
@@ -151,24 +167,50 @@ def ours(kineto_file: Path) -> dict[str, Any]:
     kept, _ = restrict(activity, Window())
     result["types"] = {" overlapping ".join(_HTA_TYPES[part] for part in label.split(" overlapping ")): ns / 1e3
                        for label, ns in ((t.label, t.time_ns) for t in type_times(kept.gpu))}
-    result["launches"] = len(launches(kept))  # HTA counts copy and memset launches too
-    for key, first in (("queues", False), ("queues_launches_first", True)):
+    paired = launches(kept)  # HTA counts copy and memset launches too
+    result["launches"] = len(paired)
+    result["launches_hta_calls"] = sum(1 for launch in paired if launch.call in HTA_LAUNCH_STATS_CALLS)
+    for key, first, calls in (("queues", False, QUEUE_LAUNCHES), ("queues_launches_first", True, QUEUE_LAUNCHES),
+                              ("queues_hta_calls", False, HTA_QUEUE_CALLS)):
         result[key] = {str(s.queue): [float(q.count), float(q.max), q.p25, q.p50, q.p75]
-                       for s in queue_series(kept, first) for q in [summarize_queue(s, 2, 1)]}
+                       for s in queue_series(kept, first, calls) for q in [summarize_queue(s, 2, 1)]}
     found = comm_comp_overlap(kept.gpu)
     result["overlap"] = "none: no communication kernels" if found is None else round(found, 2)
     return result
 
 
-def _cpu_ops_with_a_stream(kineto_file: Path) -> int:
-    """cpu_op slices whose args give a stream: HTA counts them as kernels (docs/hta.md)."""
+def _mtia_dma_without_stream(event: Any) -> bool:
+    return (isinstance(event, dict) and event.get("cat") == "mtia_ccp_events"
+            and str(event.get("name", "")).startswith("dma") and "stream" not in (event.get("args") or {}))
+
+
+def _mtia_wait(event: Any) -> bool:
+    return isinstance(event, dict) and event.get("cat") == "mtia_ccp_events" and event.get("name") == "event_wait"
+
+
+def _as_hta_reads_mtia(events: list[Any]) -> list[Any]:
+    """MTIA's device events as HTA 0.6.1 reads them: a DMA transfer without args.stream has stream
+    -1 there (a CPU event), and an event_wait (a queue waiting for another) is a kernel of type
+    computation (its name is not in HTA's list of non-compute names)."""
+    return [dict(e, name="event_wait as a kernel") if _mtia_wait(e) else e
+            for e in events if not _mtia_dma_without_stream(e)]
+
+
+def _hta_shapes(kineto_file: Path) -> dict[str, Any]:
+    """Counts of the shapes HTA reads differently (docs/hta.md): cpu_op slices whose args give a
+    stream (HTA counts them as kernels), MTIA DMA transfers without a stream (HTA's stream -1 makes
+    them CPU events); the document itself under private keys, for a trimmed copy."""
     import gzip
 
     opener = gzip.open if kineto_file.name.endswith(".gz") else open
     with opener(kineto_file, "rt") as handle:
-        events = json.load(handle).get("traceEvents", [])
-    return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == "cpu_op"
-               and isinstance(e.get("args"), dict) and "stream" in e["args"])
+        doc = json.load(handle)
+    events = doc.pop("traceEvents", [])
+    return {"cpu_ops_with_a_stream": sum(1 for e in events if isinstance(e, dict) and e.get("cat") == "cpu_op"
+                                         and isinstance(e.get("args"), dict) and "stream" in e["args"]),
+            "mtia_dma_without_stream": sum(1 for e in events if _mtia_dma_without_stream(e)),
+            "mtia_waits": sum(1 for e in events if _mtia_wait(e)),
+            "_doc": doc, "_events": events}
 
 
 # ------------------------------------------------------------------------------------ comparing
@@ -218,6 +260,13 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
         if cells[0].startswith("differ") and not isinstance(ref, str) and cell(
                 ref.get("temporal"), mine.get("temporal_syncs_on_a_queue")) == "match":
             cells[0] = "differs on purpose: device-wide syncs (HTA counts stream 4294967295)"
+        as_hta = mine.get("as_hta_reads_mtia")
+        for at, key in ((0, "temporal"), (1, "types")):
+            if as_hta and cells[at].startswith("differ") and not isinstance(ref, str) \
+                    and cell(ref.get(key), as_hta[key]) == "match":
+                cells[at] = (f"differs on purpose: MTIA's {mine['mtia_dma_without_stream']} DMA transfers without a "
+                             f"stream and {mine['mtia_waits']} queue waits are device work and waits here, CPU events "
+                             "and computation in HTA (docs/hta.md)")
         if mine["cpu_ops_with_a_stream"]:  # HTA's bug: they count as kernels there
             cells[:2] = [f"HTA's bug: {mine['cpu_ops_with_a_stream']} cpu_ops with a stream arg counted as kernels "
                          f"({c})" if c.startswith("differ") else c for c in cells[:2]]
@@ -225,10 +274,15 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
         if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
                 ref.get("queues"), mine.get("queues_launches_first")) == "match":
             cells[queues_at] = "ties: equal with launches first at equal times (HTA's sort leaves ties unordered)"
-        if not isinstance(ref, str) and ref.get("launches") == 0 and isinstance(mine["launches"], int) \
-                and mine["launches"] > 0:
-            cells[2] = (f"differs on purpose: {mine['launches']} launches HTA does not pair (HIP, the driver API; "
-                        "docs/hta.md)")
+        if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
+                ref.get("queues"), mine.get("queues_hta_calls")) == "match":
+            cells[queues_at] = ("differs on purpose: equal with HTA's launch calls (its queue series leaves out "
+                                "hipModuleLaunchKernel and others; docs/hta.md)")
+        launches_at = ANALYSES.index("launches")
+        if cells[launches_at].startswith("differ") and not isinstance(ref, str) \
+                and ref.get("launches") == mine["launches_hta_calls"]:
+            cells[launches_at] = (f"differs on purpose: {mine['launches'] - mine['launches_hta_calls']} launches "
+                                  "HTA does not pair (HIP, the driver API; docs/hta.md)")
         notes = f" ({'; '.join(mine['notes'])})" if mine["notes"] else ""
         rows.append((f"{folder.name}/{path.name}"[:60], "ok" + notes, *cells))
     if len(files) > 1 and not isinstance(theirs, str):

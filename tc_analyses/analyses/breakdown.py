@@ -289,11 +289,18 @@ def idle_breakdown(activity: Activity, trace: DfcTrace | str | os.PathLike[str] 
 
 
 # ---------------------------------------------------------------------------- HTA's µs reading
-def hta_reading(starts: Any, ends: Any, to_source: int) -> tuple[Any, Any]:
+def hta_reading(starts: Any, ends: Any, to_source: int, whole_us: bool = False) -> tuple[Any, Any]:
     """Starts and ends (trace ns) as HTA reads them: Kineto's µs (trace ns + `to_source`, as the file
     writes them with 3 decimals) parsed to float64, the start rounded up, start + duration added
     in float64 and rounded down, back in trace ns. At today's epoch a float64 µs is 0.25 µs
-    apart, so an end at .88 µs or more can round up before the floor: HTA's own arithmetic."""
+    apart, so an end at .88 µs or more can round up before the floor: HTA's own arithmetic.
+
+    `whole_us`: the file gave whole µs, so HTA added whole numbers, exactly; only an end the
+    importer took from Kineto's own measure (a copy's exact duration) is finer, and HTA read the
+    file's floored one: the end rounded down."""
+    if whole_us:
+        shifted_ends = np.asarray(ends, dtype=np.int64) + to_source
+        return np.asarray(starts, dtype=np.int64), shifted_ends - shifted_ends % 1000 - to_source
     out_starts, out_ends = [], []
     for start, end in zip((np.asarray(starts) + to_source).tolist(), (np.asarray(ends) + to_source).tolist()):
         ts = float(f"{start // 1000}.{start % 1000:03d}")
@@ -317,17 +324,20 @@ def round_like_hta(activity: Activity, clock_offset_ns: int, kineto_base_ns: int
     float64 as HTA adds them) down, so a slice shorter than a µs may end before it starts. The µs
     are the file's: trace time + `clock_offset_ns` is wall time, and wall time - `kineto_base_ns`
     is what the file wrote (the importer's `kineto_base_ns` environment entry; 0 for files with
-    wall-clock stamps). For files with whole-µs stamps this changes nothing.
+    wall-clock stamps). For files with whole-µs stamps (every GPU operation and runtime call
+    starting on a whole µs) it changes only the copies' exact ends (:func:`hta_reading`).
     """
     to_source = clock_offset_ns - kineto_base_ns
+    starts = np.concatenate([activity.gpu.column("start"), activity.api.column("start")]).astype(np.int64)
+    whole_us = bool(len(starts)) and not ((starts + to_source) % 1000).any()
 
     def rounded(table: TableT) -> TableT:
-        starts, ends = hta_reading(table.column("start"), table.column("end"), to_source)
+        starts, ends = hta_reading(table.column("start"), table.column("end"), to_source, whole_us)
         return table.with_columns(start=starts, end=ends)
 
     steps = []
     for r in activity.steps:
-        (start,), (end,) = hta_reading([r.start], [r.end], to_source)
+        (start,), (end,) = hta_reading([r.start], [r.end], to_source, whole_us)
         steps.append(replace(r, start=int(start), end=int(end)))
     return replace(activity, steps=steps, api=rounded(activity.api), gpu=rounded(activity.gpu),
                    syncs=rounded(activity.syncs), annotations=rounded(activity.annotations), _launch={})

@@ -73,14 +73,16 @@ class Queues:
                 "queues": [q.__dict__ for q in self.queues]}
 
 
-def queue_series(activity: Activity, launches_first: bool = False) -> list[QueueSeries]:
+def queue_series(activity: Activity, launches_first: bool = False,
+                 launch_names: frozenset[str] = QUEUE_LAUNCHES) -> list[QueueSeries]:
     """The length of each (device, queue) over time, from the launches and starts of its operations;
-    `launches_first`: at equal times, launches before starts (what cross-checks try on ties)."""
+    `launches_first`: at equal times, launches before starts, and `launch_names`: the calls that
+    count as launches (both what cross-checks try against another tool's choices)."""
     changes: dict[tuple[str, int], list[tuple[int, int]]] = {}
     launch, start = (0, 1) if launches_first else (1, 0)  # the order of equal times: the smaller first
     for op in activity.gpu:
         call = activity.launch_of(op)
-        if call is None or call.name not in QUEUE_LAUNCHES:
+        if call is None or call.name not in launch_names:
             continue
         # A launch (+1) and the operation's start (-1, first at a tie: that time's starts free the queue).
         changes.setdefault((op.device, op.queue), []).extend([(call.start, launch), (op.start, start)])

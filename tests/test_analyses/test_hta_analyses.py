@@ -4,7 +4,8 @@ HTA's numbers are in tests/data/hta/traceinsight-0.6.1.json, written by
   /tmp/tivenv/bin/python bench/hta_reference.py ../shared/traces/kineto/hta-* > tests/data/hta/traceinsight-0.6.1.json
 with HTA installed in a scratch venv (never a dependency). HTA reads Kineto's µs; files with sub-µs
 stamps (hta-nccl-rank0) are read here the same way (round_like_hta), except for the bandwidth,
-which HTA takes from Kineto's per-copy "memory bandwidth (GB/s)" computed on exact ns.
+which HTA takes from Kineto's per-copy "memory bandwidth (GB/s)" computed on exact ns: the ns
+durations, which the importer keeps (and takes from that figure in whole-µs files).
 """
 
 from __future__ import annotations
@@ -133,13 +134,11 @@ def test_bandwidth_equals_hta(imported: dict[Any, Any]) -> None:
         for kind, ops in by_kind.items():
             values = [v for _, v in bandwidth.concurrent_series(ops)]
             assert len(values) == ref[kind]["count"]
-            if name == "hta-nccl-rank0":  # ns durations: Kineto's bandwidth exactly
-                assert max(values) == pytest.approx(ref[kind]["max"], rel=1e-9)
-                assert sum(values) / len(values) == pytest.approx(ref[kind]["mean"], rel=1e-9)
-            else:  # whole-µs stamps: Kineto computed its figure on ns durations the file does not keep,
-                # so a 1-2 µs copy's bandwidth can be off by up to 2x (sampled rank 0's DtoH: 0.15 against
-                # 0.08 GB/s); the longer copies agree within 15%.
-                assert 0.5 < max(values) / ref[kind]["max"] < 2
+            # Kineto's bandwidth, computed on the exact ns: the ns files keep them, and in whole-µs
+            # files the importer takes each copy's exact duration from that figure (before, a 1-2 µs
+            # copy's bandwidth was off by up to 2x: sampled rank 0's DtoH, 0.15 against 0.08 GB/s)
+            assert max(values) == pytest.approx(ref[kind]["max"], rel=1e-6), (name, kind)
+            assert sum(values) / len(values) == pytest.approx(ref[kind]["mean"], rel=1e-6), (name, kind)
 
 
 @pytest.mark.slow
@@ -164,7 +163,8 @@ def test_trace_diff_equals_hta(shared_dir: Path, tmp_path_factory: pytest.TempPa
         path = tmp_path_factory.mktemp("diff") / "trace"
         import_kineto(shared_dir / "traces" / "kineto" / "hta-sampled-2rank" / RANK_FILES[("hta-sampled-2rank", rank)],
                       path)
-        activities.append(restrict(read_activity(read_trace(path)), Window("551"))[0])  # HTA: the first iteration
+        trace = read_trace(path)  # whole µs but for the copies' exact ends: read HTA's way
+        activities.append(restrict(read_like_hta(read_activity(trace), trace), Window("551"))[0])  # HTA: 1st iteration
     rows = {(r.side, r.name): r for r in trace_diff.compare(*activities)}
     ref = REFERENCE["hta-sampled-2rank"]["diff_rank0_rank1"]
     for side in ("gpu", "cpu"):

@@ -93,6 +93,24 @@ def test_short_copies_keep_their_ns_where_hta_rounds_them_away(tmp_path: Path) -
     assert as_hta == 10 * 1000  # [5.8, 7.2) µs read as [6, 7): 1 µs of each 1.4, 29 % lost
 
 
+def test_a_slice_read_as_ending_before_it_starts_takes_no_time(tmp_path: Path) -> None:
+    """Read the way HTA reads, a 20 ns copy alone ends before it starts ([31, 30) µs). On an H100
+    trace of TraceLens's test data this gave a second "memory" row of 12 µs beside the real 3,498
+    µs; HTA's row is the 3,498 alone. Such a slice takes no time, and the type rows stay one each."""
+    from tc_analyses.analyses.breakdown import read_like_hta
+    from tc_analyses.analyses.kernels import type_times
+    from tc_analyses.reader import read_trace
+
+    trace = _imported(tmp_path, [
+        _launch("cudaMemcpyAsync", 0, 1), _gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 10, 10, 1, bytes=4096),
+        _launch("cudaMemcpyAsync", 22, 2), _gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 30.49, 0.02, 2,
+                                                bytes=8)])
+    inputs = TraceInputs(trace, window=Window(include_last_step=True))
+    rounded = read_like_hta(inputs.activity, read_trace(trace))
+    assert [(t.label, t.time_ns) for t in type_times(rounded.gpu)] == [("memory", 10_000)]
+    assert [(t.label, t.time_ns) for t in type_times(inputs.activity.gpu)] == [("memory", 10_020)]
+
+
 def test_hta_adds_start_and_duration_in_float64() -> None:
     """HTA reads a slice's end as floor(ts + dur) in float64. At today's epoch, float64 µs are
     0.25 µs apart: ts 1712195495505583.0 + dur 4.928 is 1712195495505588.0 there, so the slice ends

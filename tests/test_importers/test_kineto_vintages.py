@@ -127,20 +127,72 @@ def test_the_cli_says_it_in_one_line_and_exits_1(tmp_path: Path, cli: Callable[.
 
 
 @pytest.mark.parametrize("checked", [False, True])
-def test_mtia_device_work_is_named_not_dropped(tmp_path: Path, checked: bool) -> None:
-    """MTIA's files: runtime calls in `mtia_runtime` (read as runtime calls), device work in
-    `mtia_ccp_events` slices with no device or stream args. No class takes that work yet: the
-    import says so instead of succeeding without a device side."""
+def test_mtia_device_work_is_imported_on_an_mtia_device(tmp_path: Path, checked: bool) -> None:
+    """MTIA's files (HTA's test data has two): runtime calls in `mtia_runtime`, the device's work in
+    `mtia_ccp_events` slices on the device the pid names, with no device arg. A kernel carries the
+    correlation id of its runFunction call; a DMA request (args.direction, args.size) runs while its
+    kernel runs, and goes on a queue of its own (the tid when it gives no stream)."""
+    from tc_analyses.model.activity import read_activity
+
     t0 = 3_605_054_881_000
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 31, "tid": 31, "ts": t0, "dur": 400,
                "args": {"External id": 1}},
               {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution",
-               "pid": 31, "tid": 31, "ts": t0 + 10, "dur": 300, "args": {"correlation": 7}}]
-    events += [{"ph": "X", "cat": "mtia_ccp_events", "name": name, "pid": 9, "tid": 801, "ts": t0 + 320 + 10 * k,
-                "dur": 8.1, "args": {"size": 16, "sqid": 1}} for k, name in enumerate(("dma_request", "job_exe"))]
-    with pytest.raises(KinetoImportError) as failed:
-        import_kineto(_write(tmp_path / "mtia.json", events), tmp_path / "mtia", checked=checked)
-    assert "2 GPU slices were not imported (no dfcompass class takes their category): 2 'mtia_ccp_events'" in str(
-        failed.value)
-    kept = import_kineto(_write(tmp_path / "cpu.json", events[:2]), tmp_path / "cpu", checked=checked)
-    assert kept.events_per_class["dfc:api_enter"] == 1 and "mtia_runtime" not in kept.skipped
+               "pid": 31, "tid": 31, "ts": t0 + 10, "dur": 300, "args": {"correlation": 7}},
+              {"ph": "X", "cat": "mtia_ccp_events", "name": "fc-dtype_Float", "pid": 9, "tid": 801, "ts": t0 + 320,
+               "dur": 40, "args": {"stream": 1, "correlation": 7, "row": "0", "column": "0", "packet_ptr": 3}},
+              {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 801, "ts": t0 + 330,
+               "dur": 8.136, "args": {"direction": "DEVICE_TO_HOST", "size": 163840, "sqid": 0, "stream": 1}},
+              {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 802, "ts": t0 + 345,
+               "dur": 2.5, "args": {"direction": "HOST_TO_DEVICE", "size": 16, "sqid": 1}},
+              {"ph": "X", "cat": "mtia_ccp_events", "name": "event_wait", "pid": 9, "tid": 803, "ts": t0 + 350,
+               "dur": 20, "args": {"stream": 2, "wait_on_stream": 1, "seq_num": 5, "sqid": 11}}]
+    summary = import_kineto(_write(tmp_path / "mtia.json", events), tmp_path / "mtia", checked=checked)
+    assert "mtia_ccp_events" not in summary.skipped
+    activity = read_activity(read_trace(tmp_path / "mtia"))
+    ops = sorted(activity.gpu, key=lambda op: op.start)
+    assert [(op.device, op.kind, op.name, op.bytes, op.duration) for op in ops] == [
+        ("mtia:9", "kernel", "fc-dtype_Float", 0, 40_000), ("mtia:9", "memcpy", "DtoH", 163_840, 8_136),
+        ("mtia:9", "memcpy", "HtoD", 16, 2_500)]
+    assert len({op.queue for op in ops}) == 3  # the kernel's stream, its DMA queue, tid 802's DMA queue
+    call = activity.launch_of(ops[0])
+    assert call is not None and call.name == "runFunction - job_prep_and_submit_for_execution"
+    assert activity.device_named("mtia:9").kind == "mtia"
+    [wait] = activity.syncs  # event_wait: queue 2 waits for queue 1, no GPU time
+    assert (wait.kind, wait.queue, wait.wait_queue, wait.end - wait.start) == ("event_wait", 2, 1, 20_000)
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_whole_us_copies_keep_the_duration_kineto_measured(tmp_path: Path, checked: bool) -> None:
+    """Files in whole µs floor each duration; Kineto computed each copy's and memset's GB/s on the
+    exact ns, so bytes / GB/s gives them back: a 1.6 µs copy written as 1 µs is 1.6 µs long, and its
+    bandwidth is Kineto's, not 1.6x it. A figure that does not floor to the written duration, or a
+    ns-stamped file, keeps the file's end. Read HTA's way, the end is the file's again."""
+    from tc_analyses.analyses.bandwidth import gbps
+    from tc_analyses.analyses.breakdown import read_like_hta
+    from tc_analyses.model.activity import read_activity
+
+    t0 = 1_700_000_000_000_000
+
+    def copy(ts: float, dur: float, corr: int, nbytes: int, rate: float) -> dict[str, Any]:
+        return {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
+                "ts": ts, "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": nbytes,
+                                               "memory bandwidth (GB/s)": rate}}
+
+    events = [copy(t0 + 10, 1, 1, 16_000, 10.0),  # 1.6 µs exactly: 16,000 B at 10 GB/s
+              copy(t0 + 20, 0, 2, 640, 1.0),  # 640 ns, written as 0
+              copy(t0 + 30, 2, 3, 16_000, 10.0),  # 1.6 µs does not floor to 2: the file's 2 µs stay
+              {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": t0 + 40,
+               "dur": 3, "args": {"device": 0, "stream": 7, "correlation": 4, "bytes": 4_000_000,
+                                  "memory bandwidth (GB/s)": 1000.0}}]  # 4 µs does not floor to 3 either
+    import_kineto(_write(tmp_path / "whole.json", events), tmp_path / "whole", checked=checked)
+    trace = read_trace(tmp_path / "whole")
+    ops = sorted(read_activity(trace).gpu, key=lambda op: op.start)
+    assert [op.duration for op in ops] == [1_600, 640, 2_000, 3_000]
+    assert gbps(ops[0]) == pytest.approx(10.0) and gbps(ops[1]) == pytest.approx(1.0)
+    as_hta = sorted(read_like_hta(read_activity(trace), trace).gpu, key=lambda op: op.start)
+    assert [op.duration for op in as_hta] == [1_000, 0, 2_000, 3_000]
+
+    ns_file = [copy(t0 + 10.25, 1.0, 1, 16_000, 10.0)]  # ns stamps: the file's duration is the measure
+    import_kineto(_write(tmp_path / "ns.json", ns_file), tmp_path / "ns", checked=checked)
+    assert [op.duration for op in read_activity(read_trace(tmp_path / "ns")).gpu] == [1_000]

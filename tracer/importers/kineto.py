@@ -147,8 +147,8 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
 
 
 def _gpu_skipped(skipped: dict[str, int]) -> str:
-    """One phrase on the GPU work an import skipped: slices with a device and a stream (or of a
-    device category, kineto_fields.UNREAD_DEVICE_CATEGORIES) whose category no dfcompass class takes."""
+    """One phrase on the GPU work an import skipped: slices with a device and a stream whose
+    category no dfcompass class takes."""
     kinds = ", ".join(f"{n:,} {category!r}" for category, n in sorted(skipped.items()))
     return f"{sum(skipped.values()):,} GPU slices were not imported (no dfcompass class takes their category): {kinds}"
 

@@ -23,8 +23,8 @@ from tracer import schema
 from tracer.collectives import collective_kind
 from tracer.importers.kineto_fields import (
     CATEGORY_ALIASES,
-    UNREAD_DEVICE_CATEGORIES,
     MAX_TIME_NS,
+    MTIA_DEVICE_CATEGORIES,
     STEP,
     STREAM_NAME,
     input_args,
@@ -276,10 +276,11 @@ class KinetoColumns:
             if ph == "M":
                 continue
             key = str(cat) if cat else ("instant" if ph in ("i", "I") else f"ph={ph}")
+            if key in MTIA_DEVICE_CATEGORIES:
+                raise NotFast("MTIA device events (the checked path reads them)")
             self.skipped[key] = self.skipped.get(key, 0) + 1
             args = e.args
-            if ph == "X" and (key in UNREAD_DEVICE_CATEGORIES or isinstance(args, Args) and args.device is not UNSET
-                              and args.stream is not UNSET):
+            if ph == "X" and isinstance(args, Args) and args.device is not UNSET and args.stream is not UNSET:
                 self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
 
     # ------------------------------------------------------------------ kinds
@@ -331,6 +332,7 @@ class KinetoColumns:
                 len(events), 5)
         else:
             columns["bytes"] = [e.args.bytes for e in events]
+            columns["gbps"] = [e.args.gbps for e in events]
             if code == MEMCPY:
                 columns["ends"] = ends = [(_get(e.args.from_device), _get(e.args.to_device)) for e in events]
                 if any((as_int(v) or 0) > 0xFFFF for pair in ends for v in pair):

@@ -22,16 +22,20 @@ from tracer.collectives import DTYPE_BYTES, collective_kind
 from tracer.importers.kineto_fields import (
     DEVICE_WIDE_STREAM,
     CATEGORY_ALIASES,
-    UNREAD_DEVICE_CATEGORIES,
     MAX_TIME_NS,
+    MTIA_DEVICE_CATEGORIES,
+    MTIA_QUEUE_WAIT,
     STEP,
     STREAM_NAME,
     copy_ends,
     input_args,
     is_id,
+    is_mtia_transfer,
     kernel_config,
     kernel_dims,
+    measured_ends,
     memory_device,
+    mtia_copy_kind,
     step_number,
 )
 from tracer.importers.kineto_source import (
@@ -77,6 +81,9 @@ def _kind(event: dict[str, Any]) -> str | None:
             return "gpu_annotation"
         if cat == "cuda_sync":
             return "sync"
+        if cat in MTIA_DEVICE_CATEGORIES:
+            name = str(event.get("name", ""))
+            return "sync" if name == MTIA_QUEUE_WAIT else "memcpy" if is_mtia_transfer(name) else "kernel"
         return _GPU_KINDS.get(str(cat))
     if ph in ("i", "I") and event.get("name") == "[memory]":
         return "memory"
@@ -187,6 +194,9 @@ class Converter:
 
     def stream_of(self, index: int, event: dict[str, Any]) -> Any:
         raw = self.args(event).get("stream", event.get("tid"))
+        if event.get("cat") in MTIA_DEVICE_CATEGORIES and is_mtia_transfer(str(event.get("name", ""))):
+            # DMA requests run while their kernel runs: on a queue of their own, not the kernel's
+            return f"dma {raw}"
         match = STREAM_NAME.match(raw) if isinstance(raw, str) else None
         if match:  # older Kineto writes GPU tids as "stream 7"
             return int(match.group(1))
@@ -198,7 +208,7 @@ class Converter:
         device = as_int(self.args(event).get("device", event.get("pid")))
         if device is None or not 0 <= device <= 0xFFFF:
             raise self.fail(index, event, "no 'args.device' (or integer pid) to name the GPU")
-        return f"cuda:{device}"
+        return f"{'mtia' if event.get('cat') in MTIA_DEVICE_CATEGORIES else 'cuda'}:{device}"
 
     # ------------------------------------------------------------------ pass 1
     def scan(self) -> None:
@@ -331,8 +341,7 @@ class Converter:
             key = _skip_key(event)
             self.skipped[key] = self.skipped.get(key, 0) + 1
             args = event.get("args")
-            if ph == "X" and (key in UNREAD_DEVICE_CATEGORIES
-                              or isinstance(args, dict) and "device" in args and "stream" in args):
+            if ph == "X" and isinstance(args, dict) and "device" in args and "stream" in args:
                 self.gpu_skipped[key] = self.gpu_skipped.get(key, 0) + 1
         elif kind == "node":
             self.node(index, event)
@@ -517,12 +526,18 @@ class Converter:
         else:
             self.gpu_corr.append(corr)
         key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
+        if kind != "kernel":
+            end = int(measured_ends([begin], [end], [args.get("bytes")], [args.get("memory bandwidth (GB/s)")])[0])
         if kind == "kernel":
             dims = kernel_dims(args.get("grid")) + kernel_dims(args.get("block"))
             self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)
             config = kernel_config(args)
             if config is not None:
                 self.add("kernel_info", key, begin, device, stream, cid, *config)
+        elif kind == "memcpy" and event.get("cat") in MTIA_DEVICE_CATEGORIES:
+            direction = mtia_copy_kind(args.get("direction"))
+            self.add("memcpy_begin", key, begin, device, stream, cid, unsigned(args.get("size"), U64_MAX),
+                     direction, *copy_ends(direction, device, None, None))
         elif kind == "memcpy":
             direction = copy_kind(name)
             if direction == "PtoP" and any((as_int(args.get(k)) or 0) > 0xFFFF for k in ("fromDevice", "toDevice")):

@@ -68,6 +68,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     warps_per_sm: Any = _arg("warps per SM")
     occupancy: Any = _arg("est. achieved occupancy %")
     bytes: Any = UNSET  # a copy's or set's size
+    gbps: Any = _arg("memory bandwidth (GB/s)")  # a copy's or set's rate, on its exact duration
     from_device: Any = _arg("fromDevice")
     to_device: Any = _arg("toDevice")
     delta: Any = _arg("Bytes")  # a [memory] event's

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
+
 from tracer.copy_kinds import copy_ends as host_device_ends
 from tracer.importers.kineto_source import U32_MAX, as_int, unsigned
 
@@ -17,9 +19,51 @@ DEVICE_WIDE_STREAM = -1
 # activities), and MTIA's runtime calls as runtime calls.
 CATEGORY_ALIASES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
                     "Memset": "gpu_memset", "mtia_runtime": "cuda_runtime"}
-# Device work that no dfcompass class takes yet, though its slices give no device and stream args:
-# skipped, but counted as skipped GPU work (MTIA's command processor events).
-UNREAD_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
+# MTIA's command processor events: the device's own work, on the device the pid names. A slice
+# named dma_* is a DMA transfer (args.direction, args.size), event_wait a queue waiting for another
+# (args.wait_on_stream, as CUDA's Stream Wait Event), any other a kernel (args.correlation ties it
+# to its runFunction call); args.stream is the queue, the tid where a DMA gives none.
+MTIA_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
+MTIA_QUEUE_WAIT = "event_wait"
+_MTIA_DIRECTIONS = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
+                    "HOST_TO_HOST": "HtoH"}
+
+
+def is_mtia_transfer(name: str) -> bool:
+    return name.startswith("dma")
+
+
+def mtia_copy_kind(direction: Any) -> str:
+    """The copy_kind of an MTIA DMA request's args.direction ("DEVICE_TO_HOST" -> "DtoH")."""
+    return _MTIA_DIRECTIONS.get(direction, "Unknown") if isinstance(direction, str) else "Unknown"
+
+
+def measured_ends(begins: Any, ends: Any, nbytes: Any, gbps: Any) -> np.ndarray[Any, Any]:
+    """Copy and memset ends (Kineto ns) with the duration Kineto measured, where its file rounds it.
+
+    A file in whole µs floors each duration, but writes each copy's "memory bandwidth (GB/s)"
+    computed on the exact ns: bytes / GB/s gives them back (a 1.6 µs copy written as 1 µs runs at
+    0.62 of the rate its bytes over 1 µs give). Used where the slice starts on a whole µs, its
+    duration is whole µs and the exact one floors to it; elsewhere the file's end stays. The start
+    is the file's, so a whole-µs reading of the end is still the file's."""
+    begins, ends = np.asarray(begins, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    rate = np.array([_positive(v) for v in gbps], dtype=np.float64)
+    size = np.array([_positive(v) for v in nbytes], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = np.where(rate > 0, np.rint(size / np.where(rate > 0, rate, 1.0)), -1.0)
+    duration = ends - begins
+    use = ((begins % 1000 == 0) & (duration % 1000 == 0) & (size > 0) & (exact >= duration)
+           & (exact < duration + 1000))
+    return np.where(use, begins + exact.astype(np.int64, copy=False), ends)
+
+
+def _positive(value: Any) -> float:
+    """A finite positive number as float, else 0 (a missing or odd "bytes" or GB/s)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if 0 < number < 1e30 else 0.0
 
 
 def _milli(value: Any) -> int:
