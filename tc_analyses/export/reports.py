@@ -139,8 +139,12 @@ def kineto_import_text(summary: ImportSummary) -> str:
         lines += ["", "skipped (no dfcompass event class):"]
         lines += ["  " + row for row in table(("kineto category", "events"), list(summary.skipped.items()))]
     for kind, mapping in summary.remapped_ids.items():
-        pairs = ", ".join(f"{raw} -> {new}" for raw, new in mapping.items())
-        lines.append(f"\nremapped {kind}s (not 32-bit unsigned in the file): {pairs}")
+        dma = {raw: new for raw, new in mapping.items() if kind == "stream" and raw.startswith("dma ")}
+        for title, part in ((f"remapped {kind}s (not 32-bit unsigned in the file)", {
+                k: v for k, v in mapping.items() if k not in dma}),
+                ("MTIA DMA queues (a stream's DMA requests, on a queue of their own)", dma)):
+            if part:
+                lines.append(f"\n{title}: " + ", ".join(f"{raw} -> {new}" for raw, new in part.items()))
     lines += ["", *(f"note: {note}" for note in summary.notes)]
     return "\n".join(lines) + "\n"
 

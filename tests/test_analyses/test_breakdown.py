@@ -242,7 +242,7 @@ def test_text_and_plot(tmp_path: Path) -> None:
 # Reference numbers from HolisticTraceAnalysis 0.6.1 (traceinsight, µs): TraceAnalysis(trace_dir).get_temporal_breakdown()
 # (idle, compute, non-compute, kernel time of the rank) and get_idle_time_breakdown(ranks=[rank],
 # consecutive_kernel_delay=30) ({stream: (host wait, kernel wait, other)}). Regenerate them with
-#   .venv/bin/python bench/hta_crosscheck.py --hta-python PYTHON_WITH_HTA ../shared/traces/kineto/hta-*
+#   .venv/bin/python bench/hta_breakdown_reference.py --hta-python PYTHON_WITH_HTA ../shared/traces/kineto/hta-*
 # (0.5.0 gave the same, except simple-add's compute 10676 / non-compute 39287: it counted the "Stream
 # Wait Event" syncs as compute, 0.6.1 as other).
 # HTA leaves a category out of a stream without such gaps; it is 0 here.
@@ -263,7 +263,7 @@ HTA = {
 }
 # simple-add has 41 cuda_sync slices (16 Stream Sync, 20 Stream Wait Event, 5 Context Sync), which HTA's
 # temporal breakdown counts as GPU time (type other). HTA's temporal breakdown on the same file with
-# the cuda_sync rows removed (bench/hta_crosscheck.py):
+# the cuda_sync rows removed (bench/hta_breakdown_reference.py):
 SIMPLE_ADD_WITHOUT_CUDA_SYNC = (15975817, 10670, 39088, 16025575)
 
 

@@ -116,7 +116,7 @@ def test_hta_adds_start_and_duration_in_float64() -> None:
     0.25 µs apart: ts 1712195495505583.0 + dur 4.928 is 1712195495505588.0 there, so the slice ends
     at ...588 µs, not ...587 (its exact end is ...587.928). On a file with such stamps HTA counted
     about 1.2 ms more busy GPU time than inward rounding of the exact times gives; read_like_hta
-    reads the same way, and then dfcompass's breakdown equals HTA's (bench/hta_corpus.py)."""
+    reads the same way, and then dfcompass's breakdown equals HTA's (bench/hta_crosscheck.py)."""
     from tc_analyses.analyses.breakdown import hta_reading
 
     start_ns = 1712195495505583 * 1000

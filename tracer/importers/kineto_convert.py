@@ -33,7 +33,7 @@ from tracer.importers.kineto_fields import (
     is_mtia_transfer,
     kernel_config,
     kernel_dims,
-    measured_ends,
+    measured_end,
     memory_device,
     mtia_copy_kind,
     step_number,
@@ -527,7 +527,7 @@ class Converter:
             self.gpu_corr.append(corr)
         key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
         if kind != "kernel":
-            end = int(measured_ends([begin], [end], [args.get("bytes")], [args.get("memory bandwidth (GB/s)")])[0])
+            end = measured_end(begin, end, args.get("bytes"), args.get("memory bandwidth (GB/s)"))
         if kind == "kernel":
             dims = kernel_dims(args.get("grid")) + kernel_dims(args.get("block"))
             self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)

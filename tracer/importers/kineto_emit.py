@@ -21,7 +21,7 @@ from tracer.builder import TraceBuilder
 from tracer.collectives import DTYPE_BYTES
 from tracer.importers.kineto_columns import API, KERNEL, MEMCPY, MEMSET, NODE, SYNC, KinetoColumns
 from tracer.importers.kineto_decode import NotFast
-from tracer.importers.kineto_fields import DEVICE_WIDE_STREAM, copy_ends, measured_ends, memory_device
+from tracer.importers.kineto_fields import DEVICE_WIDE_STREAM, copy_ends, measured_end, memory_device
 from tracer.importers.kineto_source import U32_MAX, U64_MAX, IdMap, as_int, copy_kind, unsigned
 from tracer.importers.kineto_write import SLOTS as _SLOTS
 from tracer.importers.kineto_write import Device, Rows, StreamKeys, Text, Writer
@@ -275,7 +275,8 @@ class ColumnConverter:
                 self._add(Rows("kernel_info", seq[a], keys[a], begin[a], zero[a],
                                [Device(names[a]), stream[a], corr[a]] + list(values.T)))
         else:
-            end = measured_ends(begin, end, t.list("bytes"), t.list("gbps"))
+            end = np.array([measured_end(*row) for row in zip(begin.tolist(), end.tolist(), t.list("bytes"),
+                                                               t.list("gbps"))], dtype=np.int64).reshape(-1)
             nbytes = np.array([unsigned(b, U64_MAX) for b in t.list("bytes")], dtype=np.uint64)
             if kind == MEMCPY:
                 directions = [copy_kind(name) for name in text]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from tracer.copy_kinds import copy_ends as host_device_ends
 from tracer.importers.kineto_source import U32_MAX, as_int, unsigned
 
@@ -38,23 +36,19 @@ def mtia_copy_kind(direction: Any) -> str:
     return _MTIA_DIRECTIONS.get(direction, "Unknown") if isinstance(direction, str) else "Unknown"
 
 
-def measured_ends(begins: Any, ends: Any, nbytes: Any, gbps: Any) -> np.ndarray[Any, Any]:
-    """Copy and memset ends (Kineto ns) with the duration Kineto measured, where its file rounds it.
+def measured_end(begin: int, end: int, nbytes: Any, gbps: Any) -> int:
+    """A copy's or memset's end (Kineto ns) with the duration Kineto measured, where its file rounds it.
 
     A file in whole µs floors each duration, but writes each copy's "memory bandwidth (GB/s)"
-    computed on the exact ns: bytes / GB/s gives them back (a 1.6 µs copy written as 1 µs runs at
+    computed on the exact ns: bytes / GB/s gives it back (a 1.6 µs copy written as 1 µs runs at
     0.62 of the rate its bytes over 1 µs give). Used where the slice starts on a whole µs, its
     duration is whole µs and the exact one floors to it; elsewhere the file's end stays. The start
     is the file's, so a whole-µs reading of the end is still the file's."""
-    begins, ends = np.asarray(begins, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    rate = np.array([_positive(v) for v in gbps], dtype=np.float64)
-    size = np.array([_positive(v) for v in nbytes], dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exact = np.where(rate > 0, np.rint(size / np.where(rate > 0, rate, 1.0)), -1.0)
-    duration = ends - begins
-    use = ((begins % 1000 == 0) & (duration % 1000 == 0) & (size > 0) & (exact >= duration)
-           & (exact < duration + 1000))
-    return np.where(use, begins + exact.astype(np.int64, copy=False), ends)
+    rate, size, duration = _positive(gbps), _positive(nbytes), end - begin
+    if not rate or not size or begin % 1000 or duration % 1000:
+        return end
+    exact = round(size / rate)
+    return begin + exact if duration <= exact < duration + 1000 else end
 
 
 def _positive(value: Any) -> float:
