@@ -35,8 +35,6 @@ keeps freed memory instead.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import queue
 import sys
@@ -48,6 +46,7 @@ from typing import Any
 
 import tracer
 from tracer import session as _session
+from tracer.bounded_io import PLAN_LIMIT, load_json
 
 PLAN_ENV = "DFCOMPASS_PLAN"  # path of a plan.json that graph programs apply (set by `dfcompass verify`)
 DEFAULT_LANE = "cpu:0"
@@ -83,10 +82,7 @@ class Plan:
 
 def read_plan_file(path: str | os.PathLike[str]) -> Any:
     """A plan's JSON: plan.json, or plan.json.gz (large plans are written compressed)."""
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            return json.load(handle)
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    return load_json(path, PLAN_LIMIT, "a plan")  # gzip by content, inflated in bounded steps
 
 
 def plan_file_in(folder: Path) -> Path:

@@ -24,13 +24,13 @@ interpreter runs the pattern.
 
 from __future__ import annotations
 
-import re
 from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from tc_analyses.engine.event_names import NameMatcher
 from tc_analyses.engine.columns import (CURRENT_SCENARIO, STEPS, Evaluator, Frame, IntArray, NotColumnar, Template,
                                         timestamps_by_position, under, unify)
 from tc_analyses.engine.events import EventClassRows
@@ -48,7 +48,7 @@ _TABLE, _START, _STARTED, _SEGMENT, _END = 8, 16, 40, 47, 48  # segments 47, end
 
 @dataclass
 class _Transition:
-    event: re.Pattern[str]
+    event: NameMatcher
     tests: list[Any]  # condition elements
     target: str
     actions: list[Any]  # action elements
@@ -65,7 +65,7 @@ class _Fsm:
     final: str = ""
     key_field: str = ""
     key_attribute: str = ""
-    precondition: list[re.Pattern[str]] | None = None  # table: the event patterns it takes
+    precondition: list[NameMatcher] | None = None  # table: the event patterns it takes
 
 
 class ColumnarPattern(Evaluator):

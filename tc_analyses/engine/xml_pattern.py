@@ -31,7 +31,6 @@ element's line).
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 
+from tc_analyses.engine.event_names import NameMatcher
 from tc_analyses.engine.state_system import StateSystem, Value
 from tc_analyses.model.tables import MadeOnRead
 from tc_analyses.engine.xml_provider import (Compiler, Event, XmlAnalysisError, analysis_elements, content_field,
@@ -90,7 +90,7 @@ class PatternStateSystem(StateSystem):
 
 @dataclass
 class _Transition:
-    event: re.Pattern[str] | None
+    event: NameMatcher | None
     tests: list[Callable[[Event, StateSystem], bool]]
     target: str
     actions: list[str]
@@ -118,7 +118,7 @@ class _Fsm:
     finals: set[str]
     onentry: dict[str, list[str]]
     onexit: dict[str, list[str]]
-    preconditions: list[tuple[re.Pattern[str] | None, list[Callable[[Event, StateSystem], bool]]]]
+    preconditions: list[tuple[NameMatcher | None, list[Callable[[Event, StateSystem], bool]]]]
     multiple: bool
     consuming: bool
     active: list[_Scenario] = field(default_factory=list)
@@ -131,7 +131,7 @@ class _Fsm:
         return state in self.finals or not self.states.get(state)  # a state without transitions is final
 
 
-def _event_pattern(element: Any, text: str | None) -> re.Pattern[str] | None:
+def _event_pattern(element: Any, text: str | None) -> NameMatcher | None:
     return None if text in (None, "") else event_regex(element, text)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from lxml import etree
 
+from tc_analyses.engine.event_names import NameMatcher, compile_event_name
 from tc_analyses.engine.state_system import StateSystem, StateTypeError, Value
 from tc_analyses.errors import ConfigurationError, DfcompassError
 
@@ -367,7 +368,7 @@ class StateProvider(Compiler):
 
     def __init__(self, element: Any) -> None:
         super().__init__(element)
-        self._handlers: list[tuple[re.Pattern[str], list[ChangeFn]]] = []
+        self._handlers: list[tuple[NameMatcher, list[ChangeFn]]] = []
         for handler in element.iterfind("eventHandler"):
             pattern = event_regex(handler, handler.get("eventName") or "")
             self._handlers.append((pattern, [self._change(c) for c in handler.iterfind("stateChange")]))
@@ -456,11 +457,12 @@ def _time_of(value: Value | None, now: int) -> int:
         return now
 
 
-def event_regex(element: Any, text: str) -> re.Pattern[str]:
-    """An event name pattern as Trace Compass compiles it: a regex in which ``*`` becomes ``.*``."""
+def event_regex(element: Any, text: str) -> NameMatcher:
+    """An event name pattern as Trace Compass compiles it: a regex in which ``*`` becomes ``.*``
+    (matched in linear time, :mod:`tc_analyses.engine.event_names`)."""
     try:
-        return re.compile(text.replace("*", ".*"))
-    except re.error as exc:
+        return compile_event_name(text)
+    except ValueError as exc:
         raise XmlAnalysisError(element, f"event name {text!r} is not a valid regex: {exc}") from None
 
 

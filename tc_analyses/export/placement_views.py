@@ -24,6 +24,7 @@ import numpy as np
 from tc_analyses.export.graph_formats import write_dot, write_graphml
 from tc_analyses.perf.problem import Placement, PlacementProblem
 from tracer.builder import TraceBuilder
+from tracer.bounded_io import PLAN_LIMIT, read_text
 
 if TYPE_CHECKING:  # only for annotations: networkx loads when a graph is built
     import networkx as nx
@@ -106,10 +107,7 @@ def write_plan(out_dir: Path, text: str, ops: int) -> Path:
 def written_plan_text(out_dir: Path) -> str:
     """The plan's JSON as :func:`write_plan` wrote it into `out_dir` (plain or gzipped)."""
     plain, packed = out_dir / "plan.json", out_dir / "plan.json.gz"
-    if plain.is_file():
-        return plain.read_text(encoding="utf-8")
-    with gzip.open(packed, "rt", encoding="utf-8") as handle:
-        return handle.read()
+    return read_text(plain if plain.is_file() else packed, PLAN_LIMIT, "a plan")
 
 
 def write_plan_graph(out_dir: Path, graph: nx.DiGraph, plan: Placement) -> list[Path]:

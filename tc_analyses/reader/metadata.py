@@ -13,11 +13,13 @@ from pathlib import Path
 
 from tc_analyses.errors import SchemaVersionError, TraceError
 from tracer import schema
+from tracer.bounded_io import METADATA_LIMIT, read_bounded
 
 _PACKETIZED_MAGIC = b"\x57\x1d\xd1\x75"  # 0x75D11D57, little-endian
 _ENV_BLOCK = re.compile(r"\benv\s*\{(.*?)\};", re.S)
-_ENV_ITEM = re.compile(r'(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*;')
+_ENV_ITEM = re.compile(r'(?<!\w)(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*;')  # (?<!\w): linear on long words
 _CLOCK_BLOCK = re.compile(r"\bclock\s*\{(.*?)\};", re.S)
+_CLOCK_ITEM = re.compile(r"(?<!\w)(\w+)\s*=\s*(\d+)\s*;")
 _TRACE_UUID = re.compile(r'\btrace\s*\{[^}]*?uuid\s*=\s*"([0-9a-fA-F-]{36})"', re.S)
 
 
@@ -95,7 +97,7 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
     if not Path(trace_dir).is_dir():
         raise TraceError(trace_dir, not_a_directory(Path(trace_dir)))
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, METADATA_LIMIT, "CTF metadata")
     except FileNotFoundError:
         raise TraceError(path, "missing metadata file: this is not a CTF trace directory") from None
     except OSError as exc:
@@ -113,7 +115,7 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
     offset_ns, freq = 0, 1_000_000_000
     clock_match = _CLOCK_BLOCK.search(text)
     if clock_match:
-        items = dict(re.findall(r"(\w+)\s*=\s*(\d+)\s*;", clock_match.group(1)))
+        items = dict(_CLOCK_ITEM.findall(clock_match.group(1)))
         freq = int(items.get("freq", freq))
         if not 0 < freq <= 10**15:
             raise TraceError(path, f"clock frequency {freq} Hz is out of range (1 Hz .. 1 PHz)")

@@ -133,3 +133,21 @@ def test_event_names_match_as_whole_regexes_with_star_wildcards() -> None:
     ss = run(handler, [("sys_open", 1, {}), ("xsys_open", 2, {}), ("sys_open", 3, {})])
     assert states(ss, "sys_open") == [(1, 2, 1), (3, 3, 2)]
     assert ("xsys_open",) not in set(ss.paths())
+
+
+def test_an_event_name_pattern_runs_in_linear_time() -> None:
+    """`(.|.|.|.|.)+Z` backtracks 5^n ways on an n-letter name in Java's or Python's regex engine
+    (`states` ran past 120 s on one); matched by RE2 it is one pass, and Trace Compass's answer (no
+    match without a Z, a match with one) is kept."""
+    handler = ('<eventHandler eventName="(.|.|.|.|.)+Z"><stateChange><stateAttribute type="constant" value="x"/>'
+               '<stateValue type="int" value="1"/></stateChange></eventHandler>')
+    long_name = "dfc:kernel_begin_" + "a" * 40
+    ss = run(handler, [(long_name, 10, {}), (long_name + "Z", 20, {}), ("end", 30, {})])
+    assert states(ss, "x") == [(10, 19, None), (20, 30, 1)]
+
+
+def test_a_pattern_only_a_backtracking_engine_takes_is_one_line() -> None:
+    handler = ('<eventHandler eventName="(a)\\1"><stateChange><stateAttribute type="constant" value="x"/>'
+               '<stateValue type="int" value="1"/></stateChange></eventHandler>')
+    with pytest.raises(XmlAnalysisError, match=r"event name '\(a\)\\\\1' is not a valid regex: .*linear time"):
+        run(handler, [("aa", 1, {})])

@@ -19,6 +19,7 @@ import msgspec
 
 from tc_analyses.perf.devices import default_link
 from tc_analyses.perf.problem import Cost, CostSource, Device, Link, PlacementError, PlacementProblem, Task
+from tracer.bounded_io import GRAPH_LIMIT, load_json, read_bounded
 
 SCHEMA = Path(__file__).with_name("graph_file.schema.json")
 
@@ -119,7 +120,7 @@ def _entries_of(spec: _FileSpec) -> tuple[list[tuple[Any, dict[str, Any]]], list
 def read_graph_file(path: Path) -> dict[str, Any]:
     """The file's JSON, checked against the schema; PlacementError (one line) otherwise."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path, GRAPH_LIMIT, "a graph file")
     except OSError as exc:
         raise PlacementError(f"{path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -135,7 +136,7 @@ def read_graph_file(path: Path) -> dict[str, Any]:
 def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProblem:
     """The placement problem a graph file poses on `devices`."""
     try:
-        typed = _typed_graph(path.read_bytes())
+        typed = _typed_graph(read_bounded(path, GRAPH_LIMIT, "a graph file"))
     except OSError as exc:
         raise PlacementError(f"{path}: {exc.strerror or exc}") from None
     if typed is not None:
