@@ -299,38 +299,38 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
             summed[label] = summed.get(label, 0.0) + ns
         cells = [cell(ref if isinstance(ref, str) else ref.get(k, "HTA: no result"), mine[k])
                  for k in ANALYSES]
-        if cells[0].startswith("differ") and not isinstance(ref, str) and cell(
+        if cells[0].startswith("differ:") and not isinstance(ref, str) and cell(
                 ref.get("temporal"), mine.get("temporal_syncs_on_a_queue")) == "match":
             cells[0] = "differs on purpose: device-wide syncs (HTA counts stream 4294967295)"
         as_hta = mine.get("as_hta_reads_mtia")
         for at, key in ((0, "temporal"), (1, "types")):
-            if as_hta and cells[at].startswith("differ") and not isinstance(ref, str) \
+            if as_hta and cells[at].startswith("differ:") and not isinstance(ref, str) \
                     and cell(ref.get(key), as_hta[key]) == "match":
                 cells[at] = (f"differs on purpose: MTIA's {mine['mtia_dma_without_stream']} DMA transfers without a "
                              f"stream and {mine['mtia_waits']} queue waits are device work and waits here, CPU events "
                              "and computation in HTA (docs/hta.md)")
-        if mine["cpu_ops_with_a_stream"] and any(c.startswith("differ") for c in cells[:2]):
+        if mine["cpu_ops_with_a_stream"] and any(c.startswith("differ:") for c in cells[:2]):
             fixed = _hta_without_cpu_op_streams(path, hta_python, timeout_s)  # HTA counts them as kernels
             for at, key in ((0, "temporal"), (1, "types")):
-                if cells[at].startswith("differ") and isinstance(fixed, dict) \
+                if cells[at].startswith("differ:") and isinstance(fixed, dict) \
                         and cell(fixed.get(key), mine[key]) == "match":
                     cells[at] = (f"HTA's bug: {mine['cpu_ops_with_a_stream']} cpu_ops with a stream arg counted as "
                                  "kernels (without that arg, HTA's figure equals ours)")
         queues_at = ANALYSES.index("queues")
-        if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
+        if cells[queues_at].startswith("differ:") and not isinstance(ref, str) and cell(
                 ref.get("queues"), mine.get("queues_launches_first")) == "match":
             cells[queues_at] = ("differs on purpose: at equal times a start frees the queue before a launch fills "
                                 "it; HTA's unstable sort put this file's launches first (docs/hta.md)")
-        if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
+        if cells[queues_at].startswith("differ:") and not isinstance(ref, str) and cell(
                 ref.get("queues"), mine.get("queues_hta_calls")) == "match":
             cells[queues_at] = ("differs on purpose: equal with HTA's launch calls (its queue series leaves out "
                                 "hipModuleLaunchKernel and others; docs/hta.md)")
-        if cells[queues_at].startswith("differ") and not isinstance(ref, str) and cell(
+        if cells[queues_at].startswith("differ:") and not isinstance(ref, str) and cell(
                 ref.get("queues"), mine.get("queues_without_row_0")) == "match":
             cells[queues_at] = ("HTA's bug: the file's first event is a launch, and HTA's index_correlation 0 "
                                 "('not in the trace') drops it (docs/hta.md)")
         launches_at = ANALYSES.index("launches")
-        if cells[launches_at].startswith("differ") and not isinstance(ref, str) \
+        if cells[launches_at].startswith("differ:") and not isinstance(ref, str) \
                 and ref.get("launches") == mine["launches_hta_calls"]:
             cells[launches_at] = (f"differs on purpose: {mine['launches'] - mine['launches_hta_calls']} launches "
                                   "HTA does not pair (HIP, the driver API; docs/hta.md)")

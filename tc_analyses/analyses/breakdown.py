@@ -328,8 +328,7 @@ def round_like_hta(activity: Activity, clock_offset_ns: int, kineto_base_ns: int
     starting on a whole µs) it changes only the copies' exact ends (:func:`hta_reading`).
     """
     to_source = clock_offset_ns - kineto_base_ns
-    starts = np.concatenate([activity.gpu.column("start"), activity.api.column("start")]).astype(np.int64)
-    whole_us = bool(len(starts)) and not ((starts + to_source) % 1000).any()
+    whole_us = _whole_us(activity, to_source)
 
     def rounded(table: TableT) -> TableT:
         starts, ends = hta_reading(table.column("start"), table.column("end"), to_source, whole_us)
@@ -341,6 +340,17 @@ def round_like_hta(activity: Activity, clock_offset_ns: int, kineto_base_ns: int
         steps.append(replace(r, start=int(start), end=int(end)))
     return replace(activity, steps=steps, api=rounded(activity.api), gpu=rounded(activity.gpu),
                    syncs=rounded(activity.syncs), annotations=rounded(activity.annotations), _launch={})
+
+
+def _whole_us(activity: Activity, to_source: int) -> bool:
+    """Every time the file gave is a whole µs: all but the copies' and memsets' ends, which the
+    importer may take from Kineto's exact measure (tracer.importers.kineto_fields.measured_end)."""
+    gpu = activity.gpu
+    measured = np.isin(gpu.text("kind"), ("memcpy", "memset")) if len(gpu) else np.zeros(0, dtype=bool)
+    times = [gpu.column("start"), gpu.column("end")[~measured]] + [
+        table.column(edge) for table in (activity.api, activity.syncs, activity.annotations) for edge in ("start", "end")]
+    stamps = np.concatenate([np.asarray(t, dtype=np.int64) for t in times])
+    return bool(len(stamps)) and not ((stamps + to_source) % 1000).any()
 
 
 @dataclass(frozen=True)

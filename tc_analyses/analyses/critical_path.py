@@ -43,6 +43,8 @@ from tc_analyses.errors import AnalysisUnavailable
 from tc_analyses.model.activity import Activity, ApiCall, GpuOp
 from tc_analyses.model.intervals import merge_intervals
 
+# syncs by which a queue waits for another (args.wait_on_stream): CUDA's, and MTIA's (tracer.importers)
+QUEUE_WAITS = frozenset({"Stream Wait Event", "event_wait"})
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                         "hipStreamSynchronize", "hipDeviceSynchronize"})
 BOUNDS = ("cpu_bound", "cpu_idle", "cpu_other_thread", "gpu_compute_bound", "gpu_communication_bound",
@@ -158,7 +160,7 @@ class _Walk:
         self.syncs_by_call = {s.correlation_id: s for s in activity.syncs if s.correlation_id}
         self.waits = defaultdict(list)  # (device, queue) -> [(time, queue waited on)], Stream Wait Events
         for s in activity.syncs:
-            if s.kind == "Stream Wait Event" and s.wait_queue >= 0:
+            if s.kind in QUEUE_WAITS and s.wait_queue >= 0:
                 self.waits[(s.device, s.queue)].append((s.start, s.wait_queue))
         # Where each thread's and queue's work ends, its intervals merged: a nested op's end is no
         # end of the thread's work.

@@ -147,8 +147,18 @@ def test_mtia_device_work_is_imported_on_an_mtia_device(tmp_path: Path, checked:
                "dur": 2.5, "args": {"direction": "HOST_TO_DEVICE", "size": 16, "sqid": 1}},
               {"ph": "X", "cat": "mtia_ccp_events", "name": "event_wait", "pid": 9, "tid": 803, "ts": t0 + 350,
                "dur": 20, "args": {"stream": 2, "wait_on_stream": 1, "seq_num": 5, "sqid": 11}}]
-    summary = import_kineto(_write(tmp_path / "mtia.json", events), tmp_path / "mtia", checked=checked)
+    src = _write(tmp_path / "mtia.json", events)
+    summary = import_kineto(src, tmp_path / "mtia", checked=checked)
     assert "mtia_ccp_events" not in summary.skipped
+    from tc_analyses.export.reports import kineto_import_text
+
+    report = kineto_import_text(summary)  # the DMA queues are named for what they are, not as odd ids
+    assert "MTIA DMA queues (a stream's DMA requests, on a queue of their own): dma 1 -> " in report
+    assert "not 32-bit unsigned" not in report
+    if not checked:  # the columns path hands MTIA files to the checked one, which reads them
+        from tests.test_importers.test_kineto_columns import _takes
+
+        assert not _takes(src) and _takes(_write(tmp_path / "cuda.json", events[:2]))
     activity = read_activity(read_trace(tmp_path / "mtia"))
     ops = sorted(activity.gpu, key=lambda op: op.start)
     assert [(op.device, op.kind, op.name, op.bytes, op.duration) for op in ops] == [
@@ -193,6 +203,37 @@ def test_whole_us_copies_keep_the_duration_kineto_measured(tmp_path: Path, check
     as_hta = sorted(read_like_hta(read_activity(trace), trace).gpu, key=lambda op: op.start)
     assert [op.duration for op in as_hta] == [1_000, 0, 2_000, 3_000]
 
-    ns_file = [copy(t0 + 10.25, 1.0, 1, 16_000, 10.0)]  # ns stamps: the file's duration is the measure
+    ns_file = [copy(t0 + 10.25, 1.0, 1, 16_000, 10.0),  # ns stamps: the file's duration is the measure
+               copy(t0 + 20, 1.5, 2, 16_000, 10.0)]  # a whole-µs start, a fractional duration: the same
     import_kineto(_write(tmp_path / "ns.json", ns_file), tmp_path / "ns", checked=checked)
-    assert [op.duration for op in read_activity(read_trace(tmp_path / "ns")).gpu] == [1_000]
+    assert [op.duration for op in read_activity(read_trace(tmp_path / "ns")).gpu] == [1_000, 1_500]
+
+
+def test_a_measured_copy_end_stops_at_the_next_work_of_its_queue(tmp_path: Path) -> None:
+    """The next kernel's start is floored too: a 1.6 µs copy at 10 µs and a kernel written at 11 µs
+    (it started in [11, 12) µs, after the copy) would overlap by 0.6 µs, and a queue runs one thing
+    at a time: the copy ends at 11 µs there. A rate so small its duration is infinite (1e-320 GB/s)
+    keeps the file's. Both paths write the same trace, byte for byte."""
+    from tests.test_importers.test_kineto_columns import _both, _takes
+
+    from tc_analyses.model.activity import read_activity
+
+    t0 = 1_700_000_000_000_000
+
+    def gpu(cat: str, ts: int, dur: int, corr: int, **args: Any) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": "Memcpy HtoD (Pinned -> Device)" if cat == "gpu_memcpy" else "k",
+                "pid": 0, "tid": 7, "ts": t0 + ts, "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr,
+                                                                      **args}}
+
+    rate = "memory bandwidth (GB/s)"
+    src = _write(tmp_path / "next.json", [
+        gpu("gpu_memcpy", 10, 1, 1, bytes=16_000, **{rate: 10.0}), gpu("kernel", 11, 3, 2),
+        gpu("gpu_memcpy", 20, 1, 3, bytes=16_000, **{rate: 10.0}), gpu("kernel", 30, 3, 4),  # room: 1.6 µs
+        gpu("gpu_memcpy", 40, 1, 5, bytes=16_000, **{rate: 1e-320})])
+    assert _takes(src)
+    fast, checked = _both(src, tmp_path)
+    assert fast == checked and not isinstance(fast, str)
+    import_kineto(src, tmp_path / "out")
+    ops = sorted(read_activity(read_trace(tmp_path / "out")).gpu, key=lambda op: op.start)
+    assert [(op.kind, op.duration) for op in ops] == [("memcpy", 1_000), ("kernel", 3_000), ("memcpy", 1_600),
+                                                      ("kernel", 3_000), ("memcpy", 1_000)]

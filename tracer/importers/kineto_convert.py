@@ -55,6 +55,7 @@ _API_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 _CPU_KINDS = frozenset({"node", "step", "api", "memory", "annotation"})
+_GPU_WORK = frozenset({"kernel", "memcpy", "memset"})  # what runs on a queue, one at a time
 _CORRELATED = frozenset({"api", "sync", "kernel", "memcpy", "memset"})  # kinds whose events carry a correlation id
 DEVICE_FIELDS = {c.short: c.device_positions for c in schema.CATALOGUE}
 
@@ -139,6 +140,7 @@ class Converter:
         self.models: dict[str, str] = {}
         self.skipped: dict[str, int] = {}
         self.gpu_skipped: dict[str, int] = {}  # of skipped: slices with a device and a stream (GPU work)
+        self.queue_starts: dict[tuple[str, Any], list[int]] = {}  # (device, raw stream) -> sorted GPU work starts
         self.first_use: dict[str, int] = {}  # device name -> first ts
         self.first_pid: dict[int, int] = {}
         self.first_thread: dict[tuple[int, int], int] = {}
@@ -239,6 +241,8 @@ class Converter:
                 if kind != "sync" or as_int(stream) != DEVICE_WIDE_STREAM:  # a device-wide sync has no queue
                     streams.add(stream)
             begin, end = self.time(index, event)
+            if kind in _GPU_WORK:
+                self.queue_starts.setdefault((self.gpu_device(index, event), stream), []).append(begin)
             if kind in _CORRELATED and self.given_correlation(event) is None and is_id(event.get("pid")) \
                     and is_id(event.get("tid")):
                 self.wanted_flows.add((event.get("pid"), event.get("tid"), begin))
@@ -278,6 +282,8 @@ class Converter:
             self.collective_seq[k] = seq
         self.fwdbwd_points = {point for ends_ in self.fwdbwd.values() for point in ends_.values()}
         self.tids, self.pids, self.streams = IdMap(tids), IdMap(pids), IdMap(streams)
+        for starts in self.queue_starts.values():
+            starts.sort()
         info = self.doc.get("distributedInfo")
         given = as_int(info.get("rank")) if isinstance(info, dict) else None
         self.rank = given if given is not None and 0 <= given <= 0xFFFFFFFE else 0xFFFFFFFF
@@ -527,7 +533,9 @@ class Converter:
             self.gpu_corr.append(corr)
         key, name, cid = f"{device}.s{stream}", str(event.get("name", "")), corr or 0
         if kind != "kernel":
-            end = measured_end(begin, end, args.get("bytes"), args.get("memory bandwidth (GB/s)"))
+            end = measured_end(begin, end, args.get("bytes"), args.get("memory bandwidth (GB/s)"),
+                               self.queue_starts[(device, self.stream_of(index, event))])
+            self.last = end if self.last is None else max(self.last, end)
         if kind == "kernel":
             dims = kernel_dims(args.get("grid")) + kernel_dims(args.get("block"))
             self.add("kernel_begin", key, begin, device, stream, cid, name, *dims)

@@ -82,6 +82,7 @@ class ColumnConverter:
         self.pids = IdMap(_distinct([t["pid"] for t in cpu], [m["pid"] for m in c.memory]))
         self.streams = IdMap(_distinct([t["stream"] for t in gpu],
                                        [s["stream"] for s in c.syncs if s["stream"] != DEVICE_WIDE_STREAM]))
+        _measure_copies(c)
         for record in c.memory:
             _memory_fields(record)
         begins = [c.tables[k]["begin"] for k in c.tables] + [t["begin"] for t in (c.steps, c.annotations,
@@ -275,8 +276,6 @@ class ColumnConverter:
                 self._add(Rows("kernel_info", seq[a], keys[a], begin[a], zero[a],
                                [Device(names[a]), stream[a], corr[a]] + list(values.T)))
         else:
-            end = np.array([measured_end(*row) for row in zip(begin.tolist(), end.tolist(), t.list("bytes"),
-                                                               t.list("gbps"))], dtype=np.int64).reshape(-1)
             nbytes = np.array([unsigned(b, U64_MAX) for b in t.list("bytes")], dtype=np.uint64)
             if kind == MEMCPY:
                 directions = [copy_kind(name) for name in text]
@@ -412,6 +411,24 @@ class ColumnConverter:
             self._add(Rows("thread_info", (seq + n + np.arange(m)) * _SLOTS, self._keys.tids(tid), ts, pid,
                            [pid, tid, Text([c.thread_names.get((raw_pid[p], raw_tid[t]), "") for p, t in zip(pid.tolist(), tid.tolist())],
                                            0)]))
+
+
+def _measure_copies(c: KinetoColumns) -> None:
+    """Copies' and memsets' ends as Kineto measured them (:func:`measured_end`), in place."""
+    queues: dict[tuple[int, int], list[int]] = {}  # the sorted starts of a queue's GPU work
+    work = [c.tables[k] for k in (KERNEL, MEMCPY, MEMSET)]
+    for t in (c.tables[MEMCPY], c.tables[MEMSET]):
+        if not len(t):
+            continue
+        ends, begins, devices, streams = t["end"], t["begin"], t["device"], t["stream"]
+        for i, (nbytes, gbps) in enumerate(zip(t.list("bytes"), t.list("gbps"))):
+            if measured_end(int(begins[i]), int(ends[i]), nbytes, gbps) == ends[i]:
+                continue
+            queue = (int(devices[i]), int(streams[i]))
+            if queue not in queues:
+                queues[queue] = np.sort(np.concatenate([w["begin"][(w["device"] == queue[0]) & (w["stream"] == queue[1])]
+                                                        for w in work])).tolist()
+            ends[i] = measured_end(int(begins[i]), int(ends[i]), nbytes, gbps, queues[queue])
 
 
 class _Threads:

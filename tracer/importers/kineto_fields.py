@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 from tracer.copy_kinds import copy_ends as host_device_ends
@@ -36,19 +39,28 @@ def mtia_copy_kind(direction: Any) -> str:
     return _MTIA_DIRECTIONS.get(direction, "Unknown") if isinstance(direction, str) else "Unknown"
 
 
-def measured_end(begin: int, end: int, nbytes: Any, gbps: Any) -> int:
+def measured_end(begin: int, end: int, nbytes: Any, gbps: Any, next_starts: Sequence[int] = ()) -> int:
     """A copy's or memset's end (Kineto ns) with the duration Kineto measured, where its file rounds it.
 
     A file in whole µs floors each duration, but writes each copy's "memory bandwidth (GB/s)"
     computed on the exact ns: bytes / GB/s gives it back (a 1.6 µs copy written as 1 µs runs at
     0.62 of the rate its bytes over 1 µs give). Used where the slice starts on a whole µs, its
     duration is whole µs and the exact one floors to it; elsewhere the file's end stays. The start
-    is the file's, so a whole-µs reading of the end is still the file's."""
+    is the file's, so a whole-µs reading of the end is still the file's. `next_starts`: the sorted
+    starts of the GPU work of the slice's queue; the floored start of the next one may come before
+    the exact end, and a queue runs one thing at a time: the end stops there (not before the file's)."""
     rate, size, duration = _positive(gbps), _positive(nbytes), end - begin
     if not rate or not size or begin % 1000 or duration % 1000:
         return end
-    exact = round(size / rate)
-    return begin + exact if duration <= exact < duration + 1000 else end
+    ratio = size / rate
+    if not math.isfinite(ratio):  # a subnormal rate: no duration floors to it
+        return end
+    exact = round(ratio)
+    if not duration <= exact < duration + 1000:
+        return end
+    at = bisect_right(next_starts, begin)
+    following = next_starts[at] if at < len(next_starts) else None
+    return begin + exact if following is None or begin + exact <= following else max(end, following)
 
 
 def _positive(value: Any) -> float:
