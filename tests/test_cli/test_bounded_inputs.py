@@ -87,3 +87,18 @@ def test_gzip_members_and_damage(tmp_path: Path) -> None:
     with pytest.raises(TooLarge) as raised:
         read_text(big, 1 << 20, "a plan")
     assert raised.value.filename == str(big)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "1e308", str(2**200)])
+def test_a_graph_cost_that_is_no_measurement_is_one_line(tmp_path: Path, cli: Any, value: str) -> None:
+    """JSON Schema's `minimum` passes NaN, and a cost of 1e308 or 2^200 ns is no measurement: before,
+    NaN and infinity ended in an internal error (int() of them), 2^200 in a plan of 10^51 years."""
+    graph = tmp_path / "graph.json"
+    graph.write_text('{"directed": true, "multigraph": false, "graph": {}, "nodes": ['
+                     f'{{"id": "a", "costs": {{"cpu": {value}, "cuda:0": 100}}}}, '
+                     '{"id": "b", "costs": {"cpu": 10, "cuda:0": 100}}], '
+                     '"edges": [{"source": "a", "target": "b", "bytes": 100}]}')
+    done = cli("recommend-placement", str(graph), "--devices", "cpu,cuda:0", "-o", str(tmp_path / "out"))
+    assert done.exit_code == 1
+    assert done.stderr.strip().splitlines() == [
+        f"dfcompass: error: {graph}: node 'a': cost on cpu: {json.loads(value)!r} is not a number from 0 to 2^53"]

@@ -158,26 +158,44 @@ def problem_from_graph_file(path: Path, devices: list[Device]) -> PlacementProbl
         if all(node_costs[d] is None for d in names):
             raise PlacementError(f"{path}: node {node!r} may run on none of {', '.join(names)}")
         tasks.append(Task(ids[node], str(attrs.get("name", node)), str(attrs.get("op", "")),
-                          attrs.get("actual_device"), int(attrs.get("memory_bytes", 0))))
+                          attrs.get("actual_device"), _amount(path, f"node {node!r}: memory_bytes",
+                                                              attrs.get("memory_bytes", 0))))
         for device in names:
             if node_costs[device] is None:
                 forbidden.add((ids[node], device))
             else:
-                costs[(ids[node], device)] = Cost(int(node_costs[device]), CostSource.MEASURED)
-    edges = {(ids[u], ids[v]): int(a.get("bytes", 0)) for u, v, a in edge_list}
+                cost = _amount(path, f"node {node!r}: cost on {device}", node_costs[device])
+                costs[(ids[node], device)] = Cost(cost, CostSource.MEASURED)
+    edges = {(ids[u], ids[v]): _amount(path, f"edge {u!r} -> {v!r}: bytes", a.get("bytes", 0)) for u, v, a in edge_list}
     links = {(a.name, b.name): default_link(a, b) for a in devices for b in devices if a.name != b.name}
     for spec in link_specs:
         if (spec["src"], spec["dst"]) not in links:
             raise PlacementError(f"{path}: graph/links: {spec['src']} -> {spec['dst']} is not a pair of "
                                  f"--devices ({', '.join(names)})")
-        links[(spec["src"], spec["dst"])] = Link(float(spec["latency_ns"]), float(spec["gb_per_s"]),
-                                                 "graph file")
+        where = f"graph/links: {spec['src']} -> {spec['dst']}"
+        latency = _amount(path, f"{where}: latency_ns", spec["latency_ns"])
+        rate = float(spec["gb_per_s"])
+        if not 1e-9 <= rate <= AMOUNT_LIMIT:
+            raise PlacementError(f"{path}: {where}: gb_per_s {rate!r} is not a rate from 1e-9 to 2^53 GB/s")
+        links[(spec["src"], spec["dst"])] = Link(float(latency), rate, "graph file")
     problem = PlacementProblem(tasks, devices, costs, edges, links, forbidden=frozenset(forbidden))
     try:
         problem.topological_order()
     except PlacementError:
         raise PlacementError(f"{path}: the graph has a cycle; placement needs a DAG") from None
     return problem
+
+
+AMOUNT_LIMIT = 2**53  # ns (104 days) or bytes (9 PB), exact in float64: past it a cost or size is no measurement
+
+
+def _amount(path: Path, where: str, value: Any) -> int:
+    """A cost (ns) or size (bytes) as an int; NaN, infinity and values past AMOUNT_LIMIT (the schema
+    cannot refuse them: JSON Schema's bounds pass NaN) are a one-line PlacementError."""
+    number = float(value)
+    if not 0 <= number <= AMOUNT_LIMIT:  # NaN fails both comparisons
+        raise PlacementError(f"{path}: {where}: {value!r} is not a number from 0 to 2^53")
+    return int(value)
 
 
 def _entries_from_json(data: dict[str, Any]) -> tuple[Iterator[tuple[Any, dict[str, Any]]],
