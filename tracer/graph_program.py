@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -73,11 +74,33 @@ class Plan:
             schedule = data["schedule"] if isinstance(data, dict) else None
             if not isinstance(schedule, list) or not schedule:
                 raise ValueError("no schedule rows")
+            for at, row in enumerate(schedule):
+                _check_row(at, row)
             rows = sorted(schedule, key=lambda row: (row["start_ns"], row["end_ns"], row["node"]))
             assignment = {str(row["node"]): str(row["device"]) for row in rows}
         except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:  # EOFError: a cut plan.json.gz
             raise PlanError(f"{path}: not a placement plan with a schedule ({exc})") from None
         return Plan(assignment, tuple(assignment), str(path))
+
+
+# What `--devices` takes ([host:]cpu[:N] or [host:]cuda:N), the host a plain name: a plan's device
+# becomes part of paths and lane names, so it is checked before anything runs
+_DEVICE = re.compile(r"(?:[A-Za-z0-9_.-]+:)?(?:cpu(?::[0-9]+)?|cuda:[0-9]+)")
+
+
+def _check_row(at: int, row: Any) -> None:
+    """A schedule row as recommend-placement writes it; ValueError naming what is wrong."""
+    if not isinstance(row, dict):
+        raise ValueError(f"schedule[{at}] is not an object")
+    device = row.get("device")
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
+        raise ValueError(f"schedule[{at}]: device {device!r} is not [host:]cpu or [host:]cuda:N")
+    for key in ("start_ns", "end_ns"):
+        value = row.get(key)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"schedule[{at}]: {key} {value!r} is not a whole number of ns")
+    if not isinstance(row.get("node"), (str, int)) or isinstance(row.get("node"), bool):
+        raise ValueError(f"schedule[{at}]: node {row.get('node')!r} is not a node name")
 
 
 def read_plan_file(path: str | os.PathLike[str]) -> Any:

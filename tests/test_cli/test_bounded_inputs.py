@@ -5,6 +5,7 @@ Each gives one line naming the file, in bounded time and memory."""
 from __future__ import annotations
 
 import gzip
+import re
 import json
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,23 @@ def test_a_graph_cost_that_is_no_measurement_is_one_line(tmp_path: Path, cli: An
     assert done.exit_code == 1
     assert done.stderr.strip().splitlines() == [
         f"dfcompass: error: {graph}: node 'a': cost on cpu: {json.loads(value)!r} is not a number from 0 to 2^53"]
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("device", "cpu:0/../../x", "device 'cpu:0/../../x' is not [host:]cpu or [host:]cuda:N"),
+    ("device", "cpu:-1", "device 'cpu:-1' is not [host:]cpu or [host:]cuda:N"),
+    ("start_ns", float("nan"), "start_ns nan is not a whole number of ns"),
+    ("start_ns", "10", "start_ns '10' is not a whole number of ns"),
+])
+def test_a_plan_row_that_devices_would_refuse_is_refused_before_any_run(tmp_path: Path, field: str, value: Any,
+                                                                        problem: str) -> None:
+    """`--devices` refuses `cpu:-1` and path-like names; a plan handed to `verify` gave them to the
+    program, and a NaN or string start was refused only after the whole re-run."""
+    row = {"node": "mm", "op": "aten::mm", "device": "cuda:0", "start_ns": 0, "end_ns": 5, field: value}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schedule": [{"node": "add", "device": "cpu", "start_ns": 0, "end_ns": 1}, row]}))
+    with pytest.raises(PlanError, match=re.escape(f"schedule[1]: {problem}")):
+        Plan.load(plan)
+    row[field] = {"device": "hostB:cuda:1", "start_ns": 10}[field]
+    plan.write_text(json.dumps({"schedule": [row]}))
+    assert Plan.load(plan).assignment == {"mm": row["device"]}
