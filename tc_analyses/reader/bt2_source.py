@@ -8,10 +8,14 @@ this module: messages become frozen :class:`Event` and :class:`Discarded` record
 from __future__ import annotations
 
 import os
+import pickle
 import re
-import shutil
+import select
 import signal
+import struct
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -92,23 +96,112 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
     """Every event and discarded-events record of a CTF trace (or of the traces under `path`), in time order.
 
     With ``with_fields=False`` payload and context are left empty, which is several times faster.
+    libbabeltrace2 aborts the whole process on some damaged traces (SIGABRT in bt_graph_run_once,
+    where the babeltrace2 command, configured otherwise, exits 0): the read runs in a child process,
+    whose death or silence is a :class:`TraceError` naming the trace, never the end of dfcompass.
     """
-    bt2 = bt2_module()
+    bt2_module()  # a missing install is said here, in one line
     path = os.fspath(path)
     from tc_analyses.reader.metadata import find_traces, not_a_directory
 
     if not os.path.isdir(path):
         raise TraceError(path, not_a_directory(Path(path)))
-
-    traces = find_traces(path)
-    if not traces:
+    if not find_traces(path):
         raise TraceError(path, "no CTF trace here (no 'metadata' file in it or below it)")
-    check_in_child(path)
+    yield from _read_in_child(path, with_fields)
+
+
+SECONDS_PER_MB = 5  # the child may go this long per MB of trace without a batch before it is given up
+MIN_SECONDS = 2  # babeltrace2 reads a small trace in well under 0.1 s
+_BATCH = 4096  # events per message from the child
+_HEADER = struct.Struct("<Q")
+
+
+def child_command(path: str, with_fields: bool) -> list[str]:
+    """The child that reads `path` with bt2 and writes its records to stdout (:func:`serve`)."""
+    # imported, not run as __main__: the records must pickle as tc_analyses.reader.bt2_source's classes
+    code = "import sys\nfrom tc_analyses.reader.bt2_source import serve\nserve(sys.argv[1], sys.argv[2] == 'fields')"
+    return [sys.executable, "-c", code, path, "fields" if with_fields else "names"]
+
+
+def _read_in_child(path: str, with_fields: bool) -> Iterator[Event | Discarded]:
+    size_mb = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
+    budget = max(MIN_SECONDS, SECONDS_PER_MB * size_mb)
+    with tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen(child_command(path, with_fields), stdout=subprocess.PIPE, stderr=stderr)
+        assert child.stdout is not None
+        try:
+            while True:
+                kind, payload = _receive(child, budget, path, stderr)
+                if kind == "items":
+                    yield from payload
+                elif kind == "error":
+                    raise TraceError(path, payload)
+                elif kind == "missing":
+                    raise MissingDependencyError(payload)
+                else:
+                    return
+        finally:
+            child.kill()
+            child.wait()
+            child.stdout.close()
+
+
+def _receive(child: subprocess.Popen[bytes], budget: float, path: str, stderr: Any) -> tuple[str, Any]:
+    """The child's next message; a TraceError when it dies or stays silent past `budget` seconds."""
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], budget)
+    if not ready:
+        raise TraceError(path, f"babeltrace2 gave nothing for {budget:.0f} s ({SECONDS_PER_MB} s per MB): "
+                               "the trace is damaged or far too large")
+    header = child.stdout.read(_HEADER.size)
+    body = child.stdout.read(_HEADER.unpack(header)[0]) if len(header) == _HEADER.size else b""
+    if len(header) < _HEADER.size or len(body) < _HEADER.unpack(header)[0]:
+        status = child.wait()
+        stderr.seek(0)
+        last = (stderr.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+        said = f"; it said: {last}" if last else ""
+        if status < 0:
+            raise TraceError(path, f"babeltrace2 crashed reading it ({signal.Signals(-status).name}): "
+                                   f"the trace is damaged{said}")
+        raise TraceError(path, f"the babeltrace2 reader stopped (exit status {status}){said}")
+    message: tuple[str, Any] = pickle.loads(body)
+    return message
+
+
+def serve(path: str, with_fields: bool) -> None:
+    """The child's side: `path`'s records, in batches, as length-prefixed pickles on stdout."""
+    out = sys.stdout.buffer
+
+    def send(kind: str, payload: Any) -> None:
+        body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_HEADER.pack(len(body)) + body)
+        out.flush()
+
+    batch: list[Event | Discarded] = []
+    try:
+        for item in _read_in_process(path, with_fields):
+            batch.append(item)
+            if len(batch) == _BATCH:
+                send("items", batch)
+                batch = []
+        send("items", batch)
+        send("done", None)
+    except TraceError as exc:
+        send("error", exc.problem)
+    except MissingDependencyError as exc:
+        send("missing", str(exc))
+
+
+def _read_in_process(path: str, with_fields: bool) -> Iterator[Event | Discarded]:
+    bt2 = bt2_module()
+    from tc_analyses.reader.metadata import find_traces
+
     try:
         # Explicit src.ctf.fs components: with auto-discovery, babeltrace2 2.0.4's bindings
         # abort the whole process on metadata they cannot parse instead of raising.
         specs = [bt2.ComponentSpec.from_named_plugin_and_component_class("ctf", "fs", {"inputs": [str(t)]})
-                 for t in traces]
+                 for t in find_traces(path)]
         iterator = bt2.TraceCollectionMessageIterator(specs)
         event_type = bt2._EventMessageConst
         discarded_type = bt2._DiscardedEventsMessageConst
@@ -138,34 +231,6 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
         raise TraceError(path, _first_cause(exc)) from None
     except RuntimeError as exc:  # bt2 raises plain RuntimeError/ValueError when no source finds a trace
         raise TraceError(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-
-
-SECONDS_PER_MB = 5  # a read of the trace in a child may take this long per MB before it is given up
-MIN_SECONDS = 2  # babeltrace2 reads a small trace in well under 0.1 s
-
-
-def check_in_child(path: str) -> None:
-    """Read the trace once with the babeltrace2 command in a child process, when it is installed.
-
-    libbabeltrace2 aborts the whole process on some damaged traces (SIGABRT in bt_graph_run_once):
-    in a child that is a status, not the end of dfcompass. A child killed by a signal, or one that
-    runs past its time budget, is a TraceError naming the trace; other failures are left to the
-    in-process read, whose messages are more specific."""
-    exe = shutil.which("babeltrace2")
-    if exe is None:
-        return
-    size_mb = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
-    budget = max(MIN_SECONDS, SECONDS_PER_MB * size_mb)
-    try:
-        done = subprocess.run([exe, "--output-format=dummy", path], capture_output=True, text=True, timeout=budget)
-    except subprocess.TimeoutExpired:
-        raise TraceError(path, f"babeltrace2 did not finish reading it within {budget:.0f} s "
-                               f"({SECONDS_PER_MB} s per MB): the trace is damaged or far too large") from None
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        last = (done.stderr.strip().splitlines() or [""])[-1][:200]
-        raise TraceError(path, f"babeltrace2 crashed reading it ({name}): the trace is damaged"
-                               + (f"; it said: {last}" if last else ""))
 
 
 _NOISE = re.compile(r":\s*(?:[\w-]+=\S*,?\s*)+$")
