@@ -113,6 +113,7 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
 
 SECONDS_PER_MB = 5  # the child may go this long per MB of trace without a batch before it is given up
 MIN_SECONDS = 2  # babeltrace2 reads a small trace in well under 0.1 s
+START_SECONDS = 5  # and more before its first batch: Python and bt2 start (0.2 s; seconds on a busy machine)
 _BATCH = 4096  # events per message from the child
 _HEADER = struct.Struct("<Q")
 
@@ -131,8 +132,10 @@ def _read_in_child(path: str, with_fields: bool) -> Iterator[Event | Discarded]:
         child = subprocess.Popen(child_command(path, with_fields), stdout=subprocess.PIPE, stderr=stderr)
         assert child.stdout is not None
         try:
+            wait = budget + START_SECONDS
             while True:
-                kind, payload = _receive(child, budget, path, stderr)
+                kind, payload = _receive(child, wait, path, stderr)
+                wait = budget
                 if kind == "items":
                     yield from payload
                 elif kind == "error":

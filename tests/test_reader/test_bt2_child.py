@@ -44,6 +44,7 @@ def test_a_silent_child_past_its_budget_is_a_trace_error(monkeypatch: pytest.Mon
     _mock_child(monkeypatch, "import time\ntime.sleep(30)")
     monkeypatch.setattr(bt2_source, "MIN_SECONDS", 0.5)
     monkeypatch.setattr(bt2_source, "SECONDS_PER_MB", 0)
+    monkeypatch.setattr(bt2_source, "START_SECONDS", 0)
     with pytest.raises(TraceError, match="babeltrace2 gave nothing for 0 s"):
         list(bt2_source.iter_trace(TRACE))
 
