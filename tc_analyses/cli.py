@@ -7,6 +7,7 @@ traceback only under ``--debug``.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -484,7 +485,7 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
     DataLoader workers) is traced into JOB/<host>-<pid>/; programs use tracer.node /
     tracer.traced / tracer.step to mark their dataflow, and PyTorch ops are recorded as they run.
     """
-    from tc_analyses.app.record import run_recorded
+    from tc_analyses.app.record import run_recorded, shell_status
 
     recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate, torch_engine=torch_engine)
     count = len(recorded.traces)
@@ -495,8 +496,10 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
     if warning:
         click.echo(f"dfcompass: warning: {warning}", err=True)
     if recorded.code != 0:
-        click.echo(f"dfcompass: the program exited with code {recorded.code}; its trace is still readable", err=True)
-    sys.exit(recorded.code)
+        ended = (f"was killed by {signal.Signals(-recorded.code).name}" if recorded.code < 0
+                 else f"exited with code {recorded.code}")
+        click.echo(f"dfcompass: the program {ended}; its trace is still readable", err=True)
+    sys.exit(shell_status(recorded.code))
 
 
 @main.command()

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,15 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     from tracer import job, schema
     from tracer.clock import OFFSET_ENV, measure_wall_offset_ns
 
-    old = job_traces(output) if output.is_dir() else []
+    if output.exists() and not output.is_dir():
+        raise ConfigurationError(f"{output}: is a file; -o names the folder the trace goes into")
+    created = not output.exists()
+    try:  # a folder dfcompass cannot write is said before the program runs, not after
+        output.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=output).close()
+    except OSError as exc:
+        raise ConfigurationError(f"{output}: cannot write the trace there ({exc.strerror or exc})") from None
+    old = job_traces(output)
     if old and not overwrite:
         raise ConfigurationError(f"{output}: already holds a trace (use --overwrite to replace it)")
     for trace in old:  # only trace folders go: anything else the user keeps there stays
@@ -143,13 +152,16 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     try:
         code = run_child(command, env, stdout)
     except FileNotFoundError:
+        if created and not any(output.iterdir()):
+            output.rmdir()
         raise ConfigurationError(f"{command[0]}: command not found") from None
     traces = job_traces(output) if output.is_dir() else []
     if _wait_for_window_converters(traces):
         traces = job_traces(output)
     if not traces:
-        raise DfcompassError(f"{output}: no trace was written: '{command[0]}' did not start a Python "
-                             "interpreter that could import dfcompass's tracer")
+        if created and not any(output.iterdir()):
+            output.rmdir()
+        raise NoTrace(output, command[0], code)
     if code != 0:
         _cut_half_written_packets(traces)
     # A program that failed is rarely planned from, and a test of crashes should not pay ~2 s each;
@@ -161,6 +173,28 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
             print(f"dfcompass record: {output}: {problem} (plans from this trace assume a 90 us hand-over)",
                   file=sys.stderr)
     return Recorded(code, output, traces)
+
+
+class NoTrace(DfcompassError):
+    """The program ran and left no trace: why, as far as dfcompass can tell; the exit code is the
+    program's own (128 + N for a program killed by signal N), 1 when it exited 0."""
+
+    def __init__(self, output: Path, program: str, code: int) -> None:
+        self.exit_code = shell_status(code) or 1
+        ran = f"the program exited with code {shell_status(code)}" if code >= 0 else \
+            f"the program was killed by {signal.Signals(-code).name}"
+        if output.is_dir() and shutil.disk_usage(output).free < 1 << 20:
+            why = "the disk holding it is full"
+        elif code == 0:
+            why = f"'{program}' did not start a Python interpreter that could import dfcompass's tracer"
+        else:
+            why = "it ended before its tracer wrote anything"
+        super().__init__(f"{output}: no trace was written: {why} ({ran})")
+
+
+def shell_status(code: int) -> int:
+    """A child's status as a shell gives it: 128 + N for one killed by signal N."""
+    return 128 - code if code < 0 else code
 
 
 def record_torch_workload(trace: Path, args: list[str]) -> int:

@@ -100,6 +100,34 @@ def test_non_python_command_is_an_error(tmp_path: Path, cli: Callable[..., Any])
     result = cli("record", "-o", tmp_path / "t", "--", "true")
     assert result.exit_code == 1
     assert result.stderr.startswith("dfcompass: error: ") and "no trace was written" in result.stderr
+    assert not (tmp_path / "t").exists()  # the folder record made for it is not left empty
+
+
+def test_a_program_that_wrote_no_trace_keeps_its_exit_code(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """Before: exit 1 and "did not start a Python interpreter" whatever happened (issue 37, item 5)."""
+    result = cli("record", "-o", tmp_path / "t", "--", "sh", "-c", "exit 5")
+    assert result.exit_code == 5
+    assert result.stderr.splitlines() == [
+        f"dfcompass: error: {tmp_path / 't'}: no trace was written: it ended before its tracer wrote anything "
+        "(the program exited with code 5)"]
+    killed = cli("record", "-o", tmp_path / "k", "--", "sh", "-c", "kill -9 $$")
+    assert killed.exit_code == 128 + 9 and "(the program was killed by SIGKILL)" in killed.stderr
+
+
+@pytest.mark.parametrize("where", ["file", "device"])
+def test_an_output_it_cannot_write_is_said_before_the_program_runs(tmp_path: Path, cli: Callable[..., Any],
+                                                                   where: str) -> None:
+    marker = tmp_path / "ran"
+    output = tmp_path / "out.txt" if where == "file" else Path("/dev/full/trace")
+    if where == "file":
+        output.write_text("not a folder")
+    elif not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    result = cli("record", "-o", output, "--", "sh", "-c", f"touch {marker}")
+    assert result.exit_code == 2 and not marker.exists()
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"dfcompass: error: {output}: ")
+    assert ("is a file; -o names the folder" in line) if where == "file" else ("cannot write the trace there" in line)
 
 
 CHILD_SCRIPT = (
