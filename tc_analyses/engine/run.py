@@ -206,7 +206,7 @@ def build(trace: str | Path | DfcTrace, xml_files: list[Path],
             _spill_if_large(system, spill_bytes, spill_dir)
         else:  # built when first read (analyze reads the segments only)
             built.systems.defer(pattern.id, _later(pattern.id, [path], system, spill_bytes, spill_dir))
-    _check_matches(built)
+    _check_matches(built, xml_files)
     return built
 
 
@@ -338,13 +338,14 @@ def _counted(events: Iterator[Event], progress: Callable[[int], None] | None) ->
         yield event
 
 
-def _check_matches(built: BuiltAnalyses) -> None:
-    """A trace that does not match the analyses gives a clear message, not empty output."""
+def _check_matches(built: BuiltAnalyses, xml_files: Sequence[Path]) -> None:
+    """A trace that does not match the analyses gives a clear message, not empty output. An analysis
+    that handled events made attributes, even if every value it gave them was null: Trace Compass
+    shows those (empty rows), and so do we."""
     if any(built.segments.values()):
         return  # before the state systems: a pattern's is built only when read
-    useful = [p for p, ss in built.systems.items() if any(
-        any(v is not None for v in ss.columns(path)[2]) for path in ss.paths())]  # no interval objects
-    if not useful:
+    if not any(any(True for _ in ss.paths()) for ss in built.systems.values()):
         shown = ", ".join(built.classes[:12]) + (" ..." if len(built.classes) > 12 else "")
-        raise DfcompassError(f"{built.path}: none of the analyses found events they handle in this trace "
-                             f"(its events: {shown or 'none'})")
+        files = ", ".join(map(str, xml_files))
+        raise DfcompassError(f"{built.path}: none of the analyses{f' of {files}' if files else ''} found events they "
+                             f"handle in this trace (its events: {shown or 'none'})")

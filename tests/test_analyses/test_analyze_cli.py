@@ -70,7 +70,22 @@ def test_bad_xml_and_mismatched_trace_give_one_line_errors(cli: Any, tmp_path: P
                      '<stateAttribute type="constant" value="a"/><stateValue type="long" value="1"/>'
                      '</stateChange></eventHandler></stateProvider></tmfxml>')
     result = cli("analyze", str(TRACE), "--xml", str(other))
-    assert result.exit_code == 1 and "none of the analyses found events they handle" in result.stderr
+    assert result.exit_code == 1 and f"none of the analyses of {other} found events they handle" in result.stderr
+
+
+def test_an_analysis_whose_values_are_all_null_still_ran(cli: Any, tmp_path: Path) -> None:
+    """It handled events: Trace Compass shows its attribute, with no state, and so does `states`
+    (before: "none of the analyses found events they handle", exit 1; issue 37, item 9)."""
+    xml = tmp_path / "nulls.xml"
+    xml.write_text('<tmfxml><stateProvider id="n" version="1"><eventHandler eventName="dfc:kernel_begin">'
+                   '<stateChange><stateAttribute type="constant" value="k"/><stateValue type="null"/>'
+                   '</stateChange></eventHandler></stateProvider></tmfxml>')
+    out = tmp_path / "states.csv"
+    result = cli("states", str(TRACE), "--xml", str(xml), "--csv", str(out))
+    assert result.exit_code == 0, result.stderr
+    with open(out, newline="") as f:
+        rows = [row for row in csv.reader(f)][1:]
+    assert rows and {row[1] for row in rows} == {"k"} and {row[4] for row in rows} == {""}
 
 
 def test_schema_invalid_xml_names_file_and_line(cli: Any, tmp_path: Path, tc_xsd: Path) -> None:
