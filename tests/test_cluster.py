@@ -144,6 +144,33 @@ def test_a_damaged_cache_entry_is_a_miss_and_is_written_again(job: Path, tmp_pat
         assert run_trace(task).activity_from == "cache"  # rewritten whole
 
 
+def test_an_edited_but_valid_entry_and_a_linked_cache_are_not_trusted(job: Path, tmp_path: Path) -> None:
+    """A Parquet file rewritten by hand (valid, with a node renamed) was read as the trace's activity,
+    and a cache folder that is a symbolic link was followed out of the job (issue 37, item 7): the
+    first is a miss (each file's sha256 is kept), the second is never used."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cache = tmp_path / "cache"
+    trace = next(p for p in sorted(job.iterdir()) if (p / "metadata").is_file() and p.name == "vm-18736")
+    task = TraceTask(str(trace), str(cache), 10, ("overhead",), "cpu")
+    first = run_trace(task)
+    nodes = cache_file(cache, trace) / "nodes.parquet"
+    table = pq.read_table(nodes)
+    names = table.column("name").combine_chunks()
+    edited = pa.DictionaryArray.from_arrays(names.indices, pa.array(["EDITED"] * len(names.dictionary)))
+    pq.write_table(table.set_column(table.column_names.index("name"), "name", edited), nodes)
+    again = run_trace(task)
+    assert (again.activity_from, again.document) == ("trace", first.document) and "EDITED" not in str(again.document)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = tmp_path / "linked-cache"
+    linked.symlink_to(elsewhere)
+    task = TraceTask(str(trace), str(linked), 10, ("overhead",), "cpu")
+    assert run_trace(task).activity_from == "trace" and run_trace(task).activity_from == "trace"
+    assert not any(elsewhere.iterdir())  # nothing written through the link
+
+
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(job: Path, cli: Any) -> None:
     for address in (f"tcp://127.0.0.1:{_free_port()}", "not an address"):
         result = cli("analyze", job, "--no-sections", "--scheduler", address)

@@ -6,7 +6,9 @@ trace's stream files (names, sizes, modification times) and this format's versio
 that is recorded or converted again gets a new folder and a stale one is never read. The folder
 holds one Parquet file per table (``nodes``, ``api``, ``gpu``, ``annotations``, ``syncs``,
 ``steps``, ``devices``), each the table's own columns with text dictionary-encoded, and
-``meta.json`` (the activity's span, unpaired count and path): any Parquet reader opens them.
+``meta.json`` (the activity's span, unpaired count, path and each file's sha256, checked before a
+read: an entry changed since it was written is a miss): any Parquet reader opens them. A cache
+folder or entry that is a symbolic link is never used.
 
 Examples
 --------
@@ -22,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -39,7 +42,7 @@ from tc_analyses.model.activity import (Activity, AnnotationTable, ApiTable, Dev
                                         SyncTable)
 from tc_analyses.model.tables import RunTable
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: meta.json holds each file's sha256
 
 
 def _umask() -> int:
@@ -63,8 +66,19 @@ def fingerprint(trace: Path) -> str:
 
 
 def cache_file(cache: Path, trace: Path) -> Path:
-    """Where the activity of `trace` is kept in the folder `cache`."""
-    return cache / f"{trace.name}-{fingerprint(trace)}"
+    """Where the activity of `trace` is kept in the folder `cache`. OSError when the folder or the
+    entry is a symbolic link: a cache is never followed out of where it was asked to be (a link
+    planted in a shared job folder would read and write elsewhere)."""
+    entry = cache / f"{trace.name}-{fingerprint(trace)}"
+    for path in (cache, entry):
+        if path.is_symlink():
+            raise OSError(errno.ELOOP, "a symbolic link: the activity cache does not follow links", str(path))
+    return entry
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _arrow(table: RunTable[Any]) -> pa.Table:
@@ -105,8 +119,8 @@ def write_activity(activity: Activity, folder: Path) -> None:
     parts["devices"] = pa.table({"index": pa.array([d.index for d in activity.devices.values()], pa.int64()),
                                  **{k: pa.array([getattr(d, k) for d in activity.devices.values()], pa.string())
                                     for k in ("name", "kind", "model")}})
-    meta = {"format": FORMAT_VERSION, "path": activity.path, "span": list(activity.span),
-            "unpaired": activity.unpaired, "rows": {key: len(t) for key, t in parts.items()}}
+    meta: dict[str, Any] = {"format": FORMAT_VERSION, "path": activity.path, "span": list(activity.span),
+                            "unpaired": activity.unpaired, "rows": {key: len(t) for key, t in parts.items()}}
     folder.parent.mkdir(parents=True, exist_ok=True)
     # a scratch folder of its own: other threads, processes or hosts may write the same entry
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
@@ -114,6 +128,8 @@ def write_activity(activity: Activity, folder: Path) -> None:
     try:
         for key, table in parts.items():
             pq.write_table(table, scratch / f"{key}.parquet", compression="zstd")
+        # what was written, so that an entry changed since (by hand, or half-copied) is not read
+        meta["sha256"] = {key: _digest(scratch / f"{key}.parquet") for key in parts}
         (scratch / "meta.json").write_text(json.dumps(meta) + "\n")
         try:
             os.replace(scratch, folder)
@@ -133,7 +149,13 @@ def read_activity_file(folder: Path) -> Activity:
         meta = json.loads((folder / "meta.json").read_text())
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {meta.get('format')}, expected {FORMAT_VERSION}")
-        parts = {key: pq.read_table(folder / f"{key}.parquet") for key in (*_TABLES, "steps", "devices")}
+        keys = (*_TABLES, "steps", "devices")
+        digests = meta.get("sha256")
+        changed = [key for key in keys if not isinstance(digests, dict)
+                   or digests.get(key) != _digest(folder / f"{key}.parquet")]
+        if changed:
+            raise ValueError(f"{', '.join(changed)}.parquet changed since it was written (its sha256 differs)")
+        parts = {key: pq.read_table(folder / f"{key}.parquet") for key in keys}
         tables = {key: _table(cls, parts[key]) for key, cls in _TABLES.items()}
         steps = [StepRun(*row) for row in zip(*(parts["steps"].column(k).to_pylist()
                                                 for k in ("step", "tid", "start", "end")))]
