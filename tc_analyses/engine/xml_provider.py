@@ -447,14 +447,30 @@ def _time_of(value: Value | None, now: int) -> int:
     if value is None:
         return now
     if value.kind != "string":
-        return int(value.value)
+        return _java_long(value.value)
     text = str(value.value)
     if _JAVA_INTEGER.fullmatch(text):
-        return int(text)
+        number = int(text)
+        return number if _LONG_MIN <= number <= _LONG_MAX else now  # Long.parseLong fails past 64 bits
     try:
-        return int(float(text))
+        return _java_long(float(text))
     except ValueError:
         return now
+
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _java_long(number: Any) -> int:
+    """Java's (long) cast: NaN is 0, a value past the range is its end (1e999 is Long.MAX_VALUE)."""
+    if isinstance(number, float):
+        if number != number:
+            return 0
+        if number >= 2.0**63:
+            return _LONG_MAX
+        if number <= -(2.0**63):
+            return _LONG_MIN
+    return max(_LONG_MIN, min(_LONG_MAX, int(number)))
 
 
 def event_regex(element: Any, text: str) -> NameMatcher:

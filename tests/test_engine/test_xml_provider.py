@@ -151,3 +151,19 @@ def test_a_pattern_only_a_backtracking_engine_takes_is_one_line() -> None:
                '<stateValue type="int" value="1"/></stateChange></eventHandler>')
     with pytest.raises(XmlAnalysisError, match=r"event name '\(a\)\\\\1' is not a valid regex: .*linear time"):
         run(handler, [("aa", 1, {})])
+
+
+@pytest.mark.parametrize(("at", "expected"), [
+    ("1e999", [(10, 2**63 - 2, None)]),  # (long) 1e999 is Long.MAX_VALUE: the change waits past every event
+    (float("inf"), [(10, 2**63 - 2, None)]),
+    ("NaN", [(10, 20, None)]),  # (long) NaN is 0: a time in the past, the change is ignored
+    ("99999999999999999999", [(10, 20, "done")]),  # past 64 bits Long.parseLong fails: the change is made now
+])
+def test_a_future_time_out_of_range_is_what_java_makes_of_it(at: Any, expected: list[Any]) -> None:
+    """The fuzzer's huge future times ended in OverflowError. Trace Compass reads a future time as a
+    Java long: a double is cast, an integer text is parsed."""
+    handler = ('<eventHandler eventName="go"><stateChange><stateAttribute type="constant" value="f"/>'
+               '<stateValue type="string" value="done"/><futureTime type="eventField" value="at"/>'
+               '</stateChange></eventHandler>')
+    ss = run(handler, [("go", 10, {"at": at}), ("x", 20, {})])
+    assert states(ss, "f")[:1] == expected
