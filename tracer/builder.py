@@ -19,6 +19,7 @@ directory before :meth:`~TraceBuilder.close`.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import struct
@@ -241,10 +242,14 @@ class TraceBuilder:
 
     def _write(self) -> None:
         trace = self._trace = TraceDirectory(self.path, **self._directory_args)
+        trace.say_errors = False
         try:
             self._write_streams(trace)
         finally:
             trace.close()
+        if trace.errors:  # a full disk, a folder gone: an import or export that fails must not look done
+            raise OSError(errno.EIO, f"the trace was not written whole ({trace.errors[0].split('; ')[0]})",
+                          str(self.path))
 
     def _write_streams(self, trace: TraceDirectory) -> None:
         remap = self._final_device_indices()

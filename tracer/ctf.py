@@ -112,7 +112,8 @@ class StreamFile:
                 data = preamble + body
                 written = os.write(self._fd, data)
                 if written != len(data):
-                    raise OSError(f"short write ({written} of {len(data)} bytes)")
+                    raise OSError(f"short write ({written} of {len(data)} bytes: the disk is full, or the file "
+                                  "past its size limit)")
             except OSError as exc:
                 self.events_discarded += count
                 self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded")
@@ -185,8 +186,10 @@ class TraceDirectory:
                 found = self.streams.setdefault(stream_key, StreamFile(self, cls, key))
         return found
 
+    say_errors = True  # a live session says its first write error on stderr; a builder raises it instead
+
     def report_error(self, message: str) -> None:
-        if not self.errors:  # say it once on stderr; keep all of them for the caller
+        if not self.errors and self.say_errors:  # say it once on stderr; keep all of them for the caller
             print(f"dfcompass: {message}", file=sys.stderr)
         self.errors.append(message)
 
