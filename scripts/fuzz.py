@@ -1,8 +1,9 @@
 """Fuzz dfcompass's inputs with N seeded cases (``make fuzz``; default 10,000), counted by outcome.
 
-Seed s is a case of kind ``KINDS[s % 4]`` (tests/fuzz/cases.py: damaged dfcompass traces, damaged
-LTTng traces, damaged Kineto JSON, damaged XML analyses). The LTTng kind needs ../shared; without
-it those seeds are skipped and counted as such.
+Seed s is a case of kind ``KINDS[s % 6]`` (tests/fuzz/cases.py: damaged dfcompass traces, damaged
+LTTng traces, damaged Kineto JSON, damaged XML analyses, damaged graph files, damaged plans). The
+LTTng kind needs ../shared; without it those seeds are skipped and counted as such. Each worker's
+peak RSS (every case it ran is under it) is reported; over ``RSS_LIMIT_MB`` is a failure.
 
 Cases run in worker processes (one per CPU) that report each outcome on a pipe. A worker that dies
 is a "signal death" (or "exit") of the case it was running; a case that runs past ``LIMIT_S``
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -32,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 LIMIT_S = 10.0
+RSS_LIMIT_MB = 1024
 GOOD = ("ok", "one-line error", "skipped")
 
 
@@ -59,6 +62,7 @@ def worker(seeds: list[int], workdir: Path) -> None:
             result = {"seed": seed, "kind": kind, "outcome": outcome, "detail": detail,
                       "seconds": time.perf_counter() - started, "mb": mb}
         shutil.rmtree(case_dir, ignore_errors=True)
+        result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
         print(json.dumps(result), flush=True)
 
 
@@ -88,6 +92,7 @@ def main(count: int, workers: int) -> int:
     outcomes: Counter[tuple[str, str]] = Counter()
     first: dict[tuple[str, str], tuple[int, str]] = {}
     slowest = (0.0, -1, 0.0)
+    peak_mb = 0.0
     todo = list(range(count))
     with tempfile.TemporaryDirectory(prefix="dfc-fuzz-") as tmp:
         pending = [todo[i::workers] for i in range(workers)]
@@ -130,6 +135,7 @@ def main(count: int, workers: int) -> int:
                     key = (str(line["kind"]), str(line["outcome"]))
                     outcomes[key] += 1
                     first.setdefault(key, (int(line["seed"]), str(line.get("detail", ""))))  # type: ignore[call-overload]
+                    peak_mb = max(peak_mb, float(line.get("peak_mb", 0.0)))  # type: ignore[arg-type]
                     seconds = float(line.get("seconds", 0.0))  # type: ignore[arg-type]
                     if seconds > slowest[0]:
                         slowest = (seconds, int(line["seed"]), float(line.get("mb", 0.0)))  # type: ignore[call-overload,arg-type]
@@ -147,7 +153,8 @@ def main(count: int, workers: int) -> int:
     for (kind, outcome), n in sorted(outcomes.items()):
         seed, detail = first[(kind, outcome)]
         print(f"{kind:8s} {outcome:44s} {n:6d}  {seed}" + (f"  {detail}" if outcome not in GOOD and detail else ""))
-    failures = sum(n for (_, outcome), n in outcomes.items() if outcome not in GOOD)
+    failures = sum(n for (_, outcome), n in outcomes.items() if outcome not in GOOD) + (peak_mb > RSS_LIMIT_MB)
+    print(f"peak RSS of a worker (each case ran under it): {peak_mb:.0f} MB (limit {RSS_LIMIT_MB} MB)")
     print(f"slowest case: seed {slowest[1]}, {slowest[0]:.2f} s for {slowest[2] * 1e3:.0f} kB"
           f" ({slowest[0] / max(slowest[2], 1e-6):.1f} s per MB)")
     print(f"{count} cases, {failures} failures (signal deaths, hangs, internal errors, messages not naming the file)")

@@ -6,7 +6,9 @@ Kinds (the seed picks the damage; see the *_mutations modules):
   (read, pair, build the graph, run the generated analyses);
 * ``lttng``: a damaged LTTng trace through ``info`` (the bt2 reader, with its babeltrace2 child);
 * ``kineto``: a damaged Kineto JSON through ``import-kineto``;
-* ``xml``: a damaged Trace Compass XML analysis through ``states --xml``.
+* ``xml``: a damaged Trace Compass XML analysis through ``states --xml``;
+* ``graph``: a damaged graph file through what ``recommend-placement`` reads of it;
+* ``plan``: a damaged plan through what ``verify`` reads of it before it runs anything.
 
 Outcomes: ``ok``; ``one-line error`` (a DfcompassError of one line naming the input);
 ``bad message`` (a DfcompassError that does not); ``internal error: <type>`` (anything else).
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from tc_analyses.errors import DfcompassError
+from tests.fuzz.json_mutations import graph_document, mutate_json, plan_document
 from tests.fuzz.kineto_mutations import mutate
 from tests.fuzz.trace_mutations import mutate_trace
 from tests.fuzz.xml_mutations import mutate_xml
@@ -26,7 +29,7 @@ from tests.helpers import REPO_ROOT
 
 TRACE = REPO_ROOT / "tests" / "data" / "traces" / "succeed" / "all-classes"
 LTTNG = REPO_ROOT.parent / "shared" / "traces" / "lttng" / "context-switches-ust"
-KINDS = ("trace", "lttng", "kineto", "xml")
+KINDS = ("trace", "lttng", "kineto", "xml", "graph", "plan")
 
 
 def read_like_the_commands(trace: Path) -> None:
@@ -81,16 +84,31 @@ def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], obj
         xml = workdir / f"{seed}-{name}"
         xml.write_bytes(mutate_xml(data, seed))
         return xml, lambda: list(build.states(TRACE, [xml], "*", None))
+    if kind == "graph":
+        from tc_analyses.analyses.placement.graph_file import problem_from_graph_file
+        from tc_analyses.perf.devices import parse_devices
+
+        graph = workdir / f"graph{seed}.json"
+        graph.write_bytes(mutate_json(graph_document(), seed))
+        return graph, lambda: problem_from_graph_file(graph, parse_devices("cpu,cuda:0"))
+    if kind == "plan":
+        from tracer.graph_program import Plan
+
+        plan = workdir / f"plan{seed}.json"
+        plan.write_bytes(mutate_json(plan_document(), seed))
+        return plan, lambda: Plan.load(plan)
     raise ValueError(f"unknown fuzz kind {kind!r}")
 
 
 def classify(inputs: tuple[Path, ...], run: Callable[[], object]) -> tuple[str, str]:
     """(outcome, detail) of one case; `inputs` are the files an error may name."""
+    from tc_analyses.perf.problem import PlacementError
+    from tracer.graph_program import PlanError
     from tracer.importers import KinetoImportError
 
     try:
         run()
-    except (DfcompassError, KinetoImportError) as exc:
+    except (DfcompassError, KinetoImportError, PlanError, PlacementError) as exc:
         message = str(exc)
         named = any(str(path) in message for path in inputs)
         if named and "\n" not in message:
