@@ -8,6 +8,7 @@ undisturbed cost; ratios between cases measured side by side are the numbers wor
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -202,3 +203,13 @@ def _print_rich(sections: list[tuple[str, list[Row]]]) -> None:
         for what, value, note in section:
             table.add_row(what, styled(value), styled(note))
         console.print(table)
+
+
+def hta_arguments(doc: str | None, traces_help: str) -> argparse.ArgumentParser:
+    """The command line of the HTA cross-checks: trace folders, ``--hta-python``, ``--hta-only``
+    (the scripts run their HTA half in HTA's own interpreter, which has none of dfcompass's packages)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace_dirs", nargs="+", help=traces_help)
+    parser.add_argument("--hta-python", help="a Python interpreter with hta (traceinsight) installed")
+    parser.add_argument("--hta-only", action="store_true", help="print HTA's numbers as JSON and stop")
+    return parser

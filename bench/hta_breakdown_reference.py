@@ -21,13 +21,14 @@ runs the HTA half as ``HTA_PYTHON bench/hta_breakdown_reference.py --hta-only DI
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from _common import hta_arguments  # bench/ is on the path of a script run from it
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPORAL = ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")
@@ -97,11 +98,7 @@ def ours(kineto_file: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trace_dirs", nargs="+", help="Kineto trace directories (one JSON file per rank)")
-    parser.add_argument("--hta-python", help="a Python interpreter with hta installed")
-    parser.add_argument("--hta-only", action="store_true", help="print HTA's numbers as JSON and stop")
-    args = parser.parse_args()
+    args = hta_arguments(__doc__, "Kineto trace directories (one JSON file per rank)").parse_args()
     if args.hta_only:
         print(json.dumps({d: hta_numbers(d) for d in args.trace_dirs}))
         return

@@ -37,7 +37,6 @@ cpu_ops removed and HTA run again...), ``differ`` (with the largest difference),
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _common import hta_arguments  # bench/ is on the path of a script run from it
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPORAL = ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")
@@ -345,10 +346,7 @@ def folder_rows(folder: Path, theirs: dict[str, Any] | str, numbers: dict[str, A
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trace_dirs", nargs="+", help="one folder per Kineto trace (its rank files)")
-    parser.add_argument("--hta-python", help="a Python interpreter with hta (traceinsight) installed")
-    parser.add_argument("--hta-only", action="store_true", help="print HTA's numbers as JSON and stop")
+    parser = hta_arguments(__doc__, "one folder per Kineto trace (its rank files)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds HTA may take per folder")
     args = parser.parse_args()
     if args.hta_only:
