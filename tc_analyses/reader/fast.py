@@ -177,7 +177,11 @@ def _string_table(rows: list[tuple[int, int, int, str]], trace_dir: Path) -> np.
                                     "strings defined (run `dfcompass repair`, or re-record)")
     table = np.full(size, None, dtype=object)
     for _, _, sid, value in rows:
-        table[sid] = unescape(value)
+        try:
+            table[sid] = unescape(value)
+        except UnicodeDecodeError as exc:  # a damaged escape (\u with fewer than 4 digits)
+            raise TraceError(trace_dir, f"corrupt string definition {sid}: {exc.reason} (run `dfcompass repair`, "
+                                        "or re-record)") from None
     return table
 
 
