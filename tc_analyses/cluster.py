@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import resource
 import tempfile
 import time
@@ -97,6 +98,9 @@ def run_trace(task: TraceTask) -> TraceAnswer:
     return TraceAnswer(task.path, document, error, rss, source, node_times)
 
 
+_ADDRESS = re.compile(r"(?:[a-z]+://)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     """A client of the cluster at `scheduler`, or of a LocalCluster of `workers` processes
@@ -104,6 +108,8 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     from dask.distributed import Client, LocalCluster
 
     if scheduler:
+        if not _ADDRESS.fullmatch(scheduler):  # said at once, not after the 10 s a connection may take
+            raise ConfigurationError(f"--scheduler {scheduler}: not a scheduler address (tcp://HOST:PORT)")
         try:
             client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address Dask reads

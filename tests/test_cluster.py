@@ -172,10 +172,12 @@ def test_an_edited_but_valid_entry_and_a_linked_cache_are_not_trusted(job: Path,
 
 
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(job: Path, cli: Any) -> None:
-    for address in (f"tcp://127.0.0.1:{_free_port()}", "not an address"):
+    for address, problem in ((f"tcp://127.0.0.1:{_free_port()}", "no Dask scheduler answers there"),
+                             ("not an address", "not a scheduler address (tcp://HOST:PORT)"),
+                             ("cpu,cuda:0", "not a scheduler address")):  # said at once, not after 10 s
         result = cli("analyze", job, "--no-sections", "--scheduler", address)
         assert result.exit_code == 2, result.stderr
-        assert "no Dask scheduler answers there" in result.stderr and result.stderr.count("\n") == 1
+        assert problem in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_a_job_of_traces_that_all_fail_says_so(tmp_path: Path, cli: Any) -> None:

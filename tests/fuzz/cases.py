@@ -8,7 +8,10 @@ Kinds (the seed picks the damage; see the *_mutations modules):
 * ``kineto``: a damaged Kineto JSON through ``import-kineto``;
 * ``xml``: a damaged Trace Compass XML analysis through ``states --xml``;
 * ``graph``: a damaged graph file through what ``recommend-placement`` reads of it;
-* ``plan``: a damaged plan through what ``verify`` reads of it before it runs anything.
+* ``plan``: a damaged plan through what ``verify`` reads of it before it runs anything;
+* ``cli``: a command line of real inputs and hostile values (tests/fuzz/cli_args.py), run in the
+  case's folder: any exit but 0, 1 or 2, a traceback, an internal error or more than one error line
+  is a failure.
 
 Outcomes: ``ok``; ``one-line error`` (a DfcompassError of one line naming the input);
 ``bad message`` (a DfcompassError that does not); ``internal error: <type>`` (anything else).
@@ -29,7 +32,7 @@ from tests.helpers import REPO_ROOT
 
 TRACE = REPO_ROOT / "tests" / "data" / "traces" / "succeed" / "all-classes"
 LTTNG = REPO_ROOT.parent / "shared" / "traces" / "lttng" / "context-switches-ust"
-KINDS = ("trace", "lttng", "kineto", "xml", "graph", "plan")
+KINDS = ("trace", "lttng", "kineto", "xml", "graph", "plan", "cli")
 
 
 def read_like_the_commands(trace: Path) -> None:
@@ -97,7 +100,40 @@ def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], obj
         plan = workdir / f"plan{seed}.json"
         plan.write_bytes(mutate_json(plan_document(), seed))
         return plan, lambda: Plan.load(plan)
+    if kind == "cli":
+        folder = workdir / f"cli{seed}"
+        folder.mkdir(parents=True)
+        return folder, lambda: _run_cli(seed, folder)
     raise ValueError(f"unknown fuzz kind {kind!r}")
+
+
+class CliFailure(Exception):
+    """A command line that ended otherwise than in an answer or one error line."""
+
+
+def _run_cli(seed: int, folder: Path) -> None:
+    import os
+
+    from click.testing import CliRunner
+
+    from tc_analyses.cli import main
+    from tests.fuzz.cli_args import command_line
+
+    args = command_line(main, seed, folder)
+    here = os.getcwd()
+    os.chdir(folder)  # relative paths and outputs stay in the case's folder
+    try:
+        result = CliRunner().invoke(main, args, catch_exceptions=True)
+    finally:
+        os.chdir(here)
+    stderr = result.stderr if result.stderr_bytes is not None else ""
+    errors = [line for line in stderr.splitlines() if line.startswith("dfcompass: error:")]
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise CliFailure(f"{args}: {type(result.exception).__name__}: {result.exception}")
+    if result.exit_code not in (0, 1, 2) or "internal error" in stderr or "Traceback" in stderr or len(errors) > 1:
+        raise CliFailure(f"{args}: exit {result.exit_code}: {stderr[-300:]}")
+    if errors:
+        raise DfcompassError(f"{folder}: {errors[0]}")  # one line: what the classifier counts
 
 
 def classify(inputs: tuple[Path, ...], run: Callable[[], object]) -> tuple[str, str]:
@@ -114,6 +150,8 @@ def classify(inputs: tuple[Path, ...], run: Callable[[], object]) -> tuple[str, 
         if named and "\n" not in message:
             return "one-line error", ""
         return "bad message", message[:200]
+    except CliFailure as exc:
+        return "cli failure", str(exc)[:300]
     except Exception as exc:  # noqa: BLE001 - what the fuzzer hunts
         return f"internal error: {type(exc).__name__}", str(exc)[:200]
     return "ok", ""

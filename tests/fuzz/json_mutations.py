@@ -4,6 +4,7 @@ where numbers, names and devices belong, keys deleted, the text cut or bit-flipp
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from typing import Any
@@ -52,8 +53,8 @@ def mutate_json(document: dict[str, Any], seed: int) -> bytes:
         for key in path[:-1]:
             parent = parent[key]
         choice = rng.random()
-        if choice < 0.6:
-            parent[path[-1]] = rng.choice(HOSTILE)
+        if choice < 0.6:  # a copy: the shared lists and dicts of HOSTILE must not be changed in place
+            parent[path[-1]] = copy.deepcopy(rng.choice(HOSTILE))
         elif choice < 0.8 and isinstance(parent, dict):
             del parent[path[-1]]
         elif choice < 0.9:
