@@ -7,7 +7,6 @@ traceback only under ``--debug``.
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -485,7 +484,7 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
     DataLoader workers) is traced into JOB/<host>-<pid>/; programs use tracer.node /
     tracer.traced / tracer.step to mark their dataflow, and PyTorch ops are recorded as they run.
     """
-    from tc_analyses.app.record import run_recorded, shell_status
+    from tc_analyses.app.record import run_recorded, shell_status, signal_name
 
     recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate, torch_engine=torch_engine)
     count = len(recorded.traces)
@@ -496,8 +495,7 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
     if warning:
         click.echo(f"dfcompass: warning: {warning}", err=True)
     if recorded.code != 0:
-        ended = (f"was killed by {signal.Signals(-recorded.code).name}" if recorded.code < 0
-                 else f"exited with code {recorded.code}")
+        ended = f"was killed by {signal_name(-recorded.code)}" if recorded.code < 0 else f"exited with code {recorded.code}"
         click.echo(f"dfcompass: the program {ended}; its trace is still readable", err=True)
     sys.exit(shell_status(recorded.code))
 

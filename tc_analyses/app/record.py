@@ -159,9 +159,10 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
     if _wait_for_window_converters(traces):
         traces = job_traces(output)
     if not traces:
+        error = NoTrace(output, command[0], code)  # before the folder goes: a full disk is seen there
         if created and not any(output.iterdir()):
             output.rmdir()
-        raise NoTrace(output, command[0], code)
+        raise error
     if code != 0:
         _cut_half_written_packets(traces)
     # A program that failed is rarely planned from, and a test of crashes should not pay ~2 s each;
@@ -181,8 +182,7 @@ class NoTrace(DfcompassError):
 
     def __init__(self, output: Path, program: str, code: int) -> None:
         self.exit_code = shell_status(code) or 1
-        ran = f"the program exited with code {shell_status(code)}" if code >= 0 else \
-            f"the program was killed by {signal.Signals(-code).name}"
+        ran = f"the program exited with code {code}" if code >= 0 else f"the program was killed by {signal_name(-code)}"
         if output.is_dir() and shutil.disk_usage(output).free < 1 << 20:
             why = "the disk holding it is full"
         elif code == 0:
@@ -190,6 +190,14 @@ class NoTrace(DfcompassError):
         else:
             why = "it ended before its tracer wrote anything"
         super().__init__(f"{output}: no trace was written: {why} ({ran})")
+
+
+def signal_name(number: int) -> str:
+    """SIGKILL for 9; "signal 40" for one Python has no name for (a real-time signal)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def shell_status(code: int) -> int:

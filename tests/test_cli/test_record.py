@@ -199,3 +199,9 @@ def test_demo_with_default_steps(tmp_path: Path, dfcompass_exe: list[str]) -> No
     assert (tmp_path / "tmp" / "trace").is_dir()
     info = json.loads((tmp_path / "tmp" / "info.json").read_text())
     assert info["events_per_class"]["dfc:node_begin"] == 20 * 9
+
+
+def test_a_signal_python_has_no_name_for_is_still_said() -> None:
+    from tc_analyses.app.record import shell_status, signal_name
+
+    assert (signal_name(9), signal_name(40), shell_status(-40), shell_status(3)) == ("SIGKILL", "signal 40", 168, 3)
