@@ -129,7 +129,8 @@ def _read_in_child(path: str, with_fields: bool) -> Iterator[Event | Discarded]:
     size_mb = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
     budget = max(MIN_SECONDS, SECONDS_PER_MB * size_mb)
     with tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(child_command(path, with_fields), stdout=subprocess.PIPE, stderr=stderr)
+        # unbuffered: select() sees what is in the pipe, none of it held back in a reader's buffer
+        child = subprocess.Popen(child_command(path, with_fields), stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
         assert child.stdout is not None
         try:
             wait = budget + START_SECONDS
@@ -157,19 +158,34 @@ def _receive(child: subprocess.Popen[bytes], budget: float, path: str, stderr: A
     if not ready:
         raise TraceError(path, f"babeltrace2 gave nothing for {budget:.0f} s ({SECONDS_PER_MB} s per MB): "
                                "the trace is damaged or far too large")
-    header = child.stdout.read(_HEADER.size)
-    body = child.stdout.read(_HEADER.unpack(header)[0]) if len(header) == _HEADER.size else b""
-    if len(header) < _HEADER.size or len(body) < _HEADER.unpack(header)[0]:
+    header = _read_exact(child.stdout, _HEADER.size)
+    body = _read_exact(child.stdout, _HEADER.unpack(header)[0]) if header is not None else None
+    if body is None:
         status = child.wait()
         stderr.seek(0)
         last = (stderr.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
         said = f"; it said: {last}" if last else ""
         if status < 0:
-            raise TraceError(path, f"babeltrace2 crashed reading it ({signal.Signals(-status).name}): "
-                                   f"the trace is damaged{said}")
+            try:
+                name = signal.Signals(-status).name
+            except ValueError:  # a real-time signal has no name
+                name = f"signal {-status}"
+            raise TraceError(path, f"babeltrace2 crashed reading it ({name}): the trace is damaged{said}")
         raise TraceError(path, f"the babeltrace2 reader stopped (exit status {status}){said}")
     message: tuple[str, Any] = pickle.loads(body)
     return message
+
+
+def _read_exact(pipe: Any, size: int) -> bytes | None:
+    """`size` bytes of an unbuffered pipe (whose reads may come short), or None at its end before them."""
+    parts, left = [], size
+    while left:
+        chunk = pipe.read(left)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
 
 
 def serve(path: str, with_fields: bool) -> None:
