@@ -218,9 +218,10 @@ def test_irq_pattern_matches_entries_and_exits_per_cpu(examples: Path) -> None:
                                          (30, 40, "irq")]
     assert states[f"{base}/2/status"] == [(10, 29, None), (30, 40, 0)]  # pending since 30
     # multiple="false": one scenario, started by the first sched_switch, looping in its state; still
-    # in progress at the end, it is abandoned there (Trace Compass disposes the pattern): null at 40
-    assert states["scenarios/sched_switch/0/status"] == [(10, 14, 0), (15, 39, 1), (40, 40, None)]
-    assert states["scenarios/sched_switch/0/state"] == [(10, 39, "sched_switch"), (40, 40, None)]
+    # in progress at the end, it is abandoned (Trace Compass disposes the pattern) at the history's
+    # end time: the latest interval stored ends at 39 (the changes at 40), so null from 39, not 40
+    assert states["scenarios/sched_switch/0/status"] == [(10, 14, 0), (15, 38, 1), (39, 40, None)]
+    assert states["scenarios/sched_switch/0/state"] == [(10, 38, "sched_switch"), (39, 40, None)]
     assert "scenarios/sched_switch/1" not in states
 
 
@@ -256,4 +257,5 @@ def test_valid_pattern_without_its_time_test(examples: Path) -> None:
     assert states[f"{scenario}/storedFields/filename"] == [(1, 1, None), (2, 2, "/etc/passwd"), (3, 3, None)]
     assert states[f"{scenario}/status"] == [(1, 1, 0), (2, 2, 1), (3, 3, 2)]
     assert states["scenarios/syscall/1/state"] == [(1, 2, None), (3, 3, "wait_syscall_entry_x")]
-    assert states["scenarios/sched_switch/0/status"] == [(1, 2, 1), (3, 3, None)]  # abandoned at the end
+    # abandoned at the history's end time: the changes at 3 end intervals at 2
+    assert states["scenarios/sched_switch/0/status"] == [(1, 1, 1), (2, 3, None)]

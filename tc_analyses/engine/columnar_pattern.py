@@ -223,7 +223,7 @@ class ColumnarPattern(Evaluator):
         return segments, self._built_system()
 
     def _built_system(self) -> PatternStateSystem:
-        system = self.state_system(self._ts, self._span, K, PatternStateSystem)
+        system = self.state_system(self._ts, self._span, K, PatternStateSystem, at_history_end=self._total)
         assert isinstance(system, PatternStateSystem)
         return system
 

@@ -336,9 +336,12 @@ class Evaluator:
         return outcome[inverse.reshape(-1)]
 
     def state_system(self, ts_of: IntArray, span: tuple[int, int], k: int,
-                     kind: type[StateSystem] = StateSystem) -> StateSystem:
+                     kind: type[StateSystem] = StateSystem, at_history_end: int | None = None) -> StateSystem:
         """The state system the logged writes make, closed at the span's end as Trace Compass closes
-        it; `ts_of` gives each global position's timestamp."""
+        it; `ts_of` gives each global position's timestamp. The writes logged at position
+        `at_history_end` are made once every other write is, at the history's end time as Trace
+        Compass's getCurrentEndTime gives it (the end of the latest interval stored: the latest
+        change - 1, not the last event), where a pattern abandons its scenarios still in progress."""
         start, end = span
         # The log is spent: each column is joined, then its pieces let go, to keep the peak low.
         columns: list[list[IntArray]] = [[], [], []]
@@ -352,6 +355,7 @@ class Evaluator:
         del keys
         orders = orders[order]
         orders //= k * STEPS
+        at_end = orders == at_history_end if at_history_end is not None else np.zeros(len(orders), dtype=bool)
         times = np.take(ts_of, orders, out=orders) if len(orders) else orders
         attrs, values = attrs[order], values[order]
         del order
@@ -361,12 +365,25 @@ class Evaluator:
         # Attributes are independent: build them a chunk of writes at a time (cut where an
         # attribute ends) so the temporaries stay small however long the log is.
         cuts = np.append(np.flatnonzero(attrs[1:] != attrs[:-1]) + 1, len(attrs))  # where an attribute ends
-        block = _BlockWriter(len(self.attrs.paths), np.asarray(self.values.kinds, dtype=np.int8))
+        chunks = []
         begin = 0
         while begin < len(attrs):
             stop = int(cuts[min(int(np.searchsorted(cuts, begin + _CHUNK)), len(cuts) - 1)])
-            block.add(*self._intervals_from(attrs[begin:stop], times[begin:stop], values[begin:stop], start))
+            chunks.append((begin, stop))
             begin = stop
+        history_end = start  # a first pass, only when some writes wait for it
+        for begin, stop in chunks if at_end.any() else []:
+            keep = ~at_end[begin:stop]
+            changed = _effective_changes(attrs[begin:stop][keep], times[begin:stop][keep], values[begin:stop][keep])[1]
+            history_end = max(history_end, int(changed.max(initial=start + 1)) - 1)
+        block = _BlockWriter(len(self.attrs.paths), np.asarray(self.values.kinds, dtype=np.int8))
+        for begin, stop in chunks:
+            keep = ~at_end[begin:stop]
+            chunk = self._intervals_from(attrs[begin:stop][keep], times[begin:stop][keep], values[begin:stop][keep],
+                                         start)
+            if not keep.all():
+                chunk = _written_late(chunk, attrs[begin:stop][~keep], values[begin:stop][~keep], history_end)
+            block.add(*chunk)
         ss.adopt(block.finish(self.attrs.paths, start, end, self.values))
         self.values.seal()  # the state system keeps the values, not the index that interned them
         return ss
@@ -375,18 +392,7 @@ class Evaluator:
                         ) -> tuple[IntArray, IntArray, IntArray]:
         """(attribute, start, value id) of the intervals these writes make (sorted by attribute,
         then order), with the null interval from the state system's start before a later first change."""
-        # groups of writes to one attribute at one time; only the last write's value stays
-        new_group = np.ones(len(attrs), dtype=bool)
-        new_group[1:] = (attrs[1:] != attrs[:-1]) | (times[1:] != times[:-1])
-        firsts = np.flatnonzero(new_group)
-        lasts = np.append(firsts[1:] - 1, len(attrs) - 1)
-        group_attr, group_time, group_value = attrs[firsts], times[firsts], values[lasts]
-        previous = np.zeros(len(firsts), dtype=values.dtype)  # the value held before the group
-        same_attr = group_attr[1:] == group_attr[:-1]
-        previous[1:] = np.where(same_attr, group_value[:-1], 0)
-        differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
-        effective = np.logical_or.reduceat(differs, firsts)
-        e_attr, e_time, e_value = group_attr[effective], group_time[effective], group_value[effective]
+        e_attr, e_time, e_value = _effective_changes(attrs, times, values)
         first = np.flatnonzero(np.append(True, e_attr[1:] != e_attr[:-1])) if len(e_attr) else e_attr
         late = first[e_time[first] > start]  # null from the state system's start until the first change
         return (np.insert(e_attr, late, e_attr[late]), np.insert(e_time, late, start),
@@ -476,6 +482,48 @@ class _BlockWriter:
         kinds = [names[code] for code in self.kinds]
         rows = [paths[a] for a in self.rows]
         return Block(rows, offsets, starts, ends, ids, kinds, values.item)
+
+
+def _effective_changes(attrs: IntArray, times: IntArray, values: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """(attribute, time, value id) of the writes that change a value (sorted by attribute, then
+    order): per attribute and time, the last write's value, where some write differs from the value
+    held before (Trace Compass stores an interval for it even when the last write restores it)."""
+    if not len(attrs):
+        return attrs, times, values
+    new_group = np.ones(len(attrs), dtype=bool)
+    new_group[1:] = (attrs[1:] != attrs[:-1]) | (times[1:] != times[:-1])
+    firsts = np.flatnonzero(new_group)
+    lasts = np.append(firsts[1:] - 1, len(attrs) - 1)
+    group_attr, group_time, group_value = attrs[firsts], times[firsts], values[lasts]
+    previous = np.zeros(len(firsts), dtype=values.dtype)  # the value held before the group
+    same_attr = group_attr[1:] == group_attr[:-1]
+    previous[1:] = np.where(same_attr, group_value[:-1], 0)
+    differs = values != np.repeat(previous, np.diff(np.append(firsts, len(attrs))))
+    effective = np.logical_or.reduceat(differs, firsts)
+    return group_attr[effective], group_time[effective], group_value[effective]
+
+
+def _written_late(intervals: tuple[IntArray, IntArray, IntArray], attrs: IntArray, values: IntArray, t: int
+                  ) -> tuple[IntArray, IntArray, IntArray]:
+    """`intervals` (attribute, start, value id; sorted) once each attribute of `attrs` (each the
+    last write of its attribute) is set to its value at `t`, as TransientState.processStateChange
+    does: no change for an equal value; a new interval when the ongoing one started before `t`;
+    else the ongoing interval takes the value (a history tree cannot insert backwards)."""
+    i_attr, i_start, i_value = (np.array(c) for c in intervals)
+    attrs, unique = np.unique(attrs, return_index=True)
+    values = values[unique]
+    last = np.searchsorted(i_attr, attrs, side="right") - 1  # each attribute's ongoing interval
+    written = last >= 0
+    written[written] = i_attr[last[written]] == attrs[written]
+    # only removals (null) wait for the end: one of an attribute never written changes nothing
+    change = written.copy()
+    change[written] = i_value[last[written]] != values[written]
+    last, attrs, values = last[change], attrs[change], values[change]
+    overwrite = i_start[last] >= t
+    i_value[last[overwrite]] = values[overwrite]
+    after = last[~overwrite] + 1
+    return (np.insert(i_attr, after, attrs[~overwrite]), np.insert(i_start, after, t),
+            np.insert(i_value, after, values[~overwrite]))
 
 
 def _joined(columns: list[list[IntArray]], index: int, dtype: Any) -> IntArray:

@@ -355,14 +355,16 @@ class Pattern(Compiler):
             raise DfcompassError(f"pattern {self.id}: the trace has no events")
         for _, _, apply in future:  # leftovers apply after the last event
             apply(ss)
-        self._abandon_open_scenarios(ss, last)
+        self._abandon_open_scenarios(ss, ss.end)
         ss.close(last)
         return self.segments, ss
 
     def _abandon_open_scenarios(self, ss: PatternStateSystem, end: int) -> None:
         """Trace Compass disposes the pattern at the end of the trace: every scenario still in
         progress is abandoned (DataDrivenFsm.dispose, scenario.cancel), and completing it without an
-        event recycles its node at the state system's end time: its subtree becomes null there.
+        event recycles its node at the state system's end time (getCurrentEndTime: the end of the
+        latest interval stored, the last change - 1, not the last event): its subtree becomes null
+        there, or from its ongoing state's start where that is later.
         The pending scenario of each FSM is not in progress and keeps its values."""
         for fsm in self._fsms:
             for scenario in fsm.active:

@@ -143,6 +143,7 @@ def test_engine_cases_on_columns() -> None:
     # the constructs columns cover (fields, queries, conditions, stacks, increments, mappings,
     # begin/end patterns...)
     assert len(taken) >= 25 and any(name.startswith("pattern-") for name in taken), (taken, refused)
+    assert {"pattern-open-at-end", "pattern-abandon-overwrites"} <= set(taken)  # the history's end time
     assert {"sp-future-time", "sp-update", "pattern-stored-fields"} <= set(refused)
 
 
