@@ -291,7 +291,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
         click.echo(f"wrote {build.write_states_csv(found, csv_out)} intervals to {csv_out}")
         return
     for row in found:
-        click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {'null' if row.value is None else row.value}")
+        click.echo(f"{row.analysis}  {row.path}  [{row.start}, {row.end}]  {_shown(row.value)}")
 
 
 @main.command()
@@ -369,6 +369,11 @@ def recommend_placement(input_path: Path, devices: str, output: Path, algorithm:
 
 
 _KINDS: dict[str, Any] = {"str": str, "int": int, "float": float, "peaks-device": PEAKS_DEVICE}
+
+
+def _shown(value: str | None) -> str:
+    """A state value as `states` prints it: null apart from an empty string."""
+    return "null" if value is None else value or '""'
 
 
 def _param_option(param: Param) -> Callable[[F], F]:

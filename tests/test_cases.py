@@ -94,14 +94,17 @@ def run_case(case: Path) -> tuple[str, str | None]:
 
 def states_csv(systems: dict[str, StateSystem]) -> str:
     """The rows ``dfcompass states --csv`` writes (the same ``rows()``): path,start,end,value,
-    attributes in path order, null values empty. Lines end with \n here (the CLI's csv module
+    attributes in path order, null values empty, an empty string as two quotes. Lines end with \n here (the CLI's csv module
     writes \r\n); the comparison ignores that difference."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["path", "start", "end", "value"])
     for row in rows(SimpleNamespace(systems=systems)):  # type: ignore[arg-type]  # rows() reads .systems only
-        writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value])
-    return out.getvalue()
+        writer.writerow([row.path, row.start, row.end, "" if row.value is None else row.value or _EMPTY])
+    return out.getvalue().replace(_EMPTY, '""')  # as the CLI writes an empty string, apart from null
+
+
+_EMPTY = "\ue000empty\ue000"  # marks an empty string for the csv module, which writes it as null
 
 
 def segments_csv(segments: list[Segment]) -> str:

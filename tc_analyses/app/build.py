@@ -90,17 +90,15 @@ def _import_beside(module: str) -> threading.Thread:
 
 
 def write_states_csv(rows: Iterable[Any], csv_out: Path) -> int:
-    """Write `rows` (``states`` at one time: a few) as CSV; the number of rows written."""
-    import csv
-
-    from tc_analyses.export.states_csv import HEADER
+    """Write `rows` (``states`` at one time: a few) as CSV, as ``states --csv`` writes every
+    interval (null an empty field, an empty string ``""``); the number of rows written."""
+    from tc_analyses.export.states_csv import HEADER, csv_field, value_field
 
     count = 0
     with open(csv_out, "w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
-        writer.writerow(HEADER)
+        out.write(",".join(HEADER) + "\r\n")
         for row in rows:
-            writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
+            out.write(f"{csv_field(row.analysis)},{csv_field(row.path)},{row.start},{row.end},{value_field(row.value)}\r\n")
             count += 1
     return count
 

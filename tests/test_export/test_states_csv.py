@@ -1,5 +1,7 @@
 """`states --csv` is written from the state systems' columns; its bytes must be those the csv module
-writes row by row, odd names and values included (the reference below is that row-by-row writer)."""
+writes row by row, odd names and values included (the reference below is that row-by-row writer),
+but for one thing the csv module cannot do: a null value is an empty field and an empty string is
+written quoted, ``""``, so that the two stay apart as they do in Trace Compass."""
 
 from __future__ import annotations
 
@@ -26,8 +28,13 @@ def _row_by_row(built: Any, path_glob: str = "*") -> bytes:
     writer = csv.writer(out)
     writer.writerow(HEADER)
     for row in iter_rows(built, path_glob):
-        writer.writerow([row.analysis, row.path, row.start, row.end, "" if row.value is None else row.value])
-    return out.getvalue().encode()
+        # an empty string marked (the csv module writes it as it writes null), then quoted below
+        writer.writerow([row.analysis, row.path, row.start, row.end,
+                         "" if row.value is None else row.value or _EMPTY])
+    return out.getvalue().replace(_EMPTY, '""').encode()
+
+
+_EMPTY = "\ue000empty\ue000"  # a private-use mark no ODD value holds
 
 
 def _odd_system() -> StateSystem:
@@ -61,6 +68,29 @@ def test_a_path_glob_selects_the_same_rows(tmp_path: Path, glob: str) -> None:
     out = tmp_path / "states.csv"
     write_states_csv(built, glob, out)  # type: ignore[arg-type]
     assert out.read_bytes() == _row_by_row(built, glob)
+
+
+def test_null_and_an_empty_string_stay_apart(tmp_path: Path) -> None:
+    """Null is an empty field, an empty string is ``""``: read back as Python 3.12's QUOTE_NOTNULL
+    reader (or PostgreSQL's CSV) reads them, and the Parquet twin holds null and ""."""
+    from tc_analyses.app.build import write_states_csv as write_rows
+    from tc_analyses.export.states_csv import write_states_parquet
+
+    ss = StateSystem(0)
+    for t, value in ((10, "a"), (20, ""), (30, None), (40, "")):
+        ss.modify(("x",), None if value is None else Value("string", value), t)
+    ss.close(50)
+    built = SimpleNamespace(systems={"id": ss})
+    out = tmp_path / "states.csv"
+    write_states_csv(built, "*", out)  # type: ignore[arg-type]
+    lines = out.read_bytes().split(b"\r\n")
+    assert lines[1:6] == [b"id,x,0,9,", b"id,x,10,19,a", b'id,x,20,29,""', b"id,x,30,39,", b'id,x,40,50,""']
+    one_time = tmp_path / "at.csv"  # `states --at T --csv`: the same fields
+    write_rows(iter_rows(built), one_time)  # type: ignore[arg-type]
+    assert one_time.read_bytes() == out.read_bytes()
+    parquet = tmp_path / "states.parquet"
+    write_states_parquet(built, "*", parquet)  # type: ignore[arg-type]
+    assert [row[4] for row in _parquet_rows(parquet)] == [None, "a", "", None, ""]
 
 
 def test_a_field_is_quoted_as_the_csv_module_quotes_it() -> None:
