@@ -82,6 +82,8 @@ class StreamFile:
         self.reported_discarded = 0  # the count carried by the last packet written
         self.packets_written = 0
         self.last_end = 0
+        self.whole_bytes = 0  # the file's length up to the end of its last whole packet
+        self.last_packet_at: int | None = None  # where that packet starts
         self._fd: int | None = None
         self._lock = threading.Lock()  # only the flush path takes it, never the record path
 
@@ -116,13 +118,49 @@ class StreamFile:
                                   "past its size limit)")
             except OSError as exc:
                 self.events_discarded += count
-                self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded")
+                self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded"
+                                        + self._cut_partial_packet())
                 return False
             self.events_written += count
             self.packets_written += 1
             self.reported_discarded = self.events_discarded
             self.last_end = ts_end
+            self.last_packet_at = self.whole_bytes
+            self.whole_bytes += len(data)
             return True
+
+    def _cut_partial_packet(self) -> str:
+        """Drop what a failed write left of its packet (a full disk writes part of it): the file
+        stays whole packets, readable without `dfcompass repair`. Shrinking needs no free space."""
+        try:
+            if self._fd is not None and os.fstat(self._fd).st_size > self.whole_bytes:
+                os.ftruncate(self._fd, self.whole_bytes)
+        except OSError as exc:
+            return f"; its partial packet could not be cut ({exc}): run dfcompass repair"
+        return ""
+
+    def report_discarded(self) -> None:
+        """Make the events counted as discarded since the last packet show in the trace: in an empty
+        packet, or, where that cannot be written (a full disk), in the last packet's own
+        events_discarded, overwritten in place (no new space needed), so that readers see the whole
+        count (as lost before that packet) rather than none of it."""
+        if self.events_discarded == self.reported_discarded:
+            return
+        if self.write_packet(b"", 0, self.last_end, self.last_end) or self.last_packet_at is None:
+            return
+        at = self.last_packet_at + PACKET_HEADER.size + PACKET_CONTEXT.size - 8  # events_discarded: the last field
+        with self._lock:
+            try:
+                fd = os.open(self.path, os.O_WRONLY)  # not O_APPEND: pwrite there would append
+                try:
+                    os.pwrite(fd, struct.pack("<Q", self.events_discarded), at)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                self.trace.report_error(f"{self.path}: {exc}; {self.events_discarded - self.reported_discarded} "
+                                        "discarded events are not in the trace")
+                return
+            self.reported_discarded = self.events_discarded
 
     def close(self) -> None:
         with self._lock:
@@ -170,7 +208,11 @@ class TraceDirectory:
         # Metadata goes first and whole: written to a temp name, then renamed into place, so a
         # reader sees the old text or the new one, never a mix.
         tmp = self.path / ".metadata.tmp"
-        tmp.write_text(render_metadata(self._meta), encoding="ascii")
+        try:
+            tmp.write_text(render_metadata(self._meta), encoding="ascii")
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: the old metadata stays, not a partial copy beside it
+            raise
         os.replace(tmp, self.path / "metadata")
 
     def update_env(self, **values: str | int) -> None:

@@ -234,8 +234,7 @@ class Session:
             assert self.trace is not None
             self._note_machine()
             for stream in list(self.trace.streams.values()):
-                if stream.events_discarded and stream.events_discarded != stream.reported_discarded:
-                    stream.write_packet(b"", 0, stream.last_end, stream.last_end)
+                stream.report_discarded()
             self.trace.close()
             atexit.unregister(self.stop)
             self._restore_sigterm()

@@ -82,22 +82,28 @@ def _wait_for_window_converters(traces: list[Any]) -> bool:
 
 def _cut_half_written_packets(traces: list[Any]) -> None:
     """A process killed while it appends a packet leaves that packet half-written: Linux ends a
-    write at a page boundary for a fatal signal (SIGKILL, the OOM killer). Cut such tails of the
-    processes that are gone, so the trace opens without `dfcompass repair`; say what was cut."""
+    write at a page boundary for a fatal signal (SIGKILL, the OOM killer), and any process of the
+    job may be the one killed. Cut such tails of the processes that are gone, so the trace opens
+    without `dfcompass repair`; say what was cut, and how many events a process could not write
+    (a full disk), which the trace reports as discarded. Reads packet headers only."""
     from tc_analyses.errors import TraceError
-    from tc_analyses.reader.repair import repair_trace
+    from tc_analyses.reader.repair import discarded_events, repair_trace
 
     for trace in traces:
         if trace.host != socket.gethostname() or not _process_is_gone(trace.pid):
             continue  # another host's process, or one still writing (an orphaned child)
         try:
             cuts = repair_trace(trace.path)
+            discarded = discarded_events(trace.path)
         except (TraceError, OSError) as exc:
             print(f"dfcompass record: {trace.path}: not checked for a half-written packet: {exc}", file=sys.stderr)
             continue
         for cut in cuts:
             print(f"dfcompass record: {cut.path}: cut {cut.dropped_bytes:,} bytes that the end of process "
                   f"{trace.pid} left half-written ({cut.problem})", file=sys.stderr)
+        if discarded:
+            print(f"dfcompass record: {trace.path}: {discarded:,} events were not written and are reported as "
+                  "discarded (Trace Compass shows them as lost events)", file=sys.stderr)
 
 
 def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool = True,
@@ -163,8 +169,7 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
         if created and not any(output.iterdir()):
             output.rmdir()
         raise error
-    if code != 0:
-        _cut_half_written_packets(traces)
+    _cut_half_written_packets(traces)
     # A program that failed is rarely planned from, and a test of crashes should not pay ~2 s each;
     # one stopped with Ctrl-C (a long training run cut short) is.
     if calibrate and code in (0, 130, -signal.SIGINT):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tc_analyses.errors import TraceError
 from tc_analyses.reader.fast import stream_files, walk_packets
+from tc_analyses.reader.streams import map_file
 from tc_analyses.reader.metadata import read_dfcompass_metadata
 
 
@@ -32,13 +33,38 @@ def repair_trace(path: str | os.PathLike[str], *, dry_run: bool = False) -> list
     _, uuid_bytes = read_dfcompass_metadata(trace_dir)
     repairs = []
     for file in stream_files(trace_dir):
-        data = memoryview(file.read_bytes())
-        keep = 0  # end of the last whole, well-formed packet
-        try:
-            for packet in walk_packets(file, data, uuid_bytes):
-                keep = packet.offset + packet.packet_size
-        except TraceError as exc:
-            repairs.append(StreamRepair(str(file), keep, len(data) - keep, exc.problem))
+        whole = _whole_packets(file, uuid_bytes)
+        if whole.problem is not None:
+            repairs.append(StreamRepair(str(file), whole.kept, whole.size - whole.kept, whole.problem))
             if not dry_run:
-                os.truncate(file, keep)
+                os.truncate(file, whole.kept)
     return repairs
+
+
+def discarded_events(path: str | os.PathLike[str]) -> int:
+    """The events a trace's writer counted as discarded: each stream's last whole packet's
+    cumulative events_discarded (packet headers only: the bodies are not read)."""
+    trace_dir = Path(path)
+    _, uuid_bytes = read_dfcompass_metadata(trace_dir)
+    return sum(_whole_packets(file, uuid_bytes).discarded for file in stream_files(trace_dir))
+
+
+@dataclass(frozen=True)
+class _Whole:
+    kept: int  # the end of the last whole, well-formed packet
+    size: int
+    problem: str | None
+    discarded: int  # that packet's events_discarded
+
+
+def _whole_packets(file: Path, uuid_bytes: bytes) -> _Whole:
+    data = map_file(file)  # mapped: only the packet headers' pages are read in
+    keep = discarded = 0
+    try:
+        for packet in walk_packets(file, data, uuid_bytes):
+            keep, discarded = packet.offset + packet.packet_size, packet.discarded
+    except TraceError as exc:
+        return _Whole(keep, len(data), exc.problem, discarded)
+    finally:
+        data.release()  # before a caller truncates the file under the mapping
+    return _Whole(keep, keep, None, discarded)

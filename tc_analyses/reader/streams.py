@@ -109,7 +109,7 @@ def walk_packets(path: Path, data: memoryview, uuid_bytes: bytes | None) -> Iter
 
 def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schema.EventClass | None, list[Any]]:
     """Read one stream file: its info, its class, and a list of record arrays (or string rows)."""
-    data = _map(path)
+    data = map_file(path)
     cls = _class_of_file(path)
     info = StreamInfo(path, cls.name if cls else "?")
     chunks: list[Any] = []
@@ -157,7 +157,7 @@ def read_stream(path: Path, uuid_bytes: bytes | None) -> tuple[StreamInfo, schem
     return info, cls, chunks
 
 
-def _map(path: Path) -> memoryview:
+def map_file(path: Path) -> memoryview:
     """The file's bytes, memory-mapped: the page cache is read in place, not copied first."""
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size

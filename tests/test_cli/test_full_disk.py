@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import subprocess_env
 
 LIMITED = """
@@ -42,3 +44,52 @@ def test_an_import_onto_a_full_disk_fails_in_one_line(tmp_path: Path) -> None:
                             "-o", str(tmp_path / "small")], capture_output=True, text=True, env=subprocess_env(),
                            timeout=300)
     assert small.returncode == 0, small.stderr  # what fits is written as before
+
+
+NODES = 20_000
+FILLER = f"""
+import tracer
+for i in range({NODES}):
+    with tracer.node("n%d" % (i % 100), op="work"):
+        pass
+"""
+
+
+def _in_small_tmpfs(folder: Path, command: str, size: str = "160k") -> subprocess.CompletedProcess[str]:
+    """`command` (a shell line) with `folder` a tmpfs of `size`: a disk that really fills (ENOSPC),
+    mounted in a private mount namespace (unshare; root not needed where user namespaces are on)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed: no private tmpfs to fill")
+    folder.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={size} tmpfs {folder}"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a private tmpfs here ({probe.stderr.strip()})")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={size} tmpfs {folder} && {command}"],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=300)
+
+
+def test_record_onto_a_disk_that_fills_leaves_a_readable_trace_and_its_discards(tmp_path: Path) -> None:
+    """The traced program's writes fail half way (ENOSPC on a full tmpfs): each stream file keeps
+    whole packets only (readable without repair) and every event not written is counted as
+    discarded, in the trace itself (the last packet carries the count when no new one fits)."""
+    from tc_analyses.reader.fast import read_trace
+    from tests.helpers import check_packets
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(FILLER)
+    disk, kept = tmp_path / "disk", tmp_path / "kept"
+    record = f"{sys.executable} -m tc_analyses.cli record --no-calibrate -o {disk}/job -- {sys.executable} {prog}"
+    done = _in_small_tmpfs(disk, f"{record}; code=$?; cp -r {disk}/job {kept}; exit $code")
+    assert done.returncode == 0, done.stderr  # the program's own code: it did not fail
+    assert "the disk is full" in done.stderr and "counted as discarded" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "events were not written and are reported as discarded" in done.stderr
+    [process] = [p for p in kept.iterdir() if p.is_dir()]
+    check_packets(process)  # whole packets: no `dfcompass repair` needed
+    trace = read_trace(process)
+    written = len(trace.table("node_begin")) + len(trace.table("node_end"))
+    assert 0 < written < 2 * NODES and trace.discarded > 0
+    assert written + trace.discarded >= 2 * NODES  # none lost without a count (string defs add to it)
