@@ -57,7 +57,7 @@ class _Whole:
     discarded: int  # that packet's events_discarded
 
 
-def _whole_packets(file: Path, uuid_bytes: bytes) -> _Whole:
+def _whole_packets(file: Path, uuid_bytes: bytes | None) -> _Whole:
     data = map_file(file)  # mapped: only the packet headers' pages are read in
     keep = discarded = 0
     try:
