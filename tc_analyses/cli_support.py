@@ -31,6 +31,10 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+OUTPUT_OPTIONS = ("output", "csv_out", "parquet_out", "plots")  # the parameters naming what a command writes
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}  # a disk that takes no more
+
+
 def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -43,6 +47,10 @@ def handle_errors(func: F) -> F:
         except BrokenPipeError:
             sys.exit(0)
         except OSError as exc:  # a file dfcompass cannot write or read that no reader caught
+            output = next((kwargs[k] for k in OUTPUT_OPTIONS if kwargs.get(k) is not None), None)
+            if exc.filename is None and exc.errno in _FULL and output is not None:
+                # a write() names no file: the command's own output is where it failed
+                _fail(f"{os.fsdecode(output)}: cannot write the output ({exc.strerror})", 1)
             where = f"{exc.filename}: " if exc.filename is not None else ""
             _fail(f"{where}{exc.strerror or type(exc).__name__}", 1)
         except Exception as exc:  # never a traceback by default: one line, exit 1

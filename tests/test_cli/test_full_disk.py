@@ -1,8 +1,9 @@
 """A write that fails half way (a full disk) makes an import fail in one line naming the trace,
 never exit 0 with a trace of 0 events (issue 37, item 4).
 
-The full disk is the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) of the dfcompass process: the
-kernel cuts its writes short the way a full disk does, with no root or small tmpfs needed."""
+Two full disks: the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) of the dfcompass process, which
+cuts its writes short the way a full disk does, and a real one, a tiny tmpfs mounted in a private
+mount namespace (skipped where unshare cannot make one), whose writes fail with ENOSPC."""
 
 from __future__ import annotations
 
@@ -93,3 +94,25 @@ def test_record_onto_a_disk_that_fills_leaves_a_readable_trace_and_its_discards(
     written = len(trace.table("node_begin")) + len(trace.table("node_end"))
     assert 0 < written < 2 * NODES and trace.discarded > 0
     assert written + trace.discarded >= 2 * NODES  # none lost without a count (string defs add to it)
+
+
+def test_every_output_onto_a_full_disk_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A write() that fails names no file: the error names the command's output, exit 1."""
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    xml = Path(__file__).resolve().parents[1] / "cases" / "pattern-precondition" / "analysis.xml"
+    disk = tmp_path / "disk"
+    commands = {f"{disk}/ba": ["build-analyses", trace, "-o"], f"{disk}/plots": ["analyze", trace, "--plots"],
+                f"{disk}/s.csv": ["states", trace, "--xml", xml, "--csv"],
+                f"{disk}/s.parquet": ["states", trace, "--xml", xml, "--parquet"],
+                f"{disk}/p.json": ["export-perfetto", trace, "-o"], f"{disk}/r.html": ["report", trace, "-o"],
+                f"{disk}/plan": ["recommend-placement", trace, "--devices", "cpu:0,cpu:1", "-o"],
+                f"{disk}/diff": ["diff", trace, trace, "-o"]}
+    lines = [f"said=$({sys.executable} -m tc_analyses.cli {' '.join(map(str, args))} {out} 2>&1); rc=$?; "
+             'echo "$said" | tail -1; echo rc=$rc' for out, args in commands.items()]
+    fill = f"head -c 4096 /dev/zero > {disk}/fill 2>/dev/null"  # the tmpfs's one page, taken
+    done = _in_small_tmpfs(disk, " && ".join([fill + "; true", *[f"({line})" for line in lines]]), size="4k")
+    said = [line for line in done.stdout.splitlines() if not line.startswith("rc=")]
+    assert len(said) == len(commands), done.stdout + done.stderr
+    assert done.stdout.count("rc=1\n") == len(commands), done.stdout
+    for out, line in zip(commands, said):
+        assert line.startswith(f"dfcompass: error: {out}: cannot write the output (") and "No space left" in line, line
