@@ -121,11 +121,23 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     count = workers or os.cpu_count() or 1
     # The tasks report their own errors; Dask's logs (a worker's heartbeat cut by the shutdown,
     # say) would only put tracebacks on the user's terminal.
-    with _quiet("distributed"), \
-            LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         memory_limit=_memory_per_worker(count), silence_logs=logging.CRITICAL) as cluster, \
-            Client(cluster) as client:
-        yield client
+    with _quiet("distributed"):
+        for attempt in range(START_ATTEMPTS):
+            try:
+                cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       memory_limit=_memory_per_worker(count), silence_logs=logging.CRITICAL)
+                break
+            except RuntimeError as exc:  # "Nanny failed to start": a worker process died as it started
+                if attempt + 1 == START_ATTEMPTS:
+                    raise DfcompassError(f"the local Dask cluster of {count} workers did not start, "
+                                         f"{START_ATTEMPTS} times ({' '.join(str(exc).split()).rstrip('.')}: a worker process died "
+                                         "while starting, out of memory or killed); --in-process runs the traces "
+                                         "here, --workers fewer") from None
+        with cluster, Client(cluster) as client:
+            yield client
+
+
+START_ATTEMPTS = 2  # a worker killed once as the cluster starts (the OOM killer) is tried again
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import pytest
 
 from tc_analyses.cluster import TraceTask, analyze_job, run_trace
 from tc_analyses.model.activity_store import cache_file
+from tests.helpers import subprocess_env
 
 JOB = Path(__file__).resolve().parent / "data" / "traces" / "jobs" / "ddp-2rank"
 DASK = Path(sys.executable).with_name("dask")
@@ -261,3 +262,32 @@ def test_the_job_s_top_nodes_add_every_op_of_every_rank_not_only_each_rank_s_top
     assert [(r["op"], [r["count"], r["total_ns"]]) for r in merged] == expected
     one_rank = _analysis(cli, job, "--in-process", "--no-sections", "--top", "1")
     assert all(len(r["analysis"]["top_nodes"]) <= 1 for r in one_rank["ranks"] if "analysis" in r)
+
+
+DIES_ONCE = """
+import os, pathlib
+marker = pathlib.Path(os.environ["DFCOMPASS_TEST_MARKER"])
+if not marker.exists():  # the first worker to start dies (as the OOM killer would kill it); the rest live
+    marker.touch()
+    os._exit(3)
+"""
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_a_worker_that_dies_as_the_cluster_starts(job: Path, tmp_path: Path, always: bool) -> None:
+    """Dask's "Nanny failed to start": started again once; when it fails again, one line that says
+    what to do, exit 1 (was an internal error)."""
+    preload = tmp_path / "die.py"
+    preload.write_text("import os\\nos._exit(3)\\n" if always else DIES_ONCE)
+    env = {**subprocess_env(), "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)]),
+           "DFCOMPASS_TEST_MARKER": str(tmp_path / "died")}
+    done = subprocess.run([sys.executable, "-m", "tc_analyses.cli", "analyze", str(job), "--no-sections", "--workers", "2"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    if always:
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert "the local Dask cluster of 2 workers did not start, 2 times (Nanny failed to start" in line, line
+        assert "--in-process" in line
+    else:
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "died").exists() and "Traceback" not in done.stderr
