@@ -91,8 +91,9 @@ def main(debug: bool, no_progress: bool) -> None:
 @main.command()
 @click.argument("trace", type=InputPath())
 @_FORMAT
-@click.option("--reader", type=click.Choice(["auto", "fast", "bt2"]), default="auto", show_default=True,
-              help="auto: the numpy reader for dfcompass traces, bt2 (babeltrace2) for any other CTF trace.")
+@click.option("--reader", type=click.Choice(["auto", "fast", "ctf", "bt2"]), default="auto", show_default=True,
+              help="auto: the numpy reader for dfcompass traces, ctf (our CTF 1.8 reader) for any other CTF trace, "
+                   "bt2 (babeltrace2, in a child process) for metadata ctf does not take.")
 @_handle_errors
 @without_cycle_collector
 def info(trace: Path, fmt: str, reader: str) -> None:

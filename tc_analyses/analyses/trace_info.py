@@ -1,7 +1,8 @@
 """Trace summary: events per class, streams, time span and discarded events.
 
-Works on dfcompass traces (fast numpy reader) and on any CTF trace babeltrace2 reads (LTTng
-kernel and UST included). Both readers give the same summary for a dfcompass trace.
+Works on dfcompass traces (fast numpy reader) and on any CTF 1.8 trace (LTTng kernel and UST
+included: our general reader, or babeltrace2 in a child process). Every reader gives the same
+summary for a dfcompass trace.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Callable, ClassVar, Literal
 
 from tracer import schema
 from tc_analyses.errors import DfcompassError
-from tc_analyses.reader import bt2_source, fast
+from tc_analyses.reader import fast
+from tc_analyses.reader.any_ctf import iter_any_ctf, reader_for
+from tc_analyses.reader.records import Event
 from tc_analyses.reader.metadata import find_traces, read_metadata
 
-Reader = Literal["auto", "fast", "bt2"]
+Reader = Literal["auto", "fast", "ctf", "bt2"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class TraceInfo:
 
     path: str
     producer: str  # tracer_name from the metadata env, or "unknown"
-    reader: str  # "fast" or "bt2"
+    reader: str  # "fast", "ctf" (our general CTF reader) or "bt2"
     events: int
     events_per_class: dict[str, int]
     streams: list[StreamSummary]
@@ -51,7 +54,7 @@ class TraceInfo:
 
 def run(path: str | os.PathLike[str], reader: Reader = "auto",
         progress: Callable[[int], None] | None = None) -> TraceInfo:
-    """Summarise the trace at `path`. `progress` gets bytes read (fast) or events read (bt2)."""
+    """Summarise the trace at `path`. `progress` gets bytes read (fast) or events read (ctf, bt2)."""
     path = Path(path)
     traces = find_traces(path)
     if len(traces) != 1:
@@ -59,7 +62,7 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
         if not traces:
             read_metadata(path)  # raises the precise error
         producers = {str(read_metadata(t).env.get("tracer_name", "unknown")) for t in traces}
-        found = _from_bt2(Path(path), producers.pop() if len(producers) == 1 else "unknown", {}, progress)
+        found = _from_records(Path(path), producers.pop() if len(producers) == 1 else "unknown", {}, progress, reader)
         return replace(found, processes=_processes(path))
     path = traces[0]  # the trace itself, or the one trace of a folder (a job of one process)
     meta = read_metadata(path)
@@ -67,7 +70,7 @@ def run(path: str | os.PathLike[str], reader: Reader = "auto",
     producer = str(meta.env.get("tracer_name", "unknown"))
     if use_fast:
         return _from_fast(fast.read_trace(path, progress), producer)
-    return _from_bt2(Path(path), producer, meta.env, progress)
+    return _from_records(Path(path), producer, meta.env, progress, reader)
 
 
 def _processes(folder: Path) -> tuple[str, ...]:
@@ -101,14 +104,15 @@ def _from_fast(trace: fast.DfcTrace, producer: str) -> TraceInfo:
     )
 
 
-def _from_bt2(path: Path, producer: str, env: dict[str, str | int],
-              progress: Callable[[int], None] | None) -> TraceInfo:
+def _from_records(path: Path, producer: str, env: dict[str, str | int],
+                  progress: Callable[[int], None] | None, reader: Reader) -> TraceInfo:
     per_class: Counter[str] = Counter()
     per_stream: Counter[str] = Counter()
     lost: Counter[str] = Counter()
     first = last = None
-    for n, item in enumerate(bt2_source.iter_trace(path, with_fields=False), 1):
-        if isinstance(item, bt2_source.Event):
+    used = reader if reader in ("ctf", "bt2") else reader_for(path)
+    for n, item in enumerate(iter_any_ctf(path, with_fields=False, reader=used), 1):
+        if isinstance(item, Event):
             per_class[item.name] += 1
             per_stream[item.stream] += 1
             first = item.ns_from_origin if first is None else first
@@ -120,7 +124,7 @@ def _from_bt2(path: Path, producer: str, env: dict[str, str | int],
     names = sorted(set(per_stream) | set(lost))
     streams = [StreamSummary(_relative(name, path), per_stream[name], lost[name]) for name in names]
     streams.sort(key=lambda s: s.name)
-    return TraceInfo(str(path), producer, "bt2", sum(per_class.values()), dict(sorted(per_class.items())),
+    return TraceInfo(str(path), producer, used, sum(per_class.values()), dict(sorted(per_class.items())),
                      streams, first, last, sum(lost.values()), dict(env),
                      _steps_of(path) if per_class.get(schema.BY_SHORT["step_begin"].name) else ())
 

@@ -177,7 +177,7 @@ def iter_events(trace: DfcTrace) -> Iterator[tuple[str, int, dict[str, Any]]]:
 
 
 def iter_ctf_events(path: str | Path, from_origin: bool = False) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """Any CTF trace's events through babeltrace2, as Trace Compass's XML analyses see them.
+    """Any CTF trace's events (our CTF 1.8 reader, else babeltrace2), as Trace Compass's XML analyses see them.
 
     Times are clock values, or with `from_origin` ns from the clock's origin (its offset applied):
     what the traces of a job, each with its own offset, need to share one time line.
@@ -187,10 +187,11 @@ def iter_ctf_events(path: str | Path, from_origin: bool = False) -> Iterator[tup
     from the packet context when the payload has no such field. Lost events become events
     named ``Lost event``, as Trace Compass synthesizes them.
     """
-    from tc_analyses.reader.bt2_source import Discarded, iter_trace
+    from tc_analyses.reader.any_ctf import iter_any_ctf
+    from tc_analyses.reader.records import Discarded
 
     last = 0
-    for item in iter_trace(path):
+    for item in iter_any_ctf(path):
         if isinstance(item, Discarded):  # as Trace Compass: at the start of the lost range, with its duration
             start = item.ns_from_origin if item.ns_from_origin is not None else last
             end = item.end_ns_from_origin if item.end_ns_from_origin is not None else start

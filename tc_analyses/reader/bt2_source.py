@@ -16,12 +16,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator, Mapping
 
 from tc_analyses.errors import MissingDependencyError, TraceError
+from tc_analyses.reader.records import Discarded, Event
+
+__all__ = ["Discarded", "Event", "bt2_module", "iter_trace"]
 
 _bt2: ModuleType | None = None
 
@@ -39,29 +41,6 @@ def bt2_module() -> ModuleType:
             ) from None
         _bt2 = bt2
     return _bt2
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One event as any CTF reader sees it."""
-
-    name: str
-    timestamp: int  # clock value (cycles; ns for 1 GHz clocks), without the clock offset
-    ns_from_origin: int  # wall time in ns, offset included
-    stream: str  # stream name (the stream file path for CTF traces)
-    fields: Mapping[str, Any]  # payload fields as plain Python values
-    context: Mapping[str, Any]  # common and specific context fields, merged
-    cpu: int | None = None  # the packet context's cpu_id (Trace Compass's CPU aspect)
-
-
-@dataclass(frozen=True, slots=True)
-class Discarded:
-    """Events a tracer reported as lost (CTF events_discarded)."""
-
-    stream: str
-    count: int | None
-    ns_from_origin: int | None  # the start of the lost range, when the stream has clock snapshots
-    end_ns_from_origin: int | None = None  # its end
 
 
 def _value(field: Any) -> Any:

@@ -1,0 +1,137 @@
+"""CTF 1.8 field classes and the trace's declarations, as the TSDL parser (:mod:`.tsdl`) makes them.
+
+Plain data: what each field looks like in the stream (size, alignment, byte order, how a variant
+or a sequence finds its tag or length). The decoder (:mod:`.decode`) compiles them once per class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class Unsupported(Exception):
+    """TSDL or a field class this reader does not take; the caller falls back to babeltrace2."""
+
+
+@dataclass(frozen=True)
+class Int:
+    size: int  # bits
+    align: int  # bits
+    signed: bool = False
+    big_endian: bool = False
+    text: bool = False  # encoding UTF8/ASCII: an array or sequence of these is a string
+    clock: str | None = None  # map = clock.<name>.value
+
+
+@dataclass(frozen=True)
+class Float:
+    exp_dig: int
+    mant_dig: int
+    align: int
+    big_endian: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.exp_dig + self.mant_dig
+
+
+@dataclass(frozen=True)
+class String:
+    align: int = 8
+
+
+@dataclass(frozen=True)
+class Enum:
+    container: Int
+    labels: tuple[tuple[str, int, int], ...]  # (label, low, high), inclusive
+
+    @property
+    def align(self) -> int:
+        return self.container.align
+
+    def label_of(self, value: int) -> str | None:
+        return next((label for label, low, high in self.labels if low <= value <= high), None)
+
+
+@dataclass(frozen=True)
+class Struct:
+    fields: tuple[tuple[str, "FieldClass"], ...]
+    min_align: int = 1  # align(N) after the body
+
+    @property
+    def align(self) -> int:
+        return max([self.min_align, *(f.align for _, f in self.fields)])
+
+
+@dataclass(frozen=True)
+class Variant:
+    tag: str  # the enum field that selects the option, as TSDL names it (a relative or absolute path)
+    options: tuple[tuple[str, "FieldClass"], ...]
+
+    @property
+    def align(self) -> int:
+        return 1  # the selected option aligns itself
+
+
+@dataclass(frozen=True)
+class Array:
+    element: "FieldClass"
+    length: int
+
+    @property
+    def align(self) -> int:
+        return self.element.align
+
+
+@dataclass(frozen=True)
+class Sequence:
+    element: "FieldClass"
+    length: str  # the integer field holding the length, as TSDL names it
+
+    @property
+    def align(self) -> int:
+        return self.element.align
+
+
+FieldClass = Int | Float | String | Enum | Struct | Variant | Array | Sequence
+
+
+@dataclass(frozen=True)
+class Clock:
+    name: str
+    freq: int = 1_000_000_000
+    offset_s: int = 0
+    offset: int = 0  # cycles
+
+    def ns_from_origin(self, cycles: int) -> int:
+        """`cycles` of this clock as ns from its origin, the offset applied (Trace Compass's time base)."""
+        if self.freq == 1_000_000_000:
+            return self.offset_s * 1_000_000_000 + self.offset + cycles
+        return self.offset_s * 1_000_000_000 + (self.offset + cycles) * 1_000_000_000 // self.freq
+
+
+@dataclass(frozen=True)
+class EventClass:
+    id: int
+    name: str
+    stream_id: int
+    context: Struct | None
+    fields: Struct | None
+
+
+@dataclass
+class StreamClass:
+    id: int
+    packet_context: Struct | None = None
+    event_header: Struct | None = None
+    event_context: Struct | None = None
+    events: dict[int, EventClass] = field(default_factory=dict)
+
+
+@dataclass
+class TraceClass:
+    big_endian: bool = False
+    uuid: bytes | None = None
+    packet_header: Struct | None = None
+    clocks: dict[str, Clock] = field(default_factory=dict)
+    streams: dict[int, StreamClass] = field(default_factory=dict)

@@ -1,0 +1,241 @@
+"""Field classes compiled into decoders of a packet's bytes, giving the values babeltrace2 gives.
+
+A decoder is a closure ``decode(cursor) -> value`` that advances ``cursor.bit`` (a bit offset in
+the stream file; alignment counts from the packet's start). Values are plain Python: integers
+(enumerations too), floats, strings (UTF-8; an array or sequence of 8-bit text integers is a
+string up to its first NUL, as babeltrace2 reads ``ctf_array_text``), lists, dicts (a structure's
+fields in order, one leading underscore of each name dropped, as babeltrace2 and Trace Compass's
+XML analyses name them) and a variant's selected option's value. A variant's tag and a sequence's
+length are read from the structures being decoded, found by name from the innermost outwards.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+from tc_analyses.reader.ctf1.classes import (Array, Enum, FieldClass, Float, Int, Sequence, String, Struct, Unsupported,
+                                             Variant)
+
+Decoder = Callable[["Cursor"], Any]
+_ALIGNED = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h", (32, False): "I", (32, True): "i",
+            (64, False): "Q", (64, True): "q"}
+
+
+class Damaged(Exception):
+    """A field that does not fit in its packet, a NUL-less string, a length past any size."""
+
+
+class Cursor:
+    """Where the decoders are in a stream file: its bytes, the bit offset, the packet's start and end
+    (bits), and the structures being decoded (innermost last), for tags and lengths."""
+
+    __slots__ = ("data", "bit", "base", "end", "scopes", "roots", "cycles", "clocked")
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+        self.bit = self.base = 0
+        self.end = len(data) * 8
+        self.cycles = 0  # the stream's clock value
+        self.clocked = False  # whether a clock-mapped integer decoded now sets the clock (event headers)
+        self.scopes: list[dict[str, Any]] = []
+        self.roots: dict[str, dict[str, Any]] = {}  # absolute scopes: "stream.event.header" -> its values
+
+    def align(self, bits: int) -> None:
+        if bits > 1:
+            self.bit = self.base + -(-(self.bit - self.base) // bits) * bits
+
+    def find(self, path: str) -> Any:
+        """The value a variant's tag or a sequence's length names: a relative name, looked up in the
+        structures being decoded from the innermost outwards, or an absolute ``scope.field`` path."""
+        parts = path.split(".")
+        for prefix in ("trace.packet.header", "stream.packet.context", "stream.event.header", "stream.event.context",
+                       "event.context", "event.fields"):
+            if path.startswith(prefix + "."):
+                found: Any = self.roots.get(prefix, {})
+                parts = path[len(prefix) + 1:].split(".")
+                break
+        else:
+            found = next((scope for scope in reversed(self.scopes) if _plain(parts[0]) in scope), None)
+        for part in parts:
+            if not isinstance(found, dict) or _plain(part) not in found:
+                raise Damaged(f"no field {path!r} before the field that names it")
+            found = found[_plain(part)]
+        return found
+
+
+def _plain(name: str) -> str:
+    return name[1:] if name.startswith("_") else name
+
+
+def compile_class(cls: FieldClass, enums: dict[str, Enum] | None = None) -> Decoder:
+    """The decoder of `cls`. `enums`: the enumeration fields a variant may name as its tag, by name
+    (the caller's enclosing scopes; a structure adds its own)."""
+    enums = dict(enums or {})
+    if isinstance(cls, Int):
+        return _integer(cls)
+    if isinstance(cls, Enum):
+        return _integer(cls.container)
+    if isinstance(cls, Float):
+        return _float(cls)
+    if isinstance(cls, String):
+        return _string
+    if isinstance(cls, Struct):
+        return _structure(cls, enums)
+    if isinstance(cls, Variant):
+        return _variant(cls, enums)
+    if isinstance(cls, (Array, Sequence)):
+        return _array(cls, enums)
+    raise Unsupported(f"field class {type(cls).__name__}")
+
+
+def _integer(cls: Int) -> Decoder:
+    read = _raw_integer(cls)
+    if not cls.clock:
+        return read
+    size = cls.size
+    mask = (1 << size) - 1
+
+    def clocked(cur: Cursor) -> int:
+        value = read(cur)
+        if cur.clocked:  # N < 64 bits are the clock's low bits, wrapping forward (CTF 1.8, 8.1)
+            if size >= 64:
+                cur.cycles = value
+            else:
+                wrapped = value < cur.cycles & mask
+                cur.cycles = (cur.cycles & ~mask | value) + ((1 << size) if wrapped else 0)
+        return value
+
+    return clocked
+
+
+def _raw_integer(cls: Int) -> Decoder:
+    size, align, signed, big = cls.size, cls.align, cls.signed, cls.big_endian
+    code = _ALIGNED.get((size, signed))
+    unpack = struct.Struct((">" if big else "<") + code).unpack_from if code else None
+    nbytes_max = (size + 7) // 8 + 1
+
+    def decode(cur: Cursor) -> int:
+        if align > 1:
+            cur.align(align)
+        bit = cur.bit
+        if bit + size > cur.end:
+            raise Damaged(f"a {size}-bit integer past the end of its packet")
+        cur.bit = bit + size
+        if unpack is not None and not bit & 7:
+            return int(unpack(cur.data, bit >> 3)[0])
+        start, shift = bit >> 3, bit & 7
+        raw = bytes(cur.data[start:start + nbytes_max])
+        count = (shift + size + 7) // 8
+        if big:
+            value = int.from_bytes(raw[:count], "big") >> (count * 8 - shift - size)
+        else:
+            value = int.from_bytes(raw[:count], "little") >> shift
+        value &= (1 << size) - 1
+        if signed and value >> (size - 1):
+            value -= 1 << size
+        return value
+
+    return decode
+
+
+def _float(cls: Float) -> Decoder:
+    size, align = cls.size, cls.align
+    unpack = struct.Struct((">" if cls.big_endian else "<") + ("f" if size == 32 else "d")).unpack_from
+
+    def decode(cur: Cursor) -> float:
+        cur.align(align)
+        if cur.bit & 7:
+            raise Unsupported("a floating point number that does not start on a byte")
+        if cur.bit + size > cur.end:
+            raise Damaged(f"a {size}-bit number past the end of its packet")
+        value = float(unpack(cur.data, cur.bit >> 3)[0])
+        cur.bit += size
+        return value
+
+    return decode
+
+
+def _string(cur: Cursor) -> str:
+    cur.align(8)
+    start, stop = cur.bit >> 3, cur.end >> 3
+    data = cur.data
+    at = data.find(b"\0", start, stop) if isinstance(data, bytes) else bytes(data[start:stop]).find(b"\0")
+    if at < 0:
+        raise Damaged("a string without its terminating NUL in its packet")
+    if not isinstance(data, bytes):
+        at += start
+    cur.bit = (at + 1) << 3
+    return bytes(data[start:at]).decode("utf-8", "replace")
+
+
+def _structure(cls: Struct, enums: dict[str, Enum]) -> Decoder:
+    align = cls.align
+    inner = dict(enums)
+    parts: list[tuple[str, Decoder]] = []
+    for name, member in cls.fields:
+        parts.append((_plain(name), compile_class(member, inner)))
+        if isinstance(member, Enum):
+            inner[name] = member  # a later variant of this structure (or below it) may select on it
+        else:
+            inner.pop(name, None)
+
+    def decode(cur: Cursor) -> dict[str, Any]:
+        cur.align(align)
+        values: dict[str, Any] = {}
+        cur.scopes.append(values)
+        try:
+            for name, part in parts:
+                values[name] = part(cur)
+        finally:
+            cur.scopes.pop()
+        return values
+
+    return decode
+
+
+def _variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
+    tag = enums.get(cls.tag.rsplit(".", 1)[-1])
+    if tag is None:
+        raise Unsupported(f"a variant whose tag {cls.tag!r} is not an enumeration before it in its structure")
+    options = {name: compile_class(option, enums) for name, option in cls.options}
+    by_value: dict[int, Decoder | None] = {}
+
+    def decode(cur: Cursor) -> Any:
+        value = cur.find(cls.tag)
+        chosen = by_value.get(value, ...)
+        if chosen is ...:
+            label = tag.label_of(value) if isinstance(value, int) else None
+            chosen = by_value[value] = options.get(label) if label is not None else None
+        if chosen is None:
+            raise Damaged(f"variant tag {cls.tag} = {value!r} selects no option")
+        return chosen(cur)
+
+    return decode
+
+
+def _array(cls: Array | Sequence, enums: dict[str, Enum]) -> Decoder:
+    element = cls.element
+    text = isinstance(element, Int) and element.text and element.size == 8
+    decode_element = compile_class(element, enums)
+    fixed = cls.length if isinstance(cls, Array) else None
+    name = cls.length if isinstance(cls, Sequence) else ""
+    align = element.align
+
+    def decode(cur: Cursor) -> Any:
+        count = fixed if fixed is not None else cur.find(name)
+        if not isinstance(count, int) or count < 0 or count > (cur.end - cur.bit):
+            raise Damaged(f"length {count!r} of {name or 'an array'} does not fit in its packet")
+        if text:  # babeltrace2 reads a text array as a string, up to its first NUL
+            cur.align(align)
+            if cur.bit & 7:
+                raise Unsupported("a text array that does not start on a byte")
+            start = cur.bit >> 3
+            cur.bit += count * 8
+            if cur.bit > cur.end:
+                raise Damaged("a text array past the end of its packet")
+            raw = bytes(cur.data[start:start + count])
+            return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return [decode_element(cur) for _ in range(count)]
+
+    return decode
