@@ -102,7 +102,10 @@ def info(trace: Path, fmt: str, reader: str) -> None:
 
     from tc_analyses.export import reports
 
-    with _progress("reading", _trace_bytes(trace) if reader != "bt2" else None, "bytes") as advance:
+    from tc_analyses.reader.metadata import is_dfcompass_trace
+
+    numpy_read = reader == "fast" or (reader == "auto" and is_dfcompass_trace(trace))  # counts bytes; others events
+    with _progress("reading", _trace_bytes(trace) if numpy_read else None, "bytes" if numpy_read else "items") as advance:
         result = trace_info.run(trace, reader, advance)  # type: ignore[arg-type]
     click.echo(reports.to_json(result) if fmt == "json" else reports.info_text(result), nl=False)
 

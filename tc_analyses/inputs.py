@@ -183,7 +183,7 @@ class TraceInputs:
         if self.is_dfcompass:
             return trace_info.of_trace(self.trace)
         with self.progress("reading", None, "items") as advance:
-            return trace_info.run(self.path, "bt2", advance)
+            return trace_info.run(self.path, "auto", advance)
 
     def built(self, xml_files: Sequence[Path] = ()) -> BuiltAnalyses:
         """The state systems and segments of `xml_files` (default: the analyses generated for this

@@ -325,6 +325,9 @@ class Parser:
                 while self.kind() == "ident" and self.peek(1) not in (";", "["):
                     words.append(self.ident())
                 words_text = " ".join(words)
+                if not words:
+                    kind_, text, line = self.toks[self.at] if self.at < len(self.toks) else ("", "end", 0)
+                    raise ValueError(f"line {line}: expected a field's type, found {text!r}")
                 if words_text not in self.aliases:
                     raise ValueError(f"unknown type {words_text!r}")
                 declared, name = self.aliases[words_text], self.ident()
