@@ -1,7 +1,8 @@
 """Just enough TSDL parsing to recognise dfcompass traces and check them against the catalogue.
 
-Arbitrary CTF goes through babeltrace2 (:mod:`tc_analyses.reader.bt2_source`); this module
-reads the plain-text metadata our writer emits: env, clock and the event id/name table.
+Arbitrary CTF goes through :mod:`tc_analyses.reader.any_ctf` (our CTF 1.8 reader, else
+babeltrace2); this module reads the plain-text metadata our writer emits: env, clock and the event
+id/name table.
 """
 
 from __future__ import annotations
