@@ -162,3 +162,14 @@ def test_ctf1_without_fields(lttng: Path, name: str) -> None:
     ours = by_stream(iter_ctf1(path, with_fields=False))
     theirs = by_stream(bt2_records(path, with_fields=False))
     assert {s: [r for _, r in rs] for s, rs in ours.items()} == {s: [r for _, r in rs] for s, rs in theirs.items()}
+
+
+@pytest.mark.slow
+def test_the_analyses_see_an_empty_string_as_trace_compass_does(lttng: Path) -> None:
+    """What the XML analyses read (iter_ctf_events): the empty filename of this access(2) call is
+    "", as Trace Compass reads it; through babeltrace2 2.0.4 it was the previous call's path."""
+    from tc_analyses.engine.events import iter_ctf_events
+
+    found = [fields for name, ts, fields in iter_ctf_events(lttng / "many-threads")
+             if name == "syscall_entry_access" and ts == 2358049058682]
+    assert [f["filename"] for f in found] == [""] and found[0]["cpu"] == 4
