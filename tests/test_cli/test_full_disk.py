@@ -56,7 +56,7 @@ for i in range({NODES}):
 """
 
 
-def _in_small_tmpfs(folder: Path, command: str, size: str = "160k") -> subprocess.CompletedProcess[str]:
+def _in_small_tmpfs(folder: Path, command: str, size: str = "160k", options: str = "") -> subprocess.CompletedProcess[str]:
     """`command` (a shell line) with `folder` a tmpfs of `size`: a disk that really fills (ENOSPC),
     mounted in a private mount namespace (unshare; root not needed where user namespaces are on)."""
     import shutil
@@ -68,7 +68,8 @@ def _in_small_tmpfs(folder: Path, command: str, size: str = "160k") -> subproces
                            capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot mount a private tmpfs here ({probe.stderr.strip()})")
-    return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={size} tmpfs {folder} && {command}"],
+    mount = f"mount -t tmpfs -o size={size} tmpfs {folder}" + (f" && mount -o remount,{options} {folder}" if options else "")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", f"{mount} && {command}"],
                           capture_output=True, text=True, env=subprocess_env(), timeout=300)
 
 
@@ -116,3 +117,24 @@ def test_every_output_onto_a_full_disk_is_one_line_naming_it(tmp_path: Path) -> 
     assert done.stdout.count("rc=1\n") == len(commands), done.stdout
     for out, line in zip(commands, said):
         assert line.startswith(f"dfcompass: error: {out}: cannot write the output (") and "No space left" in line, line
+
+
+def test_outputs_on_a_read_only_disk_are_one_line_naming_them(tmp_path: Path) -> None:
+    """A read-only file system (root is not stopped by a folder's mode, a read-only mount stops
+    everyone): each command says which output it cannot write, exit 1."""
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+    disk = tmp_path / "disk"
+    commands = {f"{disk}/ba": ["build-analyses", trace, "-o"], f"{disk}/r.html": ["report", trace, "-o"],
+                f"{disk}/p.json": ["export-perfetto", trace, "-o"], f"{disk}/job": ["record", "-o"]}
+    program = tmp_path / "prog.py"
+    program.write_text("print('ran')\n")
+    lines = [f"said=$({sys.executable} -m tc_analyses.cli {' '.join(map(str, args))} {out}"
+             + (f" -- {sys.executable} {program}" if args[0] == "record" else "") + ' 2>&1); rc=$?; '
+             'echo "$said" | tail -1; echo rc=$rc' for out, args in commands.items()]
+    done = _in_small_tmpfs(disk, " && ".join(f"({line})" for line in lines), options="ro")
+    said = [line for line in done.stdout.splitlines() if not line.startswith("rc=")]
+    assert len(said) == len(commands), done.stdout + done.stderr
+    for (out, args), line in zip(commands.items(), said):
+        assert line.startswith("dfcompass: error: ") and out in line and "Read-only file system" in line, line
+    assert "ran" not in done.stdout  # record said it before running the program
+    assert [code for code in done.stdout.split() if code.startswith("rc=")] == ["rc=1", "rc=1", "rc=1", "rc=2"]
