@@ -100,17 +100,19 @@ class TraceBuilder:
         absolute_clock: bool = True,
         device_order: Callable[[str], Any] | None = None,
         scratch_dir: str | os.PathLike[str] | None = None,
+        ctf_version: str | None = None,
     ) -> None:
         """`device_order`: a sort key on device names that fixes the devices' final indices (the
         indices :meth:`device` returns are then provisional and remapped at close); None keeps
         the order of first use. `scratch_dir`: where spilled records go (a private folder is made
-        inside it, and removed at close); default the system's temporary folder."""
+        inside it, and removed at close); default the system's temporary folder. `ctf_version`: as
+        :class:`tracer.ctf.TraceDirectory` takes it ("1.8", "2", None: $DFCOMPASS_CTF or 1.8)."""
         self.path = Path(path)
         if (self.path / "metadata").exists() and not overwrite:
             raise TraceExistsError(f"{self.path}: already holds a trace (metadata exists)")
         self._directory_args: dict[str, Any] = dict(
             clock_offset_ns=clock_offset_ns, trace_uuid=trace_uuid, hostname=hostname, env=env, overwrite=overwrite,
-            packet_size=packet_size, absolute_clock=absolute_clock)
+            packet_size=packet_size, absolute_clock=absolute_clock, ctf_version=ctf_version)
         self._trace: TraceDirectory | None = None
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._buffered = 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from tracer import schema
+from tracer.ctf2_metadata import render_json_metadata
 from tracer.strings import escape
 from tracer.tsdl import (
     CTF_MAGIC,
@@ -31,6 +32,8 @@ from tracer.tsdl import (
 )
 
 DEFAULT_PACKET_SIZE = 64 * 1024
+CTF_VERSION_ENV = "DFCOMPASS_CTF"  # the CTF version a recorded program's processes write
+CTF_VERSIONS = ("1.8", "2")
 _SAFE_KEY = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -183,8 +186,14 @@ class TraceDirectory:
         packet_size: int = DEFAULT_PACKET_SIZE,
         overwrite: bool = False,
         absolute_clock: bool = True,
+        ctf_version: str | None = None,
     ) -> None:
+        """`ctf_version`: "1.8" (TSDL metadata) or "2" (JSON fragments; the streams are the same
+        bytes); None: $DFCOMPASS_CTF, else 1.8, which every Trace Compass release in use reads."""
         self.path = Path(path)
+        self.ctf_version = ctf_version or os.environ.get(CTF_VERSION_ENV) or "1.8"
+        if self.ctf_version not in CTF_VERSIONS:
+            raise ValueError(f"CTF version {self.ctf_version!r}: dfcompass writes {' or '.join(CTF_VERSIONS)}")
         self.uuid = trace_uuid or uuid_mod.uuid4()
         self.uuid_bytes = self.uuid.bytes
         self.packet_size = packet_size
@@ -209,7 +218,10 @@ class TraceDirectory:
         # reader sees the old text or the new one, never a mix.
         tmp = self.path / ".metadata.tmp"
         try:
-            tmp.write_text(render_metadata(self._meta), encoding="ascii")
+            if self.ctf_version == "2":
+                tmp.write_text(render_json_metadata(self._meta), encoding="utf-8")
+            else:
+                tmp.write_text(render_metadata(self._meta), encoding="ascii")
         except OSError:
             tmp.unlink(missing_ok=True)  # a full disk: the old metadata stays, not a partial copy beside it
             raise

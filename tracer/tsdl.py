@@ -56,10 +56,8 @@ class TraceMeta:
     env: dict[str, str | int] = field(default_factory=dict)
 
 
-def render_metadata(meta: TraceMeta) -> str:
-    if meta.clock_offset_ns < 0:
-        raise ValueError("the clock offset must not be negative (babeltrace2 rejects it)")
-    offset_s, offset_ns = divmod(meta.clock_offset_ns, 1_000_000_000)
+def checked_env(meta: TraceMeta) -> dict[str, str | int]:
+    """The trace's environment: ours, then the caller's keys (identifiers, none of ours)."""
     major, minor = schema.SCHEMA_VERSION
     for key in meta.env:
         if not key.isidentifier() or not key.isascii():
@@ -67,7 +65,7 @@ def render_metadata(meta: TraceMeta) -> str:
         if key in RESERVED_ENV_KEYS:
             raise ValueError(f"env key {key!r} is reserved (dfcompass writes it, or Trace Compass would "
                              "stop opening the trace as generic CTF)")
-    env: dict[str, str | int] = {
+    return {
         "tracer_name": schema.TRACER_NAME,
         "tracer_major": major,
         "tracer_minor": minor,
@@ -76,6 +74,13 @@ def render_metadata(meta: TraceMeta) -> str:
         "hostname": meta.hostname,
         **meta.env,
     }
+
+
+def render_metadata(meta: TraceMeta) -> str:
+    if meta.clock_offset_ns < 0:
+        raise ValueError("the clock offset must not be negative (babeltrace2 rejects it)")
+    offset_s, offset_ns = divmod(meta.clock_offset_ns, 1_000_000_000)
+    env = checked_env(meta)
     env_lines = "".join(
         f"\t{key} = {value if isinstance(value, int) else _tsdl_string(value)};\n" for key, value in env.items()
     )

@@ -7,10 +7,13 @@ id/name table.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
+import uuid as uuid_mod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tc_analyses.errors import SchemaVersionError, TraceError
 from tracer import schema
@@ -33,6 +36,7 @@ class Metadata:
     clock_freq: int = 1_000_000_000
     uuid: str = ""
     events: dict[int, str] = field(default_factory=dict)  # id -> name
+    ctf_version: str = "1.8"  # "2": JSON fragments (the text is then the JSON text sequence)
 
     @property
     def is_dfcompass(self) -> bool:
@@ -103,6 +107,8 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
         raise TraceError(path, "missing metadata file: this is not a CTF trace directory") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read metadata: {exc.strerror}") from None
+    if raw[:1] == JSON_SEQUENCE_START:
+        return _json_metadata(path, raw)
     if raw[:4] == _PACKETIZED_MAGIC:
         text = _depacketize(path, raw)  # CTF needs the '/* CTF' line in text metadata only
     else:
@@ -129,6 +135,53 @@ def read_metadata(trace_dir: str | Path) -> Metadata:
             events[int(ident.group(1))] = name.group(1)
     uuid_match = _TRACE_UUID.search(text)
     return Metadata(path, text, env, offset_ns, freq, uuid_match.group(1) if uuid_match else "", events)
+
+
+JSON_SEQUENCE_START = b"\x1e"  # CTF 2 metadata: a JSON text sequence (RFC 7464)
+
+
+def json_fragments(path: Path, raw: bytes) -> list[dict[str, Any]]:
+    """The fragments of CTF 2 metadata; TraceError naming the file when one is not a JSON object."""
+    fragments = []
+    for index, text in enumerate(raw.split(JSON_SEQUENCE_START)[1:]):
+        try:
+            fragment = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise TraceError(path, f"CTF 2 metadata fragment {index}: not JSON ({' '.join(str(exc).split())[:120]})") from None
+        if not isinstance(fragment, dict) or not isinstance(fragment.get("type"), str):
+            raise TraceError(path, f"CTF 2 metadata fragment {index}: not an object with a 'type'")
+        fragments.append(fragment)
+    return fragments
+
+
+def _json_metadata(path: Path, raw: bytes) -> Metadata:
+    """What :func:`read_metadata` gives, from CTF 2 metadata: the environment, the (first) clock,
+    the UUID of the preamble and the event record classes' ids and names."""
+    env: dict[str, str | int] = {}
+    offset_ns, freq, uuid, events = 0, 1_000_000_000, "", {}
+    clock_seen = False
+    for fragment in json_fragments(path, raw):
+        kind = fragment["type"]
+        if kind == "preamble" and fragment.get("version") != 2:
+            raise TraceError(path, f"CTF 2 metadata of version {fragment.get('version')!r}: this reader reads version 2")
+        if kind == "preamble" and isinstance(fragment.get("uuid"), list) and len(fragment["uuid"]) == 16:
+            try:
+                uuid = str(uuid_mod.UUID(bytes=bytes(fragment["uuid"])))
+            except (ValueError, TypeError):
+                raise TraceError(path, "the preamble's uuid is not 16 bytes") from None
+        elif kind == "trace-class" and isinstance(fragment.get("environment"), dict):
+            env = {k: v for k, v in fragment["environment"].items() if isinstance(v, (str, int)) and not isinstance(v, bool)}
+        elif kind == "clock-class" and not clock_seen:
+            clock_seen = True
+            freq = fragment.get("frequency", freq)
+            origin = fragment.get("offset-from-origin", {})
+            seconds, cycles = (origin.get("seconds", 0), origin.get("cycles", 0)) if isinstance(origin, dict) else (0, 0)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (freq, seconds, cycles)) or not 0 < freq <= 10**15:
+                raise TraceError(path, "the clock class's frequency or offset is not a number in range")
+            offset_ns = seconds * 1_000_000_000 + cycles * 1_000_000_000 // freq
+        elif kind == "event-record-class" and isinstance(fragment.get("id"), int) and isinstance(fragment.get("name"), str):
+            events[fragment["id"]] = fragment["name"]
+    return Metadata(path, raw.decode("utf-8", "replace"), env, offset_ns, freq, uuid, events, ctf_version="2")
 
 
 def check_dfcompass(meta: Metadata) -> None:
