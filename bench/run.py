@@ -1,6 +1,6 @@
 """dfcompass benchmarks (``make bench``): recorder cost, read speed, PyTorch overhead, as side-by-side ratios.
 
-Usage: ``.venv/bin/python bench/run.py [--only recorder|read|ctf1|torch|job|engine|seed|placement|startup|verify|kernels|gpu|hta|kineto|scale|dask|tf|realworld|pace] [--big] [--nodes N] [--rounds K] [--examples DIR]``
+Usage: ``.venv/bin/python bench/run.py [--only recorder|read|ctf|torch|job|engine|seed|placement|startup|verify|kernels|gpu|hta|kineto|scale|dask|tf|realworld|pace] [--big] [--nodes N] [--rounds K] [--examples DIR]``
 
 Writes bench/out/results.json and prints a table. Exit status 0 even when a target is missed
 (the table says MISSED); non-zero only when a benchmark could not run or its checks failed.
@@ -18,7 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
 
 import analysis_pace  # noqa: E402
-import ctf1_speed  # noqa: E402
+import ctf_speed  # noqa: E402
 import dask_scale  # noqa: E402
 import engine_scale  # noqa: E402
 import engine_speed  # noqa: E402
@@ -148,7 +148,7 @@ def read_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
-def ctf1_rows(r: dict[str, Any]) -> list[Row]:
+def ctf_rows(r: dict[str, Any]) -> list[Row]:
     if "skipped" in r:
         return [("skipped", "-", r["skipped"])]
     c = r["cases"]
@@ -157,9 +157,9 @@ def ctf1_rows(r: dict[str, Any]) -> list[Row]:
         return f"{c[case]['events_per_s'] / 1e3:.0f} k ev/s, best {c[case]['best_s']:.2f} s"
 
     return [
-        ("iter_ctf1 / bt2 in process", _x(r["ratio_bt2_in_process"]), "both with fields, as records"),
-        ("iter_ctf1 / babeltrace2 dummy", _x(r["ratio_babeltrace2_dummy"]), "the CLI decodes and discards"),
-        ("iter_ctf1", speed("iter_ctf1"), ""),
+        ("iter_ctf / bt2 in process", _x(r["ratio_bt2_in_process"]), "both with fields, as records"),
+        ("iter_ctf / babeltrace2 dummy", _x(r["ratio_babeltrace2_dummy"]), "the CLI decodes and discards"),
+        ("iter_ctf", speed("iter_ctf"), ""),
         ("bt2 in process (bt2_source._read_in_process)", speed("bt2 in process"), ""),
         ("babeltrace2 --output-format=dummy", speed("babeltrace2 dummy"), ""),
         ("trace", f"{r['events']:,} events", r["trace"]),
@@ -472,7 +472,7 @@ def _run_one(name: str, fn: Any, results: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["recorder", "read", "ctf1", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "gpu", "hta", "kineto", "scale", "dask", "tf", "realworld", "pace"], help="run one benchmark")
+    parser.add_argument("--only", choices=["recorder", "read", "ctf", "torch", "job", "engine", "seed", "placement", "startup", "verify", "kernels", "gpu", "hta", "kineto", "scale", "dask", "tf", "realworld", "pace"], help="run one benchmark")
     parser.add_argument("--big", action="store_true", help="scale: also a 10M-event trace (minutes, GBs)")
     parser.add_argument("--examples", help="realworld: a checkout or git repository of pytorch/examples")
     parser.add_argument("--nodes", type=int, default=200_000, help="node executions per recorder run")
@@ -486,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run_one("recorder_cost", lambda: recorder_cost.run(args.nodes, args.rounds or 7), results)
     if args.only in (None, "read"):
         ok &= _run_one("read_speed", lambda: read_speed.run(args.rounds or 5), results)
-    if args.only in (None, "ctf1"):
-        ok &= _run_one("ctf1_speed", lambda: ctf1_speed.run(args.rounds or 3), results)
+    if args.only in (None, "ctf"):
+        ok &= _run_one("ctf_speed", lambda: ctf_speed.run(args.rounds or 3), results)
     if args.only in (None, "torch"):
         ok &= _run_one("torch_overhead", lambda: torch_overhead.run(args.rounds or 5), results)
     if args.only in (None, "tf"):
@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[tuple[str, list[Row]]] = []
     for key, title, rows_of in (("recorder_cost", "Recorder cost", recorder_rows),
                                 ("read_speed", "Read speed (5M events)", read_rows),
-                                ("ctf1_speed", "Our CTF 1.8 reader against babeltrace2 (LTTng many-threads)", ctf1_rows),
+                                ("ctf_speed", "Our CTF 1.8 reader against babeltrace2 (LTTng many-threads)", ctf_rows),
                                 ("torch_overhead", "PyTorch recording overhead", torch_rows),
                                 ("tf_overhead", "TensorFlow recording overhead (Keras CNN and MLP)", tf_rows),
                                 ("job_overhead", "Recording a 2-rank DDP job", job_rows),

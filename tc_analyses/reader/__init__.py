@@ -1,5 +1,5 @@
 """Trace readers: a fast numpy reader for dfcompass traces, our general CTF 1.8 reader for any
-other CTF trace (:mod:`.ctf1`), and babeltrace2 in a child process for what that one does not take.
+other CTF trace (:mod:`.ctf`), and babeltrace2 in a child process for what that one does not take.
 
 ``bt2`` is imported only by :mod:`tc_analyses.reader.bt2_source`, lazily.
 """

@@ -1,4 +1,4 @@
-"""Any CTF trace's records: our own CTF 1.8 reader (:mod:`tc_analyses.reader.ctf1`) where it takes
+"""Any CTF trace's records: our own CTF 1.8 reader (:mod:`tc_analyses.reader.ctf`) where it takes
 the trace's metadata, else babeltrace2 in a child process (:mod:`tc_analyses.reader.bt2_source`),
 so that libbabeltrace2 never runs in our process and an abort there is a one-line error."""
 
@@ -16,7 +16,7 @@ Reader = Literal["auto", "ctf", "bt2"]
 
 def reader_for(path: str | os.PathLike[str]) -> Literal["ctf", "bt2"]:
     """``ctf`` when our reader takes the metadata of every trace at or below `path`, else ``bt2``."""
-    from tc_analyses.reader.ctf1 import Unsupported, check_supported
+    from tc_analyses.reader.ctf import Unsupported, check_supported
 
     try:
         check_supported(os.fspath(path))
@@ -33,7 +33,7 @@ def iter_any_ctf(path: str | os.PathLike[str], *, with_fields: bool = True,
     ``auto``: :func:`reader_for`. Our reader orders equal times by stream file, as Trace Compass
     does; babeltrace2 by its own rule."""
     from tc_analyses.reader import bt2_source
-    from tc_analyses.reader.ctf1 import Unsupported, iter_ctf1
+    from tc_analyses.reader.ctf import Unsupported, iter_ctf
     from tc_analyses.reader.metadata import find_traces, not_a_directory
 
     path = os.fspath(path)
@@ -47,6 +47,6 @@ def iter_any_ctf(path: str | os.PathLike[str], *, with_fields: bool = True,
         yield from bt2_source.iter_trace(path, with_fields=with_fields)
         return
     try:
-        yield from iter_ctf1(path, with_fields)
+        yield from iter_ctf(path, with_fields)
     except Unsupported as exc:
         raise TraceError(path, f"our CTF reader does not read {exc} (--reader bt2 reads it with babeltrace2)") from None

@@ -1,4 +1,4 @@
-"""Our CTF 1.8 reader (reader.ctf1) against babeltrace2's bindings on the real LTTng traces of
+"""Our CTF 1.8 reader (reader.ctf) against babeltrace2's bindings on the real LTTng traces of
 ../shared/traces/lttng, record for record.
 
 The records are compared per stream: events of equal timestamps in different streams may come in
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import pytest
 
-from tc_analyses.reader.ctf1 import iter_ctf1
+from tc_analyses.reader.ctf import iter_ctf
 from tc_analyses.reader.records import Discarded, Event
 from tests.helpers import requires_bt2
 
@@ -143,9 +143,9 @@ def assert_trace_compass_order(records: list[Record]) -> None:
 
 
 @pytest.mark.parametrize("name,events,repeats", TRACES)
-def test_ctf1_reads_what_babeltrace2_reads(lttng: Path, name: str, events: int, repeats: int) -> None:
+def test_ctf_reads_what_babeltrace2_reads(lttng: Path, name: str, events: int, repeats: int) -> None:
     path = str(lttng / name)
-    ours = list(iter_ctf1(path, with_fields=True))
+    ours = list(iter_ctf(path, with_fields=True))
     theirs = bt2_records(path, with_fields=True)
     assert sum(isinstance(r, Event) for r in theirs) == events
     assert_trace_compass_order(ours)
@@ -156,10 +156,10 @@ def test_ctf1_reads_what_babeltrace2_reads(lttng: Path, name: str, events: int, 
 
 
 @pytest.mark.parametrize("name", ["context-switches-ust", "ust-tracef-local"])
-def test_ctf1_without_fields(lttng: Path, name: str) -> None:
+def test_ctf_without_fields(lttng: Path, name: str) -> None:
     """with_fields=False: names and times only, as babeltrace2's reader gives them (cpu None too)."""
     path = str(lttng / name)
-    ours = by_stream(iter_ctf1(path, with_fields=False))
+    ours = by_stream(iter_ctf(path, with_fields=False))
     theirs = by_stream(bt2_records(path, with_fields=False))
     assert {s: [r for _, r in rs] for s, rs in ours.items()} == {s: [r for _, r in rs] for s, rs in theirs.items()}
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tc_analyses.errors import TraceError
-from tc_analyses.reader.ctf1.classes import Clock, EventClass, Int, StreamClass, Struct, TraceClass, Unsupported
-from tc_analyses.reader.ctf1.decode import Cursor, Damaged, Decoder, compile_class
+from tc_analyses.reader.ctf.classes import Clock, EventClass, Int, StreamClass, Struct, TraceClass, Unsupported
+from tc_analyses.reader.ctf.decode import Cursor, Damaged, Decoder, compile_class
 from tc_analyses.reader.records import Discarded, Event
 
 _CTF_MAGIC = 0xC1FC1FC1

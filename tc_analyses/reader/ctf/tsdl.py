@@ -13,7 +13,7 @@ import re
 import uuid as uuid_mod
 from typing import Any
 
-from tc_analyses.reader.ctf1.classes import (Array, Clock, Enum, EventClass, FieldClass, Float, Int, Sequence, StreamClass,
+from tc_analyses.reader.ctf.classes import (Array, Clock, Enum, EventClass, FieldClass, Float, Int, Sequence, StreamClass,
                                              String, Struct, TraceClass, Unsupported, Variant)
 
 _TOKEN = re.compile(r"""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from tc_analyses.reader.ctf1.classes import (Array, Enum, FieldClass, Float, Int, Sequence, String, Struct, Unsupported,
+from tc_analyses.reader.ctf.classes import (Array, Enum, FieldClass, Float, Int, Sequence, String, Struct, Unsupported,
                                              Variant)
 
 Decoder = Callable[["Cursor"], Any]

@@ -1,14 +1,14 @@
-"""CTF 1.8 read speed: our pure-Python reader (``reader.ctf1``) against babeltrace2 on a real LTTng trace.
+"""CTF 1.8 read speed: our pure-Python reader (``reader.ctf``) against babeltrace2 on a real LTTng trace.
 
 The trace is ../shared/traces/lttng/many-threads (LTTng kernel, 240,644 events in 8 streams, 8 MB),
 page-cache warm. Cases, alternated, best of k each:
 
-* ``iter_ctf1``: every record of :func:`tc_analyses.reader.ctf1.iter_ctf1`, fields decoded.
+* ``iter_ctf``: every record of :func:`tc_analyses.reader.ctf.iter_ctf`, fields decoded.
 * ``bt2 in process``: babeltrace2's Python bindings in this process turning every message into
-  the same records (``bt2_source._read_in_process``, fields decoded): the reader ctf1 stands in for.
+  the same records (``bt2_source._read_in_process``, fields decoded): the reader ctf stands in for.
 * ``babeltrace2 dummy``: the CLI decoding every event into a sink that discards it (its start included).
 
-The headline is the events/s ratios of iter_ctf1 to each. Skipped, and said so, without
+The headline is the events/s ratios of iter_ctf to each. Skipped, and said so, without
 ``../shared`` or the bt2 bindings.
 """
 
@@ -57,20 +57,20 @@ def run(rounds: int = 3) -> dict[str, Any]:
     if shutil.which("babeltrace2") is None:
         return {"skipped": "babeltrace2 not found on PATH (run 'make setup')"}
     from tc_analyses.reader.bt2_source import _read_in_process
-    from tc_analyses.reader.ctf1 import iter_ctf1
+    from tc_analyses.reader.ctf import iter_ctf
 
     path = str(TRACE)
     for file in Path(path).rglob("*"):  # warm the page cache: no timed run pays for the disk
         if file.is_file():
             file.read_bytes()
-    log(f"ctf1 speed: {TRACE.name}, {EVENTS:,} events, {rounds} alternating rounds")
+    log(f"ctf speed: {TRACE.name}, {EVENTS:,} events, {rounds} alternating rounds")
     cases = {
-        "iter_ctf1": reader_case(lambda: iter_ctf1(path, with_fields=True)),
+        "iter_ctf": reader_case(lambda: iter_ctf(path, with_fields=True)),
         "bt2 in process": reader_case(lambda: _read_in_process(path, True)),
         "babeltrace2 dummy": babeltrace2_dummy(TRACE),
     }
     speeds = {name: _speed(t) for name, t in alternate(cases, rounds, log).items()}
-    ours = speeds["iter_ctf1"]["events_per_s"]
+    ours = speeds["iter_ctf"]["events_per_s"]
     return {
         "trace": path, "events": EVENTS, "rounds": rounds, "cases": speeds,
         "ratio_bt2_in_process": ours / speeds["bt2 in process"]["events_per_s"],

@@ -15,7 +15,7 @@ import pytest
 
 from tc_analyses.errors import TraceError
 from tc_analyses.reader.any_ctf import iter_any_ctf, reader_for
-from tc_analyses.reader.ctf1 import iter_ctf1
+from tc_analyses.reader.ctf import iter_ctf
 from tc_analyses.reader.records import Discarded, Event
 from tests.helpers import requires_bt2
 
@@ -102,7 +102,7 @@ def write_trace(folder: Path) -> Path:
 
 def test_the_handmade_trace_reads_as_worked_out_by_hand(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t")
-    records = list(iter_ctf1(str(trace)))
+    records = list(iter_ctf(str(trace)))
     origin = 1_700_000_000 * 10**9 + 250
     events = [r for r in records if isinstance(r, Event)]
     assert [(e.name, e.timestamp, e.ns_from_origin) for e in events] == [
@@ -123,7 +123,7 @@ def test_babeltrace2_reads_the_same(tmp_path: Path) -> None:
     from tc_analyses.reader.bt2_source import iter_trace
 
     trace = write_trace(tmp_path / "t")
-    ours, theirs = list(iter_ctf1(str(trace))), list(iter_trace(str(trace)))
+    ours, theirs = list(iter_ctf(str(trace))), list(iter_trace(str(trace)))
     assert len(ours) == len(theirs)
     for a, b in zip(ours, theirs):
         if isinstance(a, Event) and isinstance(b, Event) and a.fields.get("msg") == "" and b.fields["msg"] == "hello":
@@ -141,7 +141,7 @@ def test_damaged_metadata_is_one_line_naming_it(tmp_path: Path, edit: Any, probl
     trace = write_trace(tmp_path / "t")
     (trace / "metadata").write_text(edit(METADATA))
     with pytest.raises(TraceError) as info:
-        list(iter_ctf1(str(trace)))
+        list(iter_ctf(str(trace)))
     assert str(trace / "metadata") in str(info.value) and problem in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -153,7 +153,7 @@ def test_a_damaged_stream_is_one_line_naming_the_file(tmp_path: Path, cut: int) 
     data[cut] ^= 0xFF
     (trace / "chan_0").write_bytes(bytes(data))
     try:
-        list(iter_ctf1(str(trace)))
+        list(iter_ctf(str(trace)))
     except TraceError as exc:
         assert str(trace / "chan_0") in str(exc) and "\n" not in str(exc)
 

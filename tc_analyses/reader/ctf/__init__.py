@@ -1,6 +1,6 @@
 """Our own reader of CTF 1.8 traces from any tracer (LTTng kernel and user space, barectf...): read
 here, so libbabeltrace2 never runs in our process, and free of babeltrace2 2.0.4's bugs (an empty
-string field read as the previous event's value). See :func:`iter_ctf1`."""
+string field read as the previous event's value). See :func:`iter_ctf`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Iterator
 
 from tc_analyses.errors import TraceError
-from tc_analyses.reader.ctf1.classes import Unsupported
-from tc_analyses.reader.ctf1.reading import merged, read_trace_records
-from tc_analyses.reader.ctf1.tsdl import parse_tsdl
+from tc_analyses.reader.ctf.classes import Unsupported
+from tc_analyses.reader.ctf.reading import merged, read_trace_records
+from tc_analyses.reader.ctf.tsdl import parse_tsdl
 from tc_analyses.reader.records import Discarded, Event
 
-__all__ = ["Unsupported", "check_supported", "iter_ctf1", "parse_trace"]
+__all__ = ["Unsupported", "check_supported", "iter_ctf", "parse_trace"]
 
 
 def parse_trace(trace_dir: Path) -> object:
@@ -32,14 +32,14 @@ def parse_trace(trace_dir: Path) -> object:
 def check_supported(path: str) -> None:
     """Raise :class:`Unsupported` when a trace at or below `path` has metadata this reader does
     not take (parsed and compiled, no stream read); a damaged one is a TraceError."""
-    from tc_analyses.reader.ctf1.reading import compile_trace
+    from tc_analyses.reader.ctf.reading import compile_trace
     from tc_analyses.reader.metadata import find_traces
 
     for trace_dir in find_traces(path):
         compile_trace(parse_trace(trace_dir))  # type: ignore[arg-type]
 
 
-def iter_ctf1(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]:
+def iter_ctf(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]:
     """Every event and discarded-events record of the CTF traces at or below `path`, in Trace
     Compass's order (by time; equal times by stream file); the records babeltrace2's reader gives.
     Raises :class:`Unsupported` before the first record when a trace uses what this reader does
