@@ -14,6 +14,15 @@ class Unsupported(Exception):
 
 
 @dataclass(frozen=True)
+class Location:
+    """Where a CTF 2 field class finds its length or selector: a path from the root of a scope
+    (`origin`), or, without one, from the structures being decoded, the innermost first."""
+
+    origin: str | None
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Int:
     size: int  # bits
     align: int  # bits
@@ -21,6 +30,21 @@ class Int:
     big_endian: bool = False
     text: bool = False  # encoding UTF8/ASCII: an array or sequence of these is a string
     clock: str | None = None  # map = clock.<name>.value
+    role: str | None = None  # what the reader takes it for (CTF 2's roles; named so in CTF 1.8)
+    boolean: bool = False  # a CTF 2 fixed-length boolean: read as an integer, given as a bool
+
+
+@dataclass(frozen=True)
+class VarInt:
+    """A CTF 2 variable-length integer (unsigned or signed LEB128)."""
+
+    signed: bool = False
+    clock: str | None = None
+    role: str | None = None
+
+    @property
+    def align(self) -> int:
+        return 8
 
 
 @dataclass(frozen=True)
@@ -37,12 +61,24 @@ class Float:
 
 @dataclass(frozen=True)
 class String:
+    """A string: null-terminated (`length` None), of a static byte length (int), or of a length
+    read from another field (Location); text up to its first NUL, decoded from `encoding`."""
+
+    length: int | Location | None = None
+    encoding: str = "utf-8"
+    align: int = 8
+
+
+@dataclass(frozen=True)
+class Blob:
+    length: int | Location
+    role: str | None = None
     align: int = 8
 
 
 @dataclass(frozen=True)
 class Enum:
-    container: Int
+    container: "Int | VarInt"
     labels: tuple[tuple[str, int, int], ...]  # (label, low, high), inclusive
 
     @property
@@ -65,8 +101,9 @@ class Struct:
 
 @dataclass(frozen=True)
 class Variant:
-    tag: str  # the enum field that selects the option, as TSDL names it (a relative or absolute path)
+    tag: str | Location  # the field that selects the option (CTF 1.8: an enumeration, by its name)
     options: tuple[tuple[str, "FieldClass"], ...]
+    ranges: tuple[tuple[tuple[int, int], ...], ...] | None = None  # CTF 2: each option's selector values
 
     @property
     def align(self) -> int:
@@ -86,14 +123,28 @@ class Array:
 @dataclass(frozen=True)
 class Sequence:
     element: "FieldClass"
-    length: str  # the integer field holding the length, as TSDL names it
+    length: str | Location  # the integer field holding the length (CTF 1.8: as TSDL names it)
 
     @property
     def align(self) -> int:
         return self.element.align
 
 
-FieldClass = Int | Float | String | Enum | Struct | Variant | Array | Sequence
+@dataclass(frozen=True)
+class Optional:
+    """A CTF 2 optional: its field is there when the selector (a boolean, or an integer within
+    `ranges`) says so; else its value is None."""
+
+    cls: "FieldClass"
+    selector: Location
+    ranges: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def align(self) -> int:
+        return 1
+
+
+FieldClass = Int | VarInt | Float | String | Blob | Enum | Struct | Variant | Array | Sequence | Optional
 
 
 @dataclass(frozen=True)

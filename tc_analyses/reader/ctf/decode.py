@@ -14,8 +14,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from tc_analyses.reader.ctf.classes import (Array, Enum, FieldClass, Float, Int, Sequence, String, Struct, Unsupported,
-                                             Variant)
+from tc_analyses.reader.ctf.classes import (Array, Blob, Enum, FieldClass, Float, Int, Location, Optional, Sequence,
+                                            String, Struct, Unsupported, VarInt, Variant)
 
 Decoder = Callable[["Cursor"], Any]
 _ALIGNED = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h", (32, False): "I", (32, True): "i",
@@ -30,7 +30,7 @@ class Cursor:
     """Where the decoders are in a stream file: its bytes, the bit offset, the packet's start and end
     (bits), and the structures being decoded (innermost last), for tags and lengths."""
 
-    __slots__ = ("data", "bit", "base", "end", "scopes", "roots", "cycles", "clocked")
+    __slots__ = ("data", "bit", "base", "end", "scopes", "roots", "cycles", "clocked", "roles", "scope")
 
     def __init__(self, data: Any) -> None:
         self.data = data
@@ -38,6 +38,8 @@ class Cursor:
         self.end = len(data) * 8
         self.cycles = 0  # the stream's clock value
         self.clocked = False  # whether a clock-mapped integer decoded now sets the clock (event headers)
+        self.roles: dict[str, Any] = {}  # the last value of each role decoded (the reader clears it)
+        self.scope = ""  # the scope being decoded ("stream.event.header"...), for CTF 2 locations
         self.scopes: list[dict[str, Any]] = []
         self.roots: dict[str, dict[str, Any]] = {}  # absolute scopes: "stream.event.header" -> its values
 
@@ -64,6 +66,27 @@ class Cursor:
         return found
 
 
+    def locate(self, location: Location) -> Any:
+        """The value at a CTF 2 field location: from its scope's root (the structure being decoded
+        when the scope is the current one), or without an origin, as :meth:`find` looks."""
+        if location.origin is None:
+            return self.find(".".join(location.path))
+        key = _ORIGINS.get(location.origin)
+        if key is None:
+            raise Damaged(f"field location origin {location.origin!r}")
+        found: Any = self.scopes[0] if key == self.scope and self.scopes else self.roots.get(key, {})
+        for part in location.path:
+            if not isinstance(found, dict) or part not in found:
+                raise Damaged(f"no field {'/'.join(location.path)} in {location.origin} before the field that names it")
+            found = found[part]
+        return found
+
+
+_ORIGINS = {"packet-header": "trace.packet.header", "packet-context": "stream.packet.context",
+            "event-record-header": "stream.event.header", "event-record-common-context": "stream.event.context",
+            "event-record-specific-context": "event.context", "event-record-payload": "event.fields"}
+
+
 def _plain(name: str) -> str:
     return name[1:] if name.startswith("_") else name
 
@@ -74,12 +97,18 @@ def compile_class(cls: FieldClass, enums: dict[str, Enum] | None = None) -> Deco
     enums = dict(enums or {})
     if isinstance(cls, Int):
         return _integer(cls)
+    if isinstance(cls, VarInt):
+        return _variable_integer(cls)
     if isinstance(cls, Enum):
-        return _integer(cls.container)
+        return compile_class(cls.container)
     if isinstance(cls, Float):
         return _float(cls)
     if isinstance(cls, String):
-        return _string
+        return _string if cls.length is None and cls.encoding == "utf-8" else _sized_string(cls)
+    if isinstance(cls, Blob):
+        return _blob(cls)
+    if isinstance(cls, Optional):
+        return _optional(cls, enums)
     if isinstance(cls, Struct):
         return _structure(cls, enums)
     if isinstance(cls, Variant):
@@ -91,14 +120,23 @@ def compile_class(cls: FieldClass, enums: dict[str, Enum] | None = None) -> Deco
 
 def _integer(cls: Int) -> Decoder:
     read = _raw_integer(cls)
-    if not cls.clock:
+    if cls.boolean:
+        raw = read
+        read = lambda cur: bool(raw(cur))  # noqa: E731
+    return _with_role(read, cls.role, cls.clock, cls.size)
+
+
+def _with_role(read: Decoder, role: str | None, clock: str | None, size: int) -> Decoder:
+    """`read`, noting its value under its role, and setting the clock where it is mapped to one."""
+    if not clock and not role:
         return read
-    size = cls.size
     mask = (1 << size) - 1
 
-    def clocked(cur: Cursor) -> int:
+    def noted(cur: Cursor) -> Any:
         value = read(cur)
-        if cur.clocked:  # N < 64 bits are the clock's low bits, wrapping forward (CTF 1.8, 8.1)
+        if role:
+            cur.roles[role] = value
+        if clock and cur.clocked:  # N < 64 bits are the clock's low bits, wrapping forward (CTF 1.8, 8.1)
             if size >= 64:
                 cur.cycles = value
             else:
@@ -106,7 +144,30 @@ def _integer(cls: Int) -> Decoder:
                 cur.cycles = (cur.cycles & ~mask | value) + ((1 << size) if wrapped else 0)
         return value
 
-    return clocked
+    return noted
+
+
+def _variable_integer(cls: VarInt) -> Decoder:
+    signed = cls.signed
+
+    def decode(cur: Cursor) -> int:
+        cur.align(8)
+        at, stop, value, shift = cur.bit >> 3, cur.end >> 3, 0, 0
+        while True:
+            if at >= stop or shift > 63:
+                raise Damaged("a variable-length integer past the end of its packet or 64 bits")
+            byte = cur.data[at]
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            at += 1
+            if not byte & 0x80:
+                break
+        cur.bit = at << 3
+        if signed and value >> (shift - 1) & 1:
+            value -= 1 << shift
+        return value
+
+    return _with_role(decode, cls.role, cls.clock, 64)
 
 
 def _raw_integer(cls: Int) -> Decoder:
@@ -169,6 +230,71 @@ def _string(cur: Cursor) -> str:
     return bytes(data[start:at]).decode("utf-8", "replace")
 
 
+_CODECS = {"utf-8": ("utf-8", 1), "utf-16be": ("utf-16-be", 2), "utf-16le": ("utf-16-le", 2),
+           "utf-32be": ("utf-32-be", 4), "utf-32le": ("utf-32-le", 4)}
+
+
+def _length(cur: Cursor, length: int | Location, what: str) -> int:
+    count = length if isinstance(length, int) else cur.locate(length)
+    if not isinstance(count, int) or count < 0 or count * 8 > cur.end - cur.bit:
+        raise Damaged(f"length {count!r} of {what} does not fit in its packet")
+    return count
+
+
+def _sized_string(cls: String) -> Decoder:
+    codec, unit = _CODECS.get(cls.encoding, (None, 1))
+    if codec is None:
+        raise Unsupported(f"a string encoded in {cls.encoding}")
+    nul = b"\0" * unit
+
+    def decode(cur: Cursor) -> str:
+        cur.align(8)
+        start = cur.bit >> 3
+        if cls.length is None:  # null-terminated, in code units of `unit` bytes
+            at = start
+            while True:
+                if at + unit > cur.end >> 3:
+                    raise Damaged("a string without its terminating NUL in its packet")
+                if bytes(cur.data[at:at + unit]) == nul:
+                    break
+                at += unit
+            cur.bit = (at + unit) << 3
+            return bytes(cur.data[start:at]).decode(codec, "replace")
+        count = _length(cur, cls.length, "a string")
+        cur.bit += count * 8
+        raw = bytes(cur.data[start:start + count])
+        cut = next((i for i in range(0, len(raw) - unit + 1, unit) if raw[i:i + unit] == nul), len(raw))
+        return raw[:cut].decode(codec, "replace")
+
+    return decode
+
+
+def _blob(cls: Blob) -> Decoder:
+    def decode(cur: Cursor) -> bytes:
+        cur.align(8)
+        count = _length(cur, cls.length, "a BLOB")
+        start = cur.bit >> 3
+        cur.bit += count * 8
+        return bytes(cur.data[start:start + count])
+
+    return _with_role(decode, cls.role, None, 0)
+
+
+def _selected(value: Any, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return isinstance(value, int) and any(low <= value <= high for low, high in ranges)
+
+
+def _optional(cls: Optional, enums: dict[str, Enum]) -> Decoder:
+    inner = compile_class(cls.cls, enums)
+
+    def decode(cur: Cursor) -> Any:
+        selector = cur.locate(cls.selector)
+        there = _selected(selector, cls.ranges) if cls.ranges is not None else bool(selector)
+        return inner(cur) if there else None
+
+    return decode
+
+
 def _structure(cls: Struct, enums: dict[str, Enum]) -> Decoder:
     align = cls.align
     inner = dict(enums)
@@ -195,14 +321,18 @@ def _structure(cls: Struct, enums: dict[str, Enum]) -> Decoder:
 
 
 def _variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
+    if cls.ranges is not None:
+        return _ranged_variant(cls, enums)
+    assert isinstance(cls.tag, str)
     tag = enums.get(cls.tag.rsplit(".", 1)[-1])
     if tag is None:
         raise Unsupported(f"a variant whose tag {cls.tag!r} is not an enumeration before it in its structure")
     options = {name: compile_class(option, enums) for name, option in cls.options}
     by_value: dict[int, Decoder | None] = {}
+    tag_path = cls.tag
 
     def decode(cur: Cursor) -> Any:
-        value = cur.find(cls.tag)
+        value = cur.find(tag_path)
         chosen = by_value.get(value, ...)
         if chosen is ...:
             label = tag.label_of(value) if isinstance(value, int) else None
@@ -210,6 +340,22 @@ def _variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
         if chosen is None:
             raise Damaged(f"variant tag {cls.tag} = {value!r} selects no option")
         return chosen(cur)
+
+    return decode
+
+
+def _ranged_variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
+    """A CTF 2 variant: the first option whose selector ranges hold the selector's value."""
+    assert isinstance(cls.tag, Location) and cls.ranges is not None
+    location, ranges = cls.tag, cls.ranges
+    options = [compile_class(option, enums) for _, option in cls.options]
+
+    def decode(cur: Cursor) -> Any:
+        value = cur.locate(location)
+        for option, held in zip(options, ranges):
+            if _selected(value, held):
+                return option(cur)
+        raise Damaged(f"variant selector {'/'.join(location.path)} = {value!r} selects no option")
 
     return decode
 
@@ -223,9 +369,10 @@ def _array(cls: Array | Sequence, enums: dict[str, Enum]) -> Decoder:
     align = element.align
 
     def decode(cur: Cursor) -> Any:
-        count = fixed if fixed is not None else cur.find(name)
+        count = fixed if fixed is not None else cur.find(name) if isinstance(name, str) else cur.locate(name)
         if not isinstance(count, int) or count < 0 or count > (cur.end - cur.bit):
-            raise Damaged(f"length {count!r} of {name or 'an array'} does not fit in its packet")
+            raise Damaged(f"length {count!r} of {name if isinstance(name, str) and name else 'an array'} "
+                          "does not fit in its packet")
         if text:  # babeltrace2 reads a text array as a string, up to its first NUL
             cur.align(align)
             if cur.bit & 7:

@@ -68,18 +68,6 @@ def _walk(cls: Any) -> Iterator[tuple[str, Any]]:
         yield from _walk(member)
 
 
-def _last(values: Any, key: str) -> Any:
-    """The last value named `key` decoded in `values` (depth first, in decoding order)."""
-    found = None
-    if isinstance(values, dict):
-        for name, value in values.items():
-            if name == key and not isinstance(value, (dict, list)):
-                found = value
-            deeper = _last(value, key)
-            found = deeper if deeper is not None else found
-    return found
-
-
 class _StreamReader:
     """The records of one stream file, in its order (time order, as CTF requires of a stream)."""
 
@@ -107,31 +95,30 @@ class _StreamReader:
             cur.base = cur.bit = offset * 8
             cur.end, cur.roots = size * 8, {}
             try:
-                header = compiled.packet_header(cur) if compiled.packet_header else {}
-                cur.roots["trace.packet.header"] = header
-                if header.get("magic", _CTF_MAGIC) != _CTF_MAGIC:
-                    raise Damaged(f"bad packet magic 0x{header.get('magic', 0):08X}")
-                uuid = compiled.trace.uuid
-                if uuid is not None and "uuid" in header and bytes(header["uuid"]) != uuid:
+                roles = cur.roles = {}
+                header = self._scope(cur, "trace.packet.header", compiled.packet_header)
+                if roles.get("packet-magic-number", _CTF_MAGIC) != _CTF_MAGIC:
+                    raise Damaged(f"bad packet magic 0x{roles['packet-magic-number']:08X}")
+                uuid, found_uuid = compiled.trace.uuid, roles.get("metadata-stream-uuid", header.get("uuid"))
+                if uuid is not None and found_uuid is not None and bytes(found_uuid) != uuid:
                     raise Damaged("packet uuid differs from the trace uuid in metadata")
-                stream = compiled.streams.get(int(header.get("stream_id", 0)))
+                stream = compiled.streams.get(int(roles.get("data-stream-class-id", 0)))
                 if stream is None:
-                    raise Damaged(f"unknown stream_id {header.get('stream_id')}")
-                context = stream.packet_context(cur) if stream.packet_context else {}
-                cur.roots["stream.packet.context"] = context
-                packet_bits, content_bits = _sizes(context, (size - offset) * 8)
+                    raise Damaged(f"unknown stream class id {roles.get('data-stream-class-id')}")
+                context = self._scope(cur, "stream.packet.context", stream.packet_context)
+                packet_bits, content_bits = _sizes(roles, (size - offset) * 8)
             except _DAMAGE as exc:
                 raise TraceError(self.path, f"packet header: {_said(exc)}", offset) from None
             if packet_bits % 8 or content_bits > packet_bits or packet_bits <= 0 or offset + packet_bits // 8 > size:
                 raise TraceError(self.path, f"bad packet sizes: content_size={content_bits} bits, packet_size="
                                  f"{packet_bits} bits, {size - offset} bytes left", offset)
             cur.end = offset * 8 + content_bits
-            if "timestamp_begin" in context:
-                cur.cycles = int(context["timestamp_begin"])
-            if "events_discarded" in context:
-                count = int(context["events_discarded"])
+            if "default-clock-timestamp" in roles:
+                cur.cycles = int(roles["default-clock-timestamp"])
+            end = roles.get("packet-end-default-clock-timestamp")
+            if "discarded-event-record-counter-snapshot" in roles:
+                count = int(roles["discarded-event-record-counter-snapshot"])
                 if count > discarded:
-                    end = context.get("timestamp_end")
                     yield (clock.ns_from_origin(cur.cycles), Discarded(
                         self.name, count - discarded, previous_end,
                         clock.ns_from_origin(int(end)) if end is not None else None))
@@ -147,27 +134,32 @@ class _StreamReader:
                     raise TraceError(self.path, f"event at bit {at - offset * 8} of the packet: {_said(exc)}",
                                      offset) from None
                 yield event.ns_from_origin, event
-            if "timestamp_end" in context:
-                previous_end = clock.ns_from_origin(int(context["timestamp_end"]))
+            if end is not None:
+                previous_end = clock.ns_from_origin(int(end))
             offset += packet_bits // 8
+
+    @staticmethod
+    def _scope(cur: Cursor, name: str, decoder: Decoder | None) -> dict[str, Any]:
+        """Decode one scope's structure; its values become that scope's root for later locations."""
+        cur.scope, cur.scopes = name, []
+        values = decoder(cur) if decoder is not None else {}
+        cur.roots[name] = values
+        return values
 
     def _event(self, cur: Cursor, stream: _StreamDecoders, cpu: Any) -> Event:
         cur.clocked = True
-        header = stream.header(cur) if stream.header else {}
+        cur.roles.pop("event-record-class-id", None)
+        self._scope(cur, "stream.event.header", stream.header)
         cur.clocked = False
-        cur.roots["stream.event.header"] = header
-        event_id = _last(header, "id")
-        found = stream.events.get(int(event_id or 0))
+        event_id = cur.roles.get("event-record-class-id", 0)
+        found = stream.events.get(int(event_id))
         if found is None:
             raise Damaged(f"unknown event id {event_id}")
         cls, context_decoder, fields_decoder = found
-        context = stream.context(cur) if stream.context else {}
-        cur.roots["stream.event.context"] = context
+        context = self._scope(cur, "stream.event.context", stream.context)
         if context_decoder is not None:
-            specific = context_decoder(cur)
-            cur.roots["event.context"] = specific
-            context = {**context, **specific}
-        fields = fields_decoder(cur) if fields_decoder else {}
+            context = {**context, **self._scope(cur, "event.context", context_decoder)}
+        fields = self._scope(cur, "event.fields", fields_decoder)
         if not self.with_fields:  # as babeltrace2's reader: names and times only
             fields, context, cpu = {}, {}, None
         return Event(cls.name, cur.cycles, self.compiled.clock.ns_from_origin(cur.cycles), self.name, fields, context,
@@ -178,10 +170,10 @@ def _said(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, Damaged) else f"damaged ({type(exc).__name__}: {exc})"
 
 
-def _sizes(context: dict[str, Any], left_bits: int) -> tuple[int, int]:
-    """(packet_size, content_size) in bits; a packet without them spans the rest of the file."""
-    packet_bits = context.get("packet_size", left_bits)
-    content_bits = context.get("content_size", packet_bits)
+def _sizes(roles: dict[str, Any], left_bits: int) -> tuple[int, int]:
+    """(packet size, content size) in bits; a packet without them spans the rest of the file."""
+    packet_bits = roles.get("packet-total-length", left_bits)
+    content_bits = roles.get("packet-content-length", packet_bits)
     if not isinstance(packet_bits, int) or not isinstance(content_bits, int):
         raise Damaged("packet sizes are not integers")
     return packet_bits, content_bits

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid as uuid_mod
+from dataclasses import replace
 from typing import Any
 
 from tc_analyses.reader.ctf.classes import (Array, Clock, Enum, EventClass, FieldClass, Float, Int, Sequence, StreamClass,
@@ -344,7 +345,35 @@ class Parser:
         return out
 
 
+# CTF 1.8 gives these fields their meaning by name (CTF 2 by role): the reader reads roles
+_PACKET_HEADER_ROLES = {"magic": "packet-magic-number", "uuid": "metadata-stream-uuid",
+                        "stream_id": "data-stream-class-id", "stream_instance_id": "data-stream-id"}
+_PACKET_CONTEXT_ROLES = {"timestamp_begin": "default-clock-timestamp",
+                         "timestamp_end": "packet-end-default-clock-timestamp", "content_size": "packet-content-length",
+                         "packet_size": "packet-total-length", "events_discarded": "discarded-event-record-counter-snapshot",
+                         "packet_seq_num": "packet-sequence-number"}
+_EVENT_HEADER_ROLES = {"id": "event-record-class-id", "timestamp": "default-clock-timestamp"}
+
+
+def with_roles(cls: Any, roles: dict[str, str], name: str = "") -> Any:
+    """`cls` with the role its name gives each integer in it (at any depth, as babeltrace2 does)."""
+    if isinstance(cls, Int):
+        return replace(cls, role=roles[name]) if name in roles else cls
+    if isinstance(cls, Enum):
+        return replace(cls, container=with_roles(cls.container, roles, name))
+    if isinstance(cls, Struct):
+        return replace(cls, fields=tuple((n, with_roles(f, roles, n)) for n, f in cls.fields))
+    if isinstance(cls, Variant):
+        return replace(cls, options=tuple((n, with_roles(f, roles, n)) for n, f in cls.options))
+    return cls
+
+
 def parse_tsdl(text: str) -> tuple[TraceClass, dict[str, str | int]]:
     """The trace's declarations and its env of TSDL `text`; ValueError on a syntax error,
     :class:`Unsupported` on what this reader does not take."""
-    return Parser(text).parse()
+    trace, env = Parser(text).parse()
+    trace.packet_header = with_roles(trace.packet_header, _PACKET_HEADER_ROLES)
+    for stream in trace.streams.values():
+        stream.packet_context = with_roles(stream.packet_context, _PACKET_CONTEXT_ROLES)
+        stream.event_header = with_roles(stream.event_header, _EVENT_HEADER_ROLES)
+    return trace, env
