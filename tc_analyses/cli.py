@@ -146,16 +146,24 @@ def repair(trace: Path, dry_run: bool) -> None:
         click.echo(f"{r.path}: {verb} {r.dropped_bytes} bytes at byte {r.kept_bytes} ({r.problem})")
 
 
+_CTF_VERSION = click.option(
+    "--ctf", type=click.Choice(["1.8", "2"]), default="1.8", show_default=True,
+    help="The CTF version of the trace written: 1.8 (TSDL metadata; what Trace Compass releases in use and "
+         "babeltrace2 2.0 read) or 2 (JSON metadata, as LTTng 2.15 writes; babeltrace2 2.1 reads it). The "
+         "event streams are the same bytes.")
+
+
 @main.command("import-kineto")
 @click.argument("files", metavar="FILE...", nargs=-1, required=True, type=InputPath())
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Trace directory to write; with several FILEs, the job folder (one trace per file).")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
+@_CTF_VERSION
 @_FORMAT
 @_job_options(cache=False)
 @_handle_errors
 @without_cycle_collector
-def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: str, scheduler: str | None,
+def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, ctf: str, fmt: str, scheduler: str | None,
                   workers: int | None, in_process: bool) -> None:
     """Convert PyTorch profiler (Kineto) traces (.json or .json.gz) into dfcompass traces.
 
@@ -167,11 +175,11 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, fmt: s
     from tc_analyses.export import reports
 
     if len(files) == 1:
-        summary = imports.import_kineto(files[0], output, overwrite, _progress)
+        summary = imports.import_kineto(files[0], output, overwrite, _progress, ctf)
         click.echo(reports.to_json(summary) if fmt == "json" else reports.kineto_import_text(summary), nl=False)
         return
     summaries = imports.import_kineto_job(list(files), output, overwrite, _progress,
-                                          {"scheduler": scheduler, "workers": workers, "in_process": in_process})
+                                          {"scheduler": scheduler, "workers": workers, "in_process": in_process}, ctf)
     if fmt == "json":
         click.echo(reports.to_json_document({"job": str(output), "traces": summaries}), nl=False)
     else:
@@ -483,9 +491,10 @@ def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: 
               help="After the program, measure this machine's hand-over between threads and the slowdown of "
                    "two lanes computing at once (about 1 s), stored as JOB/calibration.json: the ranges of "
                    "recommend-placement's multi-lane plans use them.")
+@_CTF_VERSION
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
-def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None, calibrate: bool,
+def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None, calibrate: bool, ctf: str,
            command: tuple[str, ...]) -> None:
     """Run a program with tracing on: dfcompass record -o JOB -- python prog.py ARGS...
 
@@ -495,7 +504,8 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
     """
     from tc_analyses.app.record import run_recorded, shell_status, signal_name
 
-    recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate, torch_engine=torch_engine)
+    recorded = run_recorded(output, list(command), overwrite, torch, calibrate=calibrate, torch_engine=torch_engine,
+                            extra_env={"DFCOMPASS_CTF": ctf})
     count = len(recorded.traces)
     click.echo(f"trace written to {output}" + (f" ({count} processes)" if count > 1 else ""), err=True)
     for line in recorded.cost_lines():

@@ -11,7 +11,8 @@ from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, no_progress
 
 
-def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress = no_progress) -> Any:
+def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress = no_progress,
+                  ctf_version: str | None = None) -> Any:
     """Convert a Kineto (PyTorch profiler) trace into a dfcompass trace; its ImportSummary. The
     importer's errors become dfcompass's (a bad FILE: exit 1; an existing OUTPUT: exit 2)."""
     from tc_analyses.errors import TraceError
@@ -22,7 +23,7 @@ def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress 
     try:
         # the bar counts the file's bytes over its two reads (a third, for flows, runs past the end)
         with progress(f"importing {file.name}", 2 * file.stat().st_size, "bytes") as advance:
-            return convert(file, output, overwrite=overwrite, advance=advance)
+            return convert(file, output, overwrite=overwrite, advance=advance, ctf_version=ctf_version)
     except KinetoImportError as exc:
         raise TraceError(exc.path, exc.problem) from None
     except TraceExistsError:
@@ -31,8 +32,8 @@ def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress 
         raise TraceError(exc.filename if exc.filename is not None else file, exc.strerror or str(exc)) from None
 
 
-def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool,
-                      progress: Progress = no_progress, cluster: Mapping[str, Any] | None = None) -> list[Any]:
+def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool, progress: Progress = no_progress,
+                      cluster: Mapping[str, Any] | None = None, ctf_version: str | None = None) -> list[Any]:
     """Import the Kineto files of one job (one per rank) as a job folder: OUTPUT/<name>/ each,
     named after its file. Their clocks are absolute wall time, so babeltrace2 and Trace Compass
     open the folder as one job; the rank each file names is kept in its trace's environment.
@@ -41,10 +42,11 @@ def import_kineto_job(files: Sequence[Path], output: Path, overwrite: bool,
 
     names = unique_names([_stem(f) for f in files])
     if cluster is None or cluster.get("in_process"):
-        return [import_kineto(f, output / name, overwrite, progress) for f, name in zip(files, names)]
+        return [import_kineto(f, output / name, overwrite, progress, ctf_version) for f, name in zip(files, names)]
     from tc_analyses.cluster import run_tasks
 
-    tasks = [ImportTask(str(f.resolve()), str((output / name).resolve()), overwrite) for f, name in zip(files, names)]
+    tasks = [ImportTask(str(f.resolve()), str((output / name).resolve()), overwrite, ctf_version)
+             for f, name in zip(files, names)]
     with progress("importing", len(tasks)) as advance:
         answers, _ = run_tasks(import_file, tasks, scheduler=cluster.get("scheduler"), workers=cluster.get("workers"),
                                in_process=False, advance=advance)
@@ -69,6 +71,7 @@ class ImportTask:
     file: str
     output: str
     overwrite: bool
+    ctf_version: str | None = None
 
 
 def import_file(task: ImportTask) -> tuple[Any, str, int]:
@@ -77,6 +80,6 @@ def import_file(task: ImportTask) -> tuple[Any, str, int]:
     from tc_analyses.cluster import failure
 
     try:
-        return import_kineto(Path(task.file), Path(task.output), task.overwrite), "", 0
+        return import_kineto(Path(task.file), Path(task.output), task.overwrite, ctf_version=task.ctf_version), "", 0
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
         return None, failure(exc), exc.exit_code if isinstance(exc, DfcompassError) else 1

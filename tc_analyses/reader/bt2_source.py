@@ -85,9 +85,24 @@ def iter_trace(path: str | os.PathLike[str], *, with_fields: bool = True) -> Ite
 
     if not os.path.isdir(path):
         raise TraceError(path, not_a_directory(Path(path)))
-    if not find_traces(path):
+    traces = find_traces(path)
+    if not traces:
         raise TraceError(path, "no CTF trace here (no 'metadata' file in it or below it)")
+    _refuse_ctf2_before_2_1(traces)
     yield from _read_in_child(path, with_fields)
+
+
+def _refuse_ctf2_before_2_1(traces: list[Path]) -> None:
+    """babeltrace2 reads CTF 2 (JSON metadata) from 2.1 on; 2.0 (Debian 12 ships 2.0.4) would fail
+    on it deep in its metadata parser: say so in one line first."""
+    version = str(getattr(bt2_module(), "__version__", "0"))
+    if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) >= (2, 1):
+        return
+    for trace in traces:
+        with open(trace / "metadata", "rb") as f:
+            if f.read(1) == b"\x1e":
+                raise TraceError(trace, f"CTF 2 metadata: babeltrace2 {version} reads CTF 1.8 only (2.1 and later read "
+                                        "CTF 2); dfcompass's own reader reads it (--reader ctf)")
 
 
 SECONDS_PER_MB = 5  # the child may go this long per MB of trace without a batch before it is given up

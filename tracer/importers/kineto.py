@@ -83,7 +83,7 @@ def _rebase(first: int, base: int) -> tuple[int, int]:
 
 def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   overwrite: bool = False, advance: Callable[[int], None] | None = None,
-                  checked: bool = False) -> ImportSummary:
+                  checked: bool = False, ctf_version: str | None = None) -> ImportSummary:
     """Convert the Kineto file `src` (.json or .json.gz) into a dfcompass trace directory `out`.
 
     Raises :class:`KinetoImportError` for a file that is not a usable Kineto trace,
@@ -92,6 +92,7 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     `advance(n)` is told the bytes of `src` each read takes: two reads of the whole file, three when
     some call or activity needs the ac2g flows for its correlation id (for a progress bar).
     `checked`: skip the fast path (columns) and convert event by event; both give the same bytes.
+    `ctf_version`: the trace's CTF ("1.8", "2"; None: $DFCOMPASS_CTF, else 1.8).
     """
     src, out = Path(src), Path(out)
     if (out / "metadata").exists() and not overwrite:
@@ -111,7 +112,7 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
         env["kineto_base_ns"] = base  # what the file's ts count from: readers that redo its µs need it
     builder = TraceBuilder(out, clock_offset_ns=offset, env=env, overwrite=overwrite,
                            trace_uuid=content_uuid(src), absolute_clock=origin != "unknown",
-                           device_order=_device_order, scratch_dir=_existing_parent(out))
+                           device_order=_device_order, scratch_dir=_existing_parent(out), ctf_version=ctf_version)
     try:
         if isinstance(conv, ColumnConverter):
             conv.convert(builder, shift, models, _device_order)

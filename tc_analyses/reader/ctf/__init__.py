@@ -1,6 +1,7 @@
-"""Our own reader of CTF 1.8 traces from any tracer (LTTng kernel and user space, barectf...): read
-here, so libbabeltrace2 never runs in our process, and free of babeltrace2 2.0.4's bugs (an empty
-string field read as the previous event's value). See :func:`iter_ctf`."""
+"""Our own reader of CTF traces from any tracer (LTTng kernel and user space, barectf...), CTF 1.8
+(TSDL metadata) and CTF 2 (JSON fragments) alike: read here, so libbabeltrace2 never runs in our
+process, and free of babeltrace2 2.0.4's bugs (an empty string field read as the previous event's
+value) and of its CTF 1.8-only metadata. See :func:`iter_ctf`."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def parse_trace(trace_dir: Path) -> object:
 
     meta = read_metadata(trace_dir)
     try:
+        if meta.ctf_version == "2":
+            from tc_analyses.reader.ctf.json_metadata import parse_json_metadata
+            from tc_analyses.reader.metadata import json_fragments
+
+            return parse_json_metadata(json_fragments(meta.path, meta.text.encode("utf-8")))[0]
         return parse_tsdl(meta.text)[0]
     except (ValueError, KeyError, TypeError, RecursionError) as exc:  # KeyError: an integer without its size
         raise TraceError(meta.path, f"metadata: {type(exc).__name__ + ': ' if not isinstance(exc, ValueError) else ''}"

@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def plain_name(name: str) -> str:
+    """A TSDL field name as babeltrace2 and Trace Compass's XML analyses give it: one leading
+    underscore dropped (TSDL's escape for names that are keywords). CTF 2 names are kept as they are."""
+    return name[1:] if name.startswith("_") else name
+
+
 class Unsupported(Exception):
     """TSDL or a field class this reader does not take; the caller falls back to babeltrace2."""
 

@@ -15,7 +15,7 @@ import struct
 from typing import Any, Callable
 
 from tc_analyses.reader.ctf.classes import (Array, Blob, Enum, FieldClass, Float, Int, Location, Optional, Sequence,
-                                            String, Struct, Unsupported, VarInt, Variant)
+                                            String, Struct, Unsupported, VarInt, Variant, plain_name)
 
 Decoder = Callable[["Cursor"], Any]
 _ALIGNED = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h", (32, False): "I", (32, True): "i",
@@ -87,8 +87,7 @@ _ORIGINS = {"packet-header": "trace.packet.header", "packet-context": "stream.pa
             "event-record-specific-context": "event.context", "event-record-payload": "event.fields"}
 
 
-def _plain(name: str) -> str:
-    return name[1:] if name.startswith("_") else name
+_plain = plain_name  # TSDL paths name fields as TSDL does; the classes hold the plain names
 
 
 def compile_class(cls: FieldClass, enums: dict[str, Enum] | None = None) -> Decoder:
@@ -300,7 +299,7 @@ def _structure(cls: Struct, enums: dict[str, Enum]) -> Decoder:
     inner = dict(enums)
     parts: list[tuple[str, Decoder]] = []
     for name, member in cls.fields:
-        parts.append((_plain(name), compile_class(member, inner)))
+        parts.append((name, compile_class(member, inner)))
         if isinstance(member, Enum):
             inner[name] = member  # a later variant of this structure (or below it) may select on it
         else:
@@ -324,7 +323,7 @@ def _variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
     if cls.ranges is not None:
         return _ranged_variant(cls, enums)
     assert isinstance(cls.tag, str)
-    tag = enums.get(cls.tag.rsplit(".", 1)[-1])
+    tag = enums.get(_plain(cls.tag.rsplit(".", 1)[-1]))
     if tag is None:
         raise Unsupported(f"a variant whose tag {cls.tag!r} is not an enumeration before it in its structure")
     options = {name: compile_class(option, enums) for name, option in cls.options}

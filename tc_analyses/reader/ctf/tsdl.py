@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tc_analyses.reader.ctf.classes import (Array, Clock, Enum, EventClass, FieldClass, Float, Int, Sequence, StreamClass,
-                                             String, Struct, TraceClass, Unsupported, Variant)
+                                            String, Struct, TraceClass, Unsupported, Variant, plain_name)
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+|/\*.*?\*/|//[^\n]*)
@@ -339,7 +339,7 @@ class Parser:
                 self.take("]")
             for length in reversed(lengths):  # a[2][3]: two arrays of three
                 declared = Array(declared, length) if isinstance(length, int) else Sequence(declared, str(length))
-            out.append((name, declared))
+            out.append((plain_name(name), declared))
             self.take(";")
         self.take("}")
         return out
