@@ -205,3 +205,16 @@ def test_a_signal_python_has_no_name_for_is_still_said() -> None:
     from tc_analyses.app.record import shell_status, signal_name
 
     assert (signal_name(9), signal_name(40), shell_status(-40), shell_status(3)) == ("SIGKILL", "signal 40", 168, 3)
+
+
+def test_record_writes_ctf2_when_asked(tmp_path: Path, dfcompass_exe: list[str]) -> None:
+    """--ctf 2: every process's metadata is CTF 2 (JSON fragments), the streams read as before."""
+    out = tmp_path / "trace"
+    done = _record(dfcompass_exe, "--no-calibrate", "--ctf", "2", "-o", str(out), "--", sys.executable,
+                   str(_script(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert (single_trace(out) / "metadata").read_bytes()[:1] == b"\x1e"
+    trace = read_trace(out)
+    assert trace.metadata.ctf_version == "2"
+    assert trace.table("node_begin").text("name").tolist() == [f"n{i}" for i in range(7)]
+    check_packets(single_trace(out))
