@@ -43,6 +43,12 @@ def _structure(*members: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return {"type": "structure", "member-classes": [{"name": name, "field-class": cls} for name, cls in members]}
 
 
+def event_fragment(cls: schema.EventClass) -> dict[str, Any]:
+    """The CTF 2 event record class fragment of one catalogue class."""
+    return {"type": "event-record-class", "id": cls.id, "data-stream-class-id": STREAM_ID, "name": cls.name,
+            "payload-field-class": _structure(*((f.name, _field(f.type)) for f in cls.fields))}
+
+
 def render_json_metadata(meta: TraceMeta) -> str:
     """The CTF 2 metadata of a dfcompass trace: the same classes as :func:`tracer.tsdl.render_metadata`."""
     if meta.clock_offset_ns < 0:
@@ -64,8 +70,5 @@ def render_json_metadata(meta: TraceMeta) -> str:
         {"type": "data-stream-class", "id": STREAM_ID, "default-clock-class-id": meta.clock_name,
          "packet-context-field-class": context, "event-record-header-field-class": event_header},
     ]
-    for cls in schema.CATALOGUE:
-        fragments.append({"type": "event-record-class", "id": cls.id, "data-stream-class-id": STREAM_ID,
-                          "name": cls.name, "payload-field-class": _structure(*((f.name, _field(f.type))
-                                                                               for f in cls.fields))})
+    fragments += [event_fragment(cls) for cls in schema.CATALOGUE]
     return "".join(RECORD_SEPARATOR + json.dumps(f, separators=(",", ":")) + "\n" for f in fragments)

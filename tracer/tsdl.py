@@ -101,10 +101,12 @@ def render_metadata(meta: TraceMeta) -> str:
         "\tpacket.context := struct {\n\t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n"
         "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t events_discarded;\n\t};\n};\n",
     ]
-    for cls in schema.CATALOGUE:
-        fields = "".join(f"\t\t{schema.FIELD_TYPES[f.type][2]} {f.name};\n" for f in cls.fields)
-        parts.append(
-            f'\nevent {{\n\tname = "{cls.name}";\n\tid = {cls.id};\n\tstream_id = {STREAM_ID};\n'
-            f"\tfields := struct {{\n{fields}\t}};\n}};\n"
-        )
+    parts += ["\n" + event_block(cls) for cls in schema.CATALOGUE]
     return "".join(parts)
+
+
+def event_block(cls: schema.EventClass) -> str:
+    """The TSDL `event` declaration of one catalogue class."""
+    fields = "".join(f"\t\t{schema.FIELD_TYPES[f.type][2]} {f.name};\n" for f in cls.fields)
+    return (f'event {{\n\tname = "{cls.name}";\n\tid = {cls.id};\n\tstream_id = {STREAM_ID};\n'
+            f"\tfields := struct {{\n{fields}\t}};\n}};\n")
