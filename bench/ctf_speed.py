@@ -10,6 +10,11 @@ page-cache warm. Cases, alternated, best of k each:
 
 The headline is the events/s ratios of iter_ctf to each. Skipped, and said so, without
 ``../shared`` or the bt2 bindings.
+
+Then CTF 2 against CTF 1.8 (issue 38: within 1.2x): a generated 200,000-event dfcompass trace
+written twice, with TSDL and with JSON metadata (the same streams), read alternately by the numpy
+reader (what every command reads dfcompass traces with) and by ``iter_ctf``; the headline is the
+time ratio CTF 2 / CTF 1.8 of each reader.
 """
 
 from __future__ import annotations
@@ -48,6 +53,38 @@ def _speed(timings: Timings) -> dict[str, Any]:
 
 
 def run(rounds: int = 3) -> dict[str, Any]:
+    return {**_versions(rounds), **_lttng(rounds)}
+
+
+def _versions(rounds: int) -> dict[str, Any]:
+    """CTF 2 against CTF 1.8: the same generated trace under either metadata, read by both readers."""
+    from tc_analyses.reader.ctf import iter_ctf
+    from tc_analyses.reader.fast import read_trace
+    from tracegen import generate
+
+    from _common import OUT_DIR
+
+    events = 200_000
+    paths = {version: OUT_DIR / f"trace-200k-ctf{version}" for version in ("1.8", "2")}
+    for version, path in paths.items():
+        generate(path, events, ctf_version=version)
+    log(f"CTF 2 against CTF 1.8: {events:,} events, {rounds} alternating rounds")
+
+    def fast(path: Path) -> Callable[[], Sample]:
+        return lambda: Sample(timed(lambda: sum(len(t) for t in read_trace(path).tables.values()))[0])
+
+    def general(path: Path) -> Callable[[], Sample]:
+        return lambda: Sample(timed(lambda: count(iter_ctf(str(path))))[0])
+
+    cases = {f"{name} CTF {v}": make(p) for name, make in (("fast", fast), ("iter_ctf", general))
+             for v, p in paths.items()}
+    best = {name: t.best.seconds for name, t in alternate(cases, rounds, log).items()}
+    return {"versions": {"events": events, "best_s": best,
+                         "ratio_fast_ctf2_to_18": best["fast CTF 2"] / best["fast CTF 1.8"],
+                         "ratio_iter_ctf_ctf2_to_18": best["iter_ctf CTF 2"] / best["iter_ctf CTF 1.8"]}}
+
+
+def _lttng(rounds: int) -> dict[str, Any]:
     if not TRACE.is_dir():
         return {"skipped": f"{TRACE} is absent (the shared traces are not part of the project)"}
     try:

@@ -149,14 +149,18 @@ def read_rows(r: dict[str, Any]) -> list[Row]:
 
 
 def ctf_rows(r: dict[str, Any]) -> list[Row]:
+    v = r["versions"]
+    versions: list[Row] = [
+        ("CTF 2 / CTF 1.8, numpy reader (time)", _x(v["ratio_fast_ctf2_to_18"]), "target <= 1.2x; same streams"),
+        ("CTF 2 / CTF 1.8, iter_ctf (time)", _x(v["ratio_iter_ctf_ctf2_to_18"]), f"{v['events']:,} events")]
     if "skipped" in r:
-        return [("skipped", "-", r["skipped"])]
+        return versions + [("LTTng: skipped", "-", r["skipped"])]
     c = r["cases"]
 
     def speed(case: str) -> str:
         return f"{c[case]['events_per_s'] / 1e3:.0f} k ev/s, best {c[case]['best_s']:.2f} s"
 
-    return [
+    return versions + [
         ("iter_ctf / bt2 in process", _x(r["ratio_bt2_in_process"]), "both with fields, as records"),
         ("iter_ctf / babeltrace2 dummy", _x(r["ratio_babeltrace2_dummy"]), "the CLI decodes and discards"),
         ("iter_ctf", speed("iter_ctf"), ""),

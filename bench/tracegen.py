@@ -127,8 +127,10 @@ def _write_descriptions(trace: TraceDirectory, strings: Strings, keys: list[str]
     trace.write_events(_C["device_info"], keys[0], [(BASE_TS + 100, 0, strings.cpu, strings.cpu, 0, strings.empty)])
 
 
-def generate(path: Path, total_events: int, threads: int = 4, seed: int = 20240601) -> dict[str, int]:
-    """Write a trace of exactly `total_events` events to `path` (replaced); returns counts per class."""
+def generate(path: Path, total_events: int, threads: int = 4, seed: int = 20240601,
+             ctf_version: str = "1.8") -> dict[str, int]:
+    """Write a trace of exactly `total_events` events to `path` (replaced); returns counts per class.
+    `ctf_version` "2" gives the same streams under CTF 2 metadata."""
     if path.exists():
         shutil.rmtree(path)
     strings = _string_table(threads)
@@ -140,7 +142,7 @@ def generate(path: Path, total_events: int, threads: int = 4, seed: int = 202406
     rng = np.random.default_rng(seed)
     trace = TraceDirectory(
         path, clock_offset_ns=time.time_ns() - BASE_TS, trace_uuid=uuid.UUID(int=seed),
-        hostname="bench-host", env={"pid": PID}, packet_size=PACKET_SIZE,
+        hostname="bench-host", env={"pid": PID}, packet_size=PACKET_SIZE, ctf_version=ctf_version,
     )
     keys = [str(PID + t) for t in range(threads)]
     _write_descriptions(trace, strings, keys)
