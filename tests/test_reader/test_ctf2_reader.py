@@ -148,3 +148,18 @@ def test_babeltrace2_2_0_refuses_ctf2_in_one_line(tmp_path: Path, cli: Any) -> N
     ours = cli("info", "--format", "json", trace)
     assert ours.exit_code == 0, ours.stderr
     assert '"events": 2' in ours.stdout and '"discarded": 6' in ours.stdout
+
+
+def test_states_run_trace_compass_xml_on_a_ctf2_trace(tmp_path: Path, cli: Any) -> None:
+    """The headless engine on a CTF 2 trace: an XML state provider over its events and fields."""
+    trace = write_trace(tmp_path / "t")
+    xml = tmp_path / "a.xml"
+    xml.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<tmfxml><stateProvider id="ctf2.case" version="1">'
+                   '<eventHandler eventName="app:sample"><stateChange><stateAttribute type="constant" value="sel"/>'
+                   '<stateValue type="eventField" value="sel"/></stateChange></eventHandler></stateProvider></tmfxml>')
+    result = cli("states", trace, "--xml", xml)
+    assert result.exit_code == 0, result.stderr
+    origin = 1_700_000_000 * 10**9 + 5_000
+    first, second = origin + 0x1FFF0 * 1000, origin + 0x20010 * 1000
+    assert result.stdout.splitlines() == [f"ctf2.case  sel  [{first}, {second - 1}]  0",
+                                          f"ctf2.case  sel  [{second}, {second}]  3"]
