@@ -1,7 +1,8 @@
 """Fuzz dfcompass's inputs with N seeded cases (``make fuzz``; default 10,000), counted by outcome.
 
-Seed s is a case of kind ``KINDS[s % 7]`` (tests/fuzz/cases.py: damaged dfcompass traces, damaged
-LTTng traces, damaged Kineto JSON, damaged XML analyses, damaged graph files, damaged plans, command lines). The
+Seed s is a case of kind ``KINDS[s % 8]`` (tests/fuzz/cases.py: damaged dfcompass traces, damaged
+LTTng traces, damaged Kineto JSON, damaged XML analyses, damaged graph files, damaged plans, command
+lines, damaged CTF 2 traces). The
 LTTng kind needs ../shared; without it those seeds are skipped and counted as such. Each worker's
 peak RSS (every case it ran is under it) is reported; over ``RSS_LIMIT_MB`` is a failure.
 

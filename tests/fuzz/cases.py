@@ -11,7 +11,9 @@ Kinds (the seed picks the damage; see the *_mutations modules):
 * ``plan``: a damaged plan through what ``verify`` reads of it before it runs anything;
 * ``cli``: a command line of real inputs and hostile values (tests/fuzz/cli_args.py), run in the
   case's folder: any exit but 0, 1 or 2, a traceback, an internal error or more than one error line
-  is a failure.
+  is a failure;
+* ``ctf2``: a hand-made CTF 2 trace (every field class kind) with damaged streams or a damaged
+  metadata fragment, through the general CTF reader.
 
 Outcomes: ``ok``; ``one-line error`` (a DfcompassError of one line naming the input);
 ``bad message`` (a DfcompassError that does not); ``internal error: <type>`` (anything else).
@@ -32,7 +34,7 @@ from tests.helpers import REPO_ROOT
 
 TRACE = REPO_ROOT / "tests" / "data" / "traces" / "succeed" / "all-classes"
 LTTNG = REPO_ROOT.parent / "shared" / "traces" / "lttng" / "context-switches-ust"
-KINDS = ("trace", "lttng", "kineto", "xml", "graph", "plan", "cli")
+KINDS = ("trace", "lttng", "kineto", "xml", "graph", "plan", "cli", "ctf2")
 
 
 def read_like_the_commands(trace: Path) -> None:
@@ -55,6 +57,37 @@ def _info(trace: Path) -> None:
 
 
 _xml_sources: list[tuple[str, bytes]] = []
+
+
+def _damaged_ctf2(workdir: Path, seed: int) -> Path:
+    """The hand-made CTF 2 trace of tests/test_reader/test_ctf2_reader.py (every field class kind),
+    its streams damaged (odd seeds) or one metadata fragment (even seeds)."""
+    import json
+    import random
+    import shutil
+
+    from tests.test_reader.test_ctf2_reader import FRAGMENTS, write_trace
+
+    base = write_trace(workdir / f"ctf2-{seed}-base")
+    out = workdir / f"ctf2-{seed}"
+    if seed % 2:
+        mutate_trace(base, out, seed)
+    else:
+        shutil.copytree(base, out)
+        which = random.Random(seed).randrange(len(FRAGMENTS))
+        texts = [json.dumps(f).encode() for f in FRAGMENTS]
+        texts[which] = mutate_json(json.loads(texts[which]), seed)
+        (out / "metadata").write_bytes(b"".join(b"\x1e" + t + b"\n" for t in texts))
+    shutil.rmtree(base)
+    return out
+
+
+def _read_ctf(trace: Path) -> None:
+    """Every record, through our general reader only (what `info --reader ctf` reads)."""
+    from tc_analyses.reader.any_ctf import iter_any_ctf
+
+    for _ in iter_any_ctf(trace, reader="ctf"):
+        pass
 
 
 def _xml_source(seed: int) -> tuple[str, bytes]:
@@ -104,6 +137,9 @@ def prepare(kind: str, seed: int, workdir: Path) -> tuple[Path, Callable[[], obj
         folder = workdir / f"cli{seed}"
         folder.mkdir(parents=True)
         return folder, lambda: _run_cli(seed, folder)
+    if kind == "ctf2":
+        trace = _damaged_ctf2(workdir, seed)
+        return trace, lambda: _read_ctf(trace)
     raise ValueError(f"unknown fuzz kind {kind!r}")
 
 
