@@ -79,7 +79,7 @@ FRAGMENTS = [
      "event-record-header-field-class": {"type": "structure", "member-classes": [
          member("kind", u(8, "event-record-class-id")), member("ts", u(16, "default-clock-timestamp"))]}},
     {"type": "event-record-class", "id": 7, "data-stream-class-id": 3, "name": "app:sample",
-     "payload-field-class": PAYLOAD},
+     "payload-field-class": PAYLOAD, "user-attributes": {"lttng.org,2009": {"log-level": 13}}},
 ]
 
 
@@ -121,6 +121,10 @@ def test_a_ctf2_trace_reads_as_worked_out_by_hand(tmp_path: Path) -> None:
                                 "high": 0, "f": -2.0, "e": 0}
     [lost] = [r for r in records if isinstance(r, Discarded)]
     assert (lost.count, lost.ns_from_origin, lost.end_ns_from_origin) == (6, ns(0x1FFF0), ns(0x20020))
+    from tc_analyses.reader.ctf import parse_trace
+
+    declared = parse_trace(tmp_path / "t")  # user attributes are kept, not read as fields
+    assert declared.streams[3].events[7].attributes == {"lttng.org,2009": {"log-level": 13}}
 
 
 @pytest.mark.parametrize("edit,problem", [

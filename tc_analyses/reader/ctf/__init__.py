@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tc_analyses.errors import TraceError
-from tc_analyses.reader.ctf.classes import Unsupported
+from tc_analyses.reader.ctf.classes import TraceClass, Unsupported
 from tc_analyses.reader.ctf.reading import merged, read_trace_records
 from tc_analyses.reader.ctf.tsdl import parse_tsdl
 from tc_analyses.reader.records import Discarded, Event
@@ -17,7 +17,7 @@ from tc_analyses.reader.records import Discarded, Event
 __all__ = ["Unsupported", "check_supported", "iter_ctf", "parse_trace"]
 
 
-def parse_trace(trace_dir: Path) -> object:
+def parse_trace(trace_dir: Path) -> TraceClass:
     """The declarations of `trace_dir`'s metadata; TraceError on a syntax error, Unsupported on
     what this reader does not take."""
     from tc_analyses.reader.metadata import read_metadata
@@ -42,7 +42,7 @@ def check_supported(path: str) -> None:
     from tc_analyses.reader.metadata import find_traces
 
     for trace_dir in find_traces(path):
-        compile_trace(parse_trace(trace_dir))  # type: ignore[arg-type]
+        compile_trace(parse_trace(trace_dir))
 
 
 def iter_ctf(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]:
@@ -55,5 +55,5 @@ def iter_ctf(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]
     streams = []
     for trace_dir in find_traces(path):
         trace = parse_trace(trace_dir)
-        streams += read_trace_records(trace_dir, trace, with_fields)  # type: ignore[arg-type]
+        streams += read_trace_records(trace_dir, trace, with_fields)
     return merged(streams)

@@ -7,6 +7,7 @@ or a sequence finds its tag or length). The decoder (:mod:`.decode`) compiles th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def plain_name(name: str) -> str:
@@ -174,6 +175,7 @@ class EventClass:
     stream_id: int
     context: Struct | None
     fields: Struct | None
+    attributes: dict[str, Any] = field(default_factory=dict, compare=False)  # CTF 2 user attributes, kept
 
 
 @dataclass
@@ -192,3 +194,4 @@ class TraceClass:
     packet_header: Struct | None = None
     clocks: dict[str, Clock] = field(default_factory=dict)
     streams: dict[int, StreamClass] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)  # CTF 2 user attributes of the trace class

@@ -191,6 +191,7 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
             build.aliases[str(fragment.get("name"))] = fragment.get("field-class")
         elif kind == "trace-class":
             env = dict(fragment.get("environment") or {})
+            trace.attributes = _attributes(fragment)
             if "packet-header-field-class" in fragment:
                 trace.packet_header = _struct(build.field_class(fragment["packet-header-field-class"]), build.where)
         elif kind == "clock-class":
@@ -214,10 +215,16 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
             eid = _int(fragment, "id", 0)
             trace.streams[sid].events[eid] = EventClass(
                 eid, str(fragment.get("name", "")), sid, _optional_struct(build, fragment, "specific-context-field-class"),
-                _optional_struct(build, fragment, "payload-field-class"))
+                _optional_struct(build, fragment, "payload-field-class"), _attributes(fragment))
         elif not isinstance(kind, str):
             raise ValueError(f"{build.where}: a fragment without a type")
     return trace, env
+
+
+def _attributes(fragment: dict[str, Any]) -> dict[str, Any]:
+    """A fragment's user attributes (LTTng's log level, an application's own), kept as they are."""
+    found = fragment.get("user-attributes")
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _optional_struct(build: _Builder, fragment: dict[str, Any], key: str) -> Struct | None:
