@@ -201,7 +201,7 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
                                        _int_of(origin.get("cycles", 0)))
         elif kind == "data-stream-class":
             sid = _int(fragment, "id", 0)
-            build.clock = fragment.get("default-clock-class-id")
+            build.clock = _default_clock(fragment)
             stream = trace.streams.setdefault(sid, StreamClass(sid))
             stream.packet_context = _optional_struct(build, fragment, "packet-context-field-class")
             stream.event_header = _optional_struct(build, fragment, "event-record-header-field-class")
@@ -211,7 +211,7 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
             sid = _int(fragment, "data-stream-class-id", 0)
             if sid not in trace.streams:
                 raise ValueError(f"{build.where}: data stream class {sid} is not declared before it")
-            build.clock = streams[sid].get("default-clock-class-id")
+            build.clock = _default_clock(streams[sid])
             eid = _int(fragment, "id", 0)
             trace.streams[sid].events[eid] = EventClass(
                 eid, str(fragment.get("name", "")), sid, _optional_struct(build, fragment, "specific-context-field-class"),
@@ -219,6 +219,13 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
         elif not isinstance(kind, str):
             raise ValueError(f"{build.where}: a fragment without a type")
     return trace, env
+
+
+def _default_clock(stream: dict[str, Any]) -> str | None:
+    """The data stream class's default clock: by id (CTF 2.0), or by name (the draft Trace Compass's
+    parser follows, with clock classes named, not identified)."""
+    found = stream.get("default-clock-class-id", stream.get("default-clock-class-name"))
+    return found if isinstance(found, str) else None
 
 
 def _attributes(fragment: dict[str, Any]) -> dict[str, Any]:
