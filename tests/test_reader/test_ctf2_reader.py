@@ -167,3 +167,74 @@ def test_states_run_trace_compass_xml_on_a_ctf2_trace(tmp_path: Path, cli: Any) 
     first, second = origin + 0x1FFF0 * 1000, origin + 0x20010 * 1000
     assert result.stdout.splitlines() == [f"ctf2.case  sel  [{first}, {second - 1}]  0",
                                           f"ctf2.case  sel  [{second}, {second}]  3"]
+
+
+def one_event(folder: Path, members: list[dict[str, Any]], payload: bytes, *, total: bool = True,
+              extra: dict[str, Any] | None = None) -> Path:
+    """A CTF 2 trace of one event whose payload is `members`, its bytes `payload`; `total`: the
+    packet context holds the packet's total length (else its content length only)."""
+    context = FRAGMENTS[4]["packet-context-field-class"]["member-classes"]
+    fragments = [dict(f) for f in FRAGMENTS]
+    fragments[0] = {**fragments[0], **(extra or {})}
+    if not total:
+        fragments[4] = {**fragments[4], "packet-context-field-class": {"type": "structure", "member-classes": [
+            {**context[0], "field-class": u(32)}, *context[1:]]}}
+    fragments[5] = {**fragments[5], "payload-field-class": {"type": "structure", "member-classes": members}}
+    folder.mkdir()
+    (folder / "metadata").write_text("".join("\x1e" + json.dumps(f) + "\n" for f in fragments))
+    event = bytes([7]) + struct.pack("<H", 0x10) + payload
+    packet = _packet(0x100, 0x200, 0, event)
+    if not total:  # the total length field says something else: only the content length counts
+        packet = packet[:21] + struct.pack("<I", 8) + packet[25:]
+    (folder / "stream").write_bytes(packet + (packet if not total else b""))
+    return folder
+
+
+def test_an_empty_array_is_aligned_and_a_relative_location_goes_up(tmp_path: Path) -> None:
+    members = [member("len", "u8"), member("inner", {"type": "structure", "member-classes": [
+        member("len", "u8"),
+        member("a", {"type": "dynamic-length-array", "element-field-class": "u8", "minimum-alignment": 32,
+                     "length-field-location": {"path": [None, "len"]}}),  # the parent's len, 0
+        member("b", {"type": "dynamic-length-array", "element-field-class": "u8",
+                     "length-field-location": {"path": ["len"]}})]}),  # this structure's len, 1
+        member("after", "u8")]
+    # the packet header and context take 50 bytes, the event header 3; a structure is aligned as its
+    # most aligned member, here `a` (32 bits), and so is the payload: len 0 at byte 56, inner.len 1 at
+    # 60, `a` empty but aligned (64), `b` (one byte) at 64, `after` at 65
+    payload = b"\xee" * 3 + b"\x00" + b"\xee" * 3 + b"\x01" + b"\xee" * 3 + b"\x2a" + b"\x07"
+    [event] = [r for r in iter_ctf(str(one_event(tmp_path / "t", members, payload))) if isinstance(r, Event)]
+    assert event.fields == {"len": 0, "inner": {"len": 1, "a": [], "b": [0x2a]}, "after": 7}
+
+
+def test_a_packet_with_only_its_content_length_ends_there(tmp_path: Path) -> None:
+    trace = one_event(tmp_path / "t", [member("x", "u8")], b"\x05", total=False)
+    assert [r.fields for r in iter_ctf(str(trace)) if isinstance(r, Event)] == [{"x": 5}, {"x": 5}]
+
+
+def test_a_variable_length_timestamp_sets_the_clock_s_low_bits(tmp_path: Path) -> None:
+    fragments = [dict(f) for f in FRAGMENTS]
+    fragments[4] = {**fragments[4], "event-record-header-field-class": {"type": "structure", "member-classes": [
+        member("kind", u(8, "event-record-class-id")),
+        member("ts", {"type": "variable-length-unsigned-integer", "roles": ["default-clock-timestamp"]})]}}
+    fragments[5] = {**fragments[5], "payload-field-class": {"type": "structure", "member-classes": []}}
+    trace = tmp_path / "t"
+    trace.mkdir()
+    (trace / "metadata").write_text("".join("\x1e" + json.dumps(f) + "\n" for f in fragments))
+    # clock at 0x1070 from the packet; 0x05 in one byte is its low 7 bits (0x1005 < 0x1070: wraps by 2^7)
+    (trace / "stream").write_bytes(_packet(0x1070, 0x2000, 0, bytes([7, 0x75]) + bytes([7, 0x05])))
+    assert [r.timestamp for r in iter_ctf(str(trace)) if isinstance(r, Event)] == [0x1075, 0x1085]
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({"extensions": {"example.org": {"ext": 1}}}, "extensions"),
+])
+def test_metadata_extensions_are_refused(tmp_path: Path, change: dict[str, Any], problem: str) -> None:
+    trace = one_event(tmp_path / "t", [member("x", "u8")], b"\x05", extra=change)
+    with pytest.raises(TraceError, match=problem):
+        list(iter_any_ctf(trace, reader="ctf"))
+
+
+def test_a_bit_order_against_the_byte_order_is_refused(tmp_path: Path) -> None:
+    trace = one_event(tmp_path / "t", [member("x", {**u(8), "bit-order": "last-to-first"})], b"\x01")
+    with pytest.raises(TraceError, match="bit order"):
+        list(iter_any_ctf(trace, reader="ctf"))

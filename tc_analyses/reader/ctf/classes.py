@@ -26,7 +26,7 @@ class Location:
     (`origin`), or, without one, from the structures being decoded, the innermost first."""
 
     origin: str | None
-    path: tuple[str, ...]
+    path: tuple[str | None, ...]  # without an origin, None is the parent structure
 
 
 @dataclass(frozen=True)
@@ -121,20 +121,22 @@ class Variant:
 class Array:
     element: "FieldClass"
     length: int
+    min_align: int = 1  # CTF 2's minimum-alignment
 
     @property
     def align(self) -> int:
-        return self.element.align
+        return max(self.min_align, self.element.align)
 
 
 @dataclass(frozen=True)
 class Sequence:
     element: "FieldClass"
     length: str | Location  # the integer field holding the length (CTF 1.8: as TSDL names it)
+    min_align: int = 1
 
     @property
     def align(self) -> int:
-        return self.element.align
+        return max(self.min_align, self.element.align)
 
 
 @dataclass(frozen=True)

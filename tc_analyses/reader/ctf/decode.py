@@ -69,17 +69,31 @@ class Cursor:
     def locate(self, location: Location) -> Any:
         """The value at a CTF 2 field location: from its scope's root (the structure being decoded
         when the scope is the current one), or without an origin, as :meth:`find` looks."""
-        if location.origin is None:
-            return self.find(".".join(location.path))
+        if location.origin is None:  # from the structure holding the field; None: its parent
+            depth = len(self.scopes) - 1
+            found: Any = None
+            for part in location.path:
+                if part is None:
+                    depth -= 1
+                    continue
+                holder = found if found is not None else (self.scopes[depth] if depth >= 0 else None)
+                if not isinstance(holder, dict) or part not in holder:
+                    raise Damaged(f"no field {part!r} where the field location names it")
+                found = holder[part]
+            return found
         key = _ORIGINS.get(location.origin)
         if key is None:
             raise Damaged(f"field location origin {location.origin!r}")
-        found: Any = self.scopes[0] if key == self.scope and self.scopes else self.roots.get(key, {})
+        found = self.scopes[0] if key == self.scope and self.scopes else self.roots.get(key, {})
         for part in location.path:
             if not isinstance(found, dict) or part not in found:
-                raise Damaged(f"no field {'/'.join(location.path)} in {location.origin} before the field that names it")
+                raise Damaged(f"no field {_shown(location)} in {location.origin} before the field that names it")
             found = found[part]
         return found
+
+
+def _shown(location: Location) -> str:
+    return "/".join(".." if part is None else part for part in location.path)
 
 
 _ORIGINS = {"packet-header": "trace.packet.header", "packet-context": "stream.packet.context",
@@ -147,7 +161,7 @@ def _with_role(read: Decoder, role: str | None, clock: str | None, size: int) ->
 
 
 def _variable_integer(cls: VarInt) -> Decoder:
-    signed = cls.signed
+    signed, clock = cls.signed, cls.clock
 
     def decode(cur: Cursor) -> int:
         cur.align(8)
@@ -164,9 +178,13 @@ def _variable_integer(cls: VarInt) -> Decoder:
         cur.bit = at << 3
         if signed and value >> (shift - 1) & 1:
             value -= 1 << shift
+        if clock and cur.clocked:  # its low 7 x bytes bits are the clock's (CTF 2, 6.3)
+            mask = (1 << shift) - 1
+            wrapped = value < cur.cycles & mask
+            cur.cycles = (cur.cycles & ~mask | value) + ((1 << shift) if wrapped else 0)
         return value
 
-    return _with_role(decode, cls.role, cls.clock, 64)
+    return _with_role(decode, cls.role, None, 64)
 
 
 def _raw_integer(cls: Int) -> Decoder:
@@ -280,7 +298,7 @@ def _blob(cls: Blob) -> Decoder:
 
 
 def _selected(value: Any, ranges: tuple[tuple[int, int], ...]) -> bool:
-    return isinstance(value, int) and any(low <= value <= high for low, high in ranges)
+    return isinstance(value, int) and not isinstance(value, bool) and any(low <= value <= high for low, high in ranges)
 
 
 def _optional(cls: Optional, enums: dict[str, Enum]) -> Decoder:
@@ -288,7 +306,8 @@ def _optional(cls: Optional, enums: dict[str, Enum]) -> Decoder:
 
     def decode(cur: Cursor) -> Any:
         selector = cur.locate(cls.selector)
-        there = _selected(selector, cls.ranges) if cls.ranges is not None else bool(selector)
+        there = _selected(selector, cls.ranges) if cls.ranges is not None and not isinstance(selector, bool) \
+            else bool(selector)
         return inner(cur) if there else None
 
     return decode
@@ -354,7 +373,7 @@ def _ranged_variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
         for option, held in zip(options, ranges):
             if _selected(value, held):
                 return option(cur)
-        raise Damaged(f"variant selector {'/'.join(location.path)} = {value!r} selects no option")
+        raise Damaged(f"variant selector {_shown(location)} = {value!r} selects no option")
 
     return decode
 
@@ -365,9 +384,10 @@ def _array(cls: Array | Sequence, enums: dict[str, Enum]) -> Decoder:
     decode_element = compile_class(element, enums)
     fixed = cls.length if isinstance(cls, Array) else None
     name = cls.length if isinstance(cls, Sequence) else ""
-    align = element.align
+    align = cls.align
 
     def decode(cur: Cursor) -> Any:
+        cur.align(align)  # even an empty array is aligned (writers align before its length is known)
         count = fixed if fixed is not None else cur.find(name) if isinstance(name, str) else cur.locate(name)
         if not isinstance(count, int) or count < 0 or count > (cur.end - cur.bit):
             raise Damaged(f"length {count!r} of {name if isinstance(name, str) and name else 'an array'} "

@@ -50,8 +50,10 @@ class _Builder:
             raise Unsupported(f"a {length}-bit integer (in {self.where})")
         role = next((r for r in roles if isinstance(r, str)), None)
         clocked = self.clock if role in _CLOCKED_ROLES else None
-        found = Int(length, _int(spec, "alignment", 1), signed, spec.get("byte-order", "little-endian") == "big-endian",
-                    clock=clocked, role=role, boolean=boolean)
+        big = spec.get("byte-order", "little-endian") == "big-endian"
+        if spec.get("bit-order", "last-to-first" if big else "first-to-last") != ("last-to-first" if big else "first-to-last"):
+            raise Unsupported(f"a bit order other than its byte order's (in {self.where})")
+        found = Int(length, _int(spec, "alignment", 1), signed, big, clock=clocked, role=role, boolean=boolean)
         return self._mapped(found, spec)
 
     def _mapped(self, container: Int | VarInt, spec: dict[str, Any]) -> Int | VarInt | Enum:
@@ -88,7 +90,7 @@ class _Builder:
         if length not in (32, 64):
             raise Unsupported(f"a {length}-bit floating point number (in {self.where})")
         exp, mant = (8, 24) if length == 32 else (11, 53)
-        return Float(exp, mant, max(8, _int(spec, "alignment", 8)), spec.get("byte-order") == "big-endian")
+        return Float(exp, mant, _int(spec, "alignment", 1), spec.get("byte-order") == "big-endian")
 
     def _variable_length_unsigned_integer(self, spec: dict[str, Any]) -> FieldClass:
         return self._variable(spec, False)
@@ -130,10 +132,12 @@ class _Builder:
         return Struct(tuple(fields), _int(spec, "minimum-alignment", 1))
 
     def _static_length_array(self, spec: dict[str, Any]) -> FieldClass:
-        return Array(self.field_class(spec.get("element-field-class")), _int(spec, "length"))
+        return Array(self.field_class(spec.get("element-field-class")), _int(spec, "length"),
+                     _int(spec, "minimum-alignment", 1))
 
     def _dynamic_length_array(self, spec: dict[str, Any]) -> FieldClass:
-        return Sequence(self.field_class(spec.get("element-field-class")), self.location(spec, "length-field-location"))
+        return Sequence(self.field_class(spec.get("element-field-class")), self.location(spec, "length-field-location"),
+                        _int(spec, "minimum-alignment", 1))
 
     def _optional(self, spec: dict[str, Any]) -> FieldClass:
         ranges = spec.get("selector-field-ranges")
@@ -153,7 +157,8 @@ class _Builder:
         if not isinstance(found, dict) or not isinstance(found.get("path"), list):
             raise ValueError(f"{self.where}: {key} is not a field location")
         origin = found.get("origin")
-        return Location(origin if isinstance(origin, str) else None, tuple(str(p) for p in found["path"] if p is not None))
+        return Location(origin if isinstance(origin, str) else None,
+                        tuple(None if p is None else str(p) for p in found["path"]))
 
 
 def _int(spec: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -187,6 +192,8 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
                 raise ValueError(f"{build.where}: version {fragment.get('version')!r}, this reader reads version 2")
             if isinstance(fragment.get("uuid"), list):
                 trace.uuid = bytes(fragment["uuid"])
+            if fragment.get("extensions"):  # a consumer that does not know one must not read the streams (5.1)
+                raise Unsupported(f"the metadata's extensions ({', '.join(map(str, fragment['extensions']))})")
         elif kind == "field-class-alias":
             build.aliases[str(fragment.get("name"))] = fragment.get("field-class")
         elif kind == "trace-class":

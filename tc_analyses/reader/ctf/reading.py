@@ -172,8 +172,9 @@ def _said(exc: BaseException) -> str:
 
 def _sizes(roles: dict[str, Any], left_bits: int) -> tuple[int, int]:
     """(packet size, content size) in bits; a packet without them spans the rest of the file."""
-    packet_bits = roles.get("packet-total-length", left_bits)
-    content_bits = roles.get("packet-content-length", packet_bits)
+    content_bits = roles.get("packet-content-length")
+    packet_bits = roles.get("packet-total-length", content_bits if content_bits is not None else left_bits)
+    content_bits = packet_bits if content_bits is None else content_bits
     if not isinstance(packet_bits, int) or not isinstance(content_bits, int):
         raise Damaged("packet sizes are not integers")
     return packet_bits, content_bits
