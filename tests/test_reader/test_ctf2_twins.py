@@ -17,8 +17,10 @@ import pytest
 
 from tc_analyses.reader.ctf import iter_ctf
 from tc_analyses.reader.fast import read_trace
+from tc_analyses.reader.records import Event
 from tc_analyses.reader.metadata import read_metadata
 from tracer.ctf2_metadata import RECORD_SEPARATOR, render_json_metadata
+from tests.test_reader.test_ctf2_reader import write_trace
 from tracer.tsdl import RESERVED_ENV_KEYS, TraceMeta
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -78,12 +80,14 @@ def test_an_experiment_mixes_ctf2_and_ctf18(tmp_path: Path, cli: Callable[..., A
     folder.mkdir()
     shutil.copytree(DATA / "jobs/ddp-2rank/vm-18735", folder / "rank0")
     ctf2_twin(DATA / "jobs/ddp-2rank/vm-18736", folder / "rank1")
+    write_trace(folder / "other")  # a CTF 2 trace of another tracer (every field class kind)
     merged = list(iter_ctf(str(folder)))
-    separately = len(list(iter_ctf(str(folder / "rank0")))) + len(list(iter_ctf(str(folder / "rank1"))))
+    separately = sum(len(list(iter_ctf(str(folder / name)))) for name in ("rank0", "rank1", "other"))
     assert len(merged) == separately
     times = [r.ns_from_origin for r in merged if r.ns_from_origin is not None]
     assert times == sorted(times)
-    assert {Path(r.stream).parent.name for r in merged} == {"rank0", "rank1"}
+    assert {Path(r.stream).parent.name for r in merged} == {"rank0", "rank1", "other"}
     result = cli("info", "--format", "json", folder)
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["events"] == separately
+    summary = json.loads(result.stdout)
+    assert (summary["events"], summary["discarded"]) == (sum(1 for r in merged if isinstance(r, Event)), 6)
