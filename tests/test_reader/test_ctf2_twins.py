@@ -91,3 +91,14 @@ def test_an_experiment_mixes_ctf2_and_ctf18(tmp_path: Path, cli: Callable[..., A
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert (summary["events"], summary["discarded"]) == (sum(1 for r in merged if isinstance(r, Event)), 6)
+
+
+def test_build_analyses_writes_the_same_for_a_ctf2_twin(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = DATA / "succeed/all-classes"
+    twin = ctf2_twin(src, tmp_path / "v2" / src.name)  # the trace's name is in the analyses' labels
+    written = {}
+    for name, path in (("src", src), ("twin", twin)):
+        result = cli("build-analyses", path, "-o", tmp_path / name)
+        assert result.exit_code == 0, result.stderr
+        written[name] = {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*.xml")}
+    assert written["src"] and written["src"] == written["twin"]
