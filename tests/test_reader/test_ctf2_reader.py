@@ -58,7 +58,7 @@ PAYLOAD = {"type": "structure", "member-classes": [
     member("f", {"type": "fixed-length-floating-point-number", "length": 32, "byte-order": "little-endian",
                  "alignment": 8}),
     member("e", {**u(8), "mappings": {"OFF": [[0, 0]], "ON": [[1, 1]]}}),
-], "user-attributes": {"example.org/kept": {"ignored": True}}}
+], "attributes": {"example.org/kept": {"ignored": True}}}
 
 FRAGMENTS = [
     {"type": "preamble", "version": 2, "uuid": list(UUID.bytes)},
@@ -79,7 +79,7 @@ FRAGMENTS = [
      "event-record-header-field-class": {"type": "structure", "member-classes": [
          member("kind", u(8, "event-record-class-id")), member("ts", u(16, "default-clock-timestamp"))]}},
     {"type": "event-record-class", "id": 7, "data-stream-class-id": 3, "name": "app:sample",
-     "payload-field-class": PAYLOAD, "user-attributes": {"lttng.org,2009": {"log-level": 13}}},
+     "payload-field-class": PAYLOAD, "attributes": {"lttng.org,2009": {"log-level": 13}}},
 ]
 
 

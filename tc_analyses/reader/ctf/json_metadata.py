@@ -236,8 +236,9 @@ def _default_clock(stream: dict[str, Any]) -> str | None:
 
 
 def _attributes(fragment: dict[str, Any]) -> dict[str, Any]:
-    """A fragment's user attributes (LTTng's log level, an application's own), kept as they are."""
-    found = fragment.get("user-attributes")
+    """A fragment's attributes (LTTng's log level, an application's own), kept as they are
+    (``attributes`` in CTF 2.0; ``user-attributes`` in the drafts before it)."""
+    found = fragment.get("attributes", fragment.get("user-attributes"))
     return dict(found) if isinstance(found, dict) else {}
 
 
