@@ -8,8 +8,9 @@ Field classes: fixed-length bit arrays, bit maps, booleans, integers (with mappi
 and floating point numbers; variable-length integers; null-terminated, static- and dynamic-length
 strings; static- and dynamic-length BLOBs and arrays; structures; optionals; variants. Roles mark
 what the reader needs (magic, stream class id, sizes, clock timestamps, discarded counts, event
-record class id). User attributes and extensions are kept out of the records (they describe, not
-decode). A field class this reader does not know is :class:`Unsupported`, naming the fragment.
+record class id). Attributes are kept on the classes, out of the records (they describe, not
+decode); declared extensions are refused, as a consumer that does not know one must not read the
+data. A field class this reader does not know is :class:`Unsupported`, naming the fragment.
 """
 
 from __future__ import annotations
