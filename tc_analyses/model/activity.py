@@ -27,10 +27,11 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
+from tc_analyses.model.pairing import fifo_pair, pair_in_order
 from tc_analyses.model.tables import RunTable, encode, encode_keys
 from tc_analyses.reader.fast import DfcTrace, EventTable
 
@@ -434,33 +435,12 @@ def _steps(trace: DfcTrace) -> tuple[list[StepRun], int]:
     return steps, unpaired
 
 
-def _pair_in_order(begin_keys: list[np.ndarray[Any, Any]], begin_ts: np.ndarray[Any, Any],
-                   end_keys: list[np.ndarray[Any, Any]], end_ts: np.ndarray[Any, Any]
-                   ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
-    """Indexes pairing the i-th begin of each key with its i-th end, when that is the whole story.
-
-    Sorted by key then time, begins and ends pair position by position exactly when every key
-    has as many ends as begins and no end comes before its begin: then first-in first-out
-    pairing per key gives the same pairs. Otherwise (a truncated trace) None: the caller pairs
-    event by event and counts what is left over.
-    """
-    if len(begin_ts) != len(end_ts):
-        return None
-    by_begin = np.lexsort((begin_ts, *reversed(begin_keys)))
-    by_end = np.lexsort((end_ts, *reversed(end_keys)))
-    if any(not np.array_equal(b[by_begin], e[by_end]) for b, e in zip(begin_keys, end_keys)):
-        return None
-    if np.any(end_ts[by_end] < begin_ts[by_begin]):
-        return None
-    return by_begin, by_end
-
-
 def _api(trace: DfcTrace, nodes: NodeTable) -> tuple[ApiTable, int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
     # Calls pair first in, first out per (thread, name, correlation id): correlation ids tell
     # calls apart, and a call of zero duration has its exit at its enter's timestamp.
     keys = ("tid", "name", "correlation_id")
-    paired = _pair_in_order([enters[k] for k in keys], enters["timestamp"], [exits[k] for k in keys],
+    paired = pair_in_order([enters[k] for k in keys], enters["timestamp"], [exits[k] for k in keys],
                             exits["timestamp"])
     if paired is None:
         return _api_slow(trace, nodes)
@@ -500,7 +480,7 @@ def _owners(nodes: NodeTable, tids: Array, starts: Array) -> Array:
 def _api_slow(trace: DfcTrace, nodes: NodeTable) -> tuple[ApiTable, int]:
     enters, exits = trace.table("api_enter"), trace.table("api_exit")
     keys = ("tid", "correlation_id")
-    rows, ends, unpaired = _fifo_pair(zip(*(enters[k].tolist() for k in keys), _text(enters, "name").tolist()),
+    rows, ends, unpaired = fifo_pair(zip(*(enters[k].tolist() for k in keys), _text(enters, "name").tolist()),
                                       enters["timestamp"].tolist(),
                                       zip(*(exits[k].tolist() for k in keys), _text(exits, "name").tolist()),
                                       exits["timestamp"].tolist())
@@ -520,7 +500,7 @@ def _gpu(trace: DfcTrace, devices: dict[int, Device]) -> tuple[GpuTable, int]:
         if not len(begins) and not len(ends):
             continue
         keys = ("device", "queue", "correlation_id")
-        paired = _pair_in_order([begins[k] for k in keys], begins["timestamp"], [ends[k] for k in keys],
+        paired = pair_in_order([begins[k] for k in keys], begins["timestamp"], [ends[k] for k in keys],
                                 ends["timestamp"])
         if paired is not None:
             rows, end_times = paired[0], ends["timestamp"][paired[1]]
@@ -571,31 +551,8 @@ def _gpu_names(texts: EventTable, keys: Array) -> Array:
 def _pair_slow(begins: EventTable, ends: EventTable) -> tuple[Array, Array, int]:
     """(begin rows, their end times, unpaired) of a GPU class, per (device, queue, correlation id)."""
     keys = ("device", "queue", "correlation_id")
-    return _fifo_pair(zip(*(begins[k].tolist() for k in keys)), begins["timestamp"].tolist(),
+    return fifo_pair(zip(*(begins[k].tolist() for k in keys)), begins["timestamp"].tolist(),
                       zip(*(ends[k].tolist() for k in keys)), ends["timestamp"].tolist())
-
-
-def _fifo_pair(begin_keys: Iterable[tuple[Any, ...]], begin_ts: list[int], end_keys: Iterable[tuple[Any, ...]],
-               end_ts: list[int]) -> tuple[Array, Array, int]:
-    """Pair begins and ends first in, first out per key, event by event (a truncated trace):
-    (begin rows paired, their end times, events left unpaired). An end before its key's next
-    begin has no recorded begin and is dropped."""
-    pending_ends: dict[tuple[Any, ...], deque[int]] = defaultdict(deque)
-    for key, ts in zip(end_keys, end_ts):
-        pending_ends[key].append(ts)
-    rows, paired, unpaired = [], [], 0
-    for i, (key, ts) in enumerate(zip(begin_keys, begin_ts)):
-        pending = pending_ends.get(key)
-        while pending and pending[0] < ts:
-            pending.popleft()  # an end whose begin was not recorded
-            unpaired += 1
-        if not pending:
-            unpaired += 1
-            continue
-        rows.append(i)
-        paired.append(pending.popleft())
-    unpaired += sum(len(q) for q in pending_ends.values())
-    return np.asarray(rows, dtype=np.int64), np.asarray(paired, dtype=np.int64), unpaired
 
 
 def _gpu_part(kind: str, begins: EventTable, rows: Array, end_times: Array,

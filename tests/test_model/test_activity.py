@@ -66,20 +66,20 @@ def test_vectorised_pairing_agrees_with_event_by_event(monkeypatch: pytest.Monke
     trace = read_trace(Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes")
     fast = read_activity(trace)
     assert fast.api and fast.gpu
-    monkeypatch.setattr(module, "_pair_in_order", lambda *args: None)
+    monkeypatch.setattr(module, "pair_in_order", lambda *args: None)
     slow = read_activity(trace)
     assert (fast.api, fast.gpu, fast.unpaired) == (slow.api, slow.gpu, slow.unpaired)
 
 
 def test_pairing_in_order_refuses_what_it_cannot_pair() -> None:
-    from tc_analyses.model.activity import _pair_in_order
+    from tc_analyses.model.pairing import pair_in_order
 
     key = [np.array([1, 1])]
-    pairs = _pair_in_order(key, np.array([10, 20]), key, np.array([25, 15]))
+    pairs = pair_in_order(key, np.array([10, 20]), key, np.array([25, 15]))
     assert pairs is not None and [p.tolist() for p in pairs] == [[0, 1], [1, 0]]  # ends sorted: 15 pairs 10
-    assert _pair_in_order(key, np.array([10, 20]), key, np.array([5, 25])) is None  # an end before its begin
-    assert _pair_in_order(key, np.array([10, 20]), [np.array([1, 2])], np.array([15, 25])) is None  # other keys
-    assert _pair_in_order(key, np.array([10, 20]), [np.array([1])], np.array([15])) is None  # counts differ
+    assert pair_in_order(key, np.array([10, 20]), key, np.array([5, 25])) is None  # an end before its begin
+    assert pair_in_order(key, np.array([10, 20]), [np.array([1, 2])], np.array([15, 25])) is None  # other keys
+    assert pair_in_order(key, np.array([10, 20]), [np.array([1])], np.array([15])) is None  # counts differ
 
 
 def test_devices_carry_the_recorded_kind(tmp_path: Path) -> None:
