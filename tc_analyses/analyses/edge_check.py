@@ -35,8 +35,8 @@ from typing import Any, Callable, ClassVar
 import ijson
 
 from tc_analyses.errors import DfcompassError
+from tc_analyses.analyses.op_alignment import align
 
-ALIGN_WINDOW = 64  # ops skipped on either side to find the next common op
 
 
 @dataclass(frozen=True)
@@ -468,28 +468,6 @@ def _made_outside_ops(first: tuple[int, int] | None, output_at: dict[tuple[int, 
         return False
     last_write = writers.get(first[1], -1)
     return last_write < 0 or output_at.get(first, -1) < last_write
-
-
-def align(ours: list[str], theirs: list[str], window: int = ALIGN_WINDOW) -> dict[int, int]:
-    """Ops matched one to one by name and order: equal names advance both; else the smallest
-    skip (up to `window` ops) on one side that makes the names equal. Linear in the op count."""
-    matched: dict[int, int] = {}
-    i = j = 0
-    while i < len(ours) and j < len(theirs):
-        if ours[i] == theirs[j]:
-            matched[i] = j
-            i, j = i + 1, j + 1
-            continue
-        for skip in range(1, window + 1):
-            if j + skip < len(theirs) and ours[i] == theirs[j + skip]:
-                j += skip
-                break
-            if i + skip < len(ours) and ours[i + skip] == theirs[j]:
-                i += skip
-                break
-        else:
-            i, j = i + 1, j + 1
-    return matched
 
 
 def check_edges(trace: Path, et_path: Path, advance: Callable[[int], None] | None = None) -> EdgeCheck:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tc_analyses.analyses.edge_check import align, read_et
+from tc_analyses.analyses.edge_check import read_et
+from tc_analyses.analyses.op_alignment import align
 from tc_analyses.errors import DfcompassError
 
 
