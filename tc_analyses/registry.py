@@ -68,6 +68,7 @@ class Entry:
     params: tuple[Param, ...] = ()
     report: str | None = None
     trajectory: bool = False
+    trajectory_module: str | None = None  # where ``trajectory`` is, when not in `module`
     axis: bool = False
     job: bool = False  # it reads a whole job folder (tc_analyses.inputs.JobInputs), not one trace
 
@@ -96,7 +97,8 @@ class Entry:
     def run_trajectory(self, runs: Sequence[tuple[str, Result]], axis: str,
                        options: Mapping[str, Any] | None = None) -> Result:
         """The trajectory of labelled runs along `axis` (batch, threads...)."""
-        result: Result = self.analysis().trajectory(list(runs), axis, self.options(options))
+        module = importlib.import_module(self.trajectory_module) if self.trajectory_module else self.analysis()
+        result: Result = module.trajectory(list(runs), axis, self.options(options))
         return result
 
     def _report(self) -> ModuleType | None:
@@ -139,7 +141,8 @@ ANALYSES: tuple[Entry, ...] = (
           (Param("device", "cpu", "Peaks from the device table: cpu (generic CPU, this machine's cores), "
                  "CPU-<cores> or a GPU model (A100, H100...).", "peaks-device"),
            Param("measure_peaks", False, "Use this machine's measured peaks (numpy microbenchmark, cached).", "flag")),
-          "tc_analyses.export.roofline_report", trajectory=True, axis=True),
+          "tc_analyses.export.roofline_report", trajectory=True, axis=True,
+          trajectory_module="tc_analyses.analyses.roofline_trajectory"),
     Entry("overhead", "Runtime overhead (paper d)",
           "Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step "
           "the overhead-hiding ratio and exposed host time.",

@@ -15,9 +15,6 @@ PACKAGES = ("tc_analyses", "tracer")
 # Cycles that were there before this test, each pair sorted. Remove a pair when it is broken;
 # never add one: move what both need to where it belongs instead.
 KNOWN = {
-    # roofline.trajectory (the registry's entry point) imports roofline_trajectory, whose result
-    # types name roofline's Peaks and RooflineResult.
-    ("tc_analyses.analyses.roofline", "tc_analyses.analyses.roofline_trajectory"),
     # parallelism_report.artifacts writes the plan's views (lazily); the views write the report's
     # plan_json and plan_text.
     ("tc_analyses.export.parallelism_report", "tc_analyses.export.parallelism_views"),

@@ -32,7 +32,8 @@ def test_every_entry_has_a_command_with_its_options(analysis: Entry) -> None:
 @pytest.mark.parametrize("analysis", ANALYSES, ids=lambda a: a.key)
 def test_every_entry_has_its_modules_and_a_docs_page(analysis: Entry) -> None:
     module = importlib.import_module(analysis.module)
-    assert callable(module.run) and (not analysis.trajectory or callable(module.trajectory))
+    trajectory = importlib.import_module(analysis.trajectory_module) if analysis.trajectory_module else module
+    assert callable(module.run) and (not analysis.trajectory or callable(trajectory.trajectory))
     if analysis.report is not None:
         report = importlib.import_module(analysis.report)
         assert callable(report.text) and callable(report.plots)

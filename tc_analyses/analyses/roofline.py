@@ -266,14 +266,6 @@ def run(inputs: Inputs, options: Options) -> Result:
     return Result("roofline", data.trace, data, data.findings)
 
 
-def trajectory(runs: list[tuple[str, Result]], axis: str, options: Options) -> Result:
-    """Each op type's path across labelled runs of one program."""
-    from tc_analyses.analyses.roofline_trajectory import roofline_trajectory
-
-    data = roofline_trajectory([(label, r.data) for label, r in runs], axis)
-    return Result("roofline", ", ".join(data.traces), data, data.findings)
-
-
 def _per_op(points: list[RooflinePoint], peaks: Peaks) -> tuple[RooflineOp, ...]:
     groups: dict[str, list[RooflinePoint]] = defaultdict(list)
     for p in points:

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tc_analyses.analyses.labels import order_runs
-from tc_analyses.analyses.result import Finding
+from tc_analyses.analyses.result import Finding, Options, Result
 from tc_analyses.analyses.roofline import Peaks, RooflineResult
 from tc_analyses.errors import ConfigurationError
 
@@ -133,3 +133,9 @@ def _plateau(points: tuple[TrajectoryPoint, ...]) -> str | None:
             break
         flat_from = i - 1
     return None if flat_from is None else points[flat_from].label
+
+
+def trajectory(runs: list[tuple[str, Result]], axis: str, options: Options) -> Result:
+    """Each op type's path across labelled runs of one program (the registry's entry point)."""
+    data = roofline_trajectory([(label, r.data) for label, r in runs], axis)
+    return Result("roofline", ", ".join(data.traces), data, data.findings)
