@@ -23,7 +23,7 @@ import networkx as nx
 
 from tc_analyses.analyses.parallelism import StreamPlan, plan_placement
 from tc_analyses.export.json_text import dumps_indented
-from tc_analyses.export.parallelism_report import plan_json, plan_text
+from tc_analyses.export.parallelism_plan import plan_json, plan_text
 from tc_analyses.export.graph_formats import write_graphml_columns
 from tc_analyses.export.placement_views import (DRAWN_GRAPH_NODES, write_plan, write_plan_graph,
                                                   write_predicted_trace)

@@ -12,7 +12,8 @@ import pytest
 from tc_analyses.analyses.parallelism import (StreamPlan, gpu_work, plan_placement,
                                               plan_streams, plan_trace)
 from tc_analyses.errors import AnalysisUnavailable, ConfigurationError, DfcompassError, GraphError
-from tc_analyses.export.parallelism_report import plan_json, plan_text, write_parallelism_plot
+from tc_analyses.export.parallelism_plan import plan_json, plan_text
+from tc_analyses.export.parallelism_report import write_parallelism_plot
 from tc_analyses.export.parallelism_views import write_plan_view
 from tc_analyses.model import graph_keys as K
 from tc_analyses.model.activity import read_activity
