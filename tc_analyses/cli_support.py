@@ -126,7 +126,7 @@ class InputPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
         if not os.path.lexists(path):
-            raise MissingInput(f"{os.fsdecode(path)}: {os.strerror(errno.ENOENT)}")  # the OS's words, as elsewhere
+            raise MissingInput(f"{os.fsdecode(path)}: does not exist")
         return path
 
 

@@ -124,6 +124,9 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
 
     if output.exists() and not output.is_dir():
         raise ConfigurationError(f"{output}: is a file; -o names the folder the trace goes into")
+    script = _script_of(command)
+    if script is not None and not os.path.exists(script):  # said before anything runs or is made
+        raise ConfigurationError(f"{script}: does not exist")
     created = not output.exists()
     try:  # a folder dfcompass cannot write is said before the program runs, not after
         output.mkdir(parents=True, exist_ok=True)
@@ -179,6 +182,15 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
             print(f"dfcompass record: {output}: {problem} (plans from this trace assume a 90 us hand-over)",
                   file=sys.stderr)
     return Recorded(code, output, traces)
+
+
+def _script_of(command: list[str]) -> str | None:
+    """The script a Python command line runs (`prog.py`, `python prog.py`), or None (`-m`, `-c`...)."""
+    if command[0].endswith(".py"):
+        return command[0]
+    if Path(command[0]).name.startswith("python") and len(command) > 1 and not command[1].startswith("-"):
+        return command[1]
+    return None
 
 
 class NoTrace(DfcompassError):

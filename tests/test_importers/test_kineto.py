@@ -363,7 +363,7 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], str]] = [
     ("nothing-importable", lambda p: p.write_text(json.dumps({"traceEvents": [ev("python_function", "a", 1, 1)]})),
      "nothing to import"),
     ("not-utf8", lambda p: p.write_bytes(b'{"traceEvents": ["\xff"]}'), "not UTF-8"),
-    ("missing-file", lambda p: None, "No such file or directory"),
+    ("missing-file", lambda p: None, "does not exist"),
 ]
 
 

@@ -1,0 +1,46 @@
+"""Errors say what is wrong in the user's words, one line each (issue 39): a path that does not
+exist, a CTF trace given to import-kineto, a Kineto file given to analyze, a script that is not there."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "succeed" / "all-classes"
+
+
+def _one_line(result: Any, code: int, *said: str) -> str:
+    assert result.exit_code == code, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert all(s in line for s in said), line
+    return line
+
+
+def test_a_missing_path_does_not_exist(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    for command in ("analyze", "info", "critical-path"):
+        _one_line(cli(command, tmp_path / "nope"), 1, f"{tmp_path / 'nope'}: does not exist")
+
+
+def test_a_ctf_trace_given_to_import_kineto(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    _one_line(cli("import-kineto", TRACE, "-o", tmp_path / "out"), 1,
+              f"{TRACE}: is a CTF trace: give it to analyze (or any analysis), not import-kineto")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _one_line(cli("import-kineto", folder, "-o", tmp_path / "out"), 1, "is a folder; import-kineto takes Kineto files")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_kineto_file_given_to_analyze(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    kineto = tmp_path / "prof.json.gz"
+    kineto.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    _one_line(cli("analyze", kineto), 1, f"dfcompass import-kineto {kineto} -o DIR")
+
+
+def test_a_script_that_is_not_there_runs_nothing(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    out = tmp_path / "job"
+    _one_line(cli("record", "-o", out, "--", sys.executable, tmp_path / "nosuch.py"), 2,
+              f"{tmp_path / 'nosuch.py'}: does not exist")
+    _one_line(cli("record", "-o", out, "--", tmp_path / "nosuch.py"), 2, "does not exist")
+    assert not out.exists()
