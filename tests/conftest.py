@@ -36,6 +36,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.shared)
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The skipped tests as one line, their reasons counted (the run's options list none one by one)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for report in skipped:
+        longrepr = getattr(report, "longrepr", None)
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else "skipped"
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    ranked = sorted(reasons.items(), key=lambda item: -item[1])
+    shown = "; ".join(f"{n} x {text[:70]}" for text, n in ranked[:3]) + ("; ..." if len(ranked) > 3 else "")
+    terminalreporter.write_line(f"{len(skipped)} skipped, {len(reasons)} reasons: {shown}")
+
+
 # Property tests run the same examples every time and write no example database into the repo.
 settings.register_profile("dfcompass", derandomize=True, database=None, deadline=None)
 settings.load_profile("dfcompass")
