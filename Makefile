@@ -17,7 +17,7 @@ help:
 	@echo "make demo      - set up, record the embedded workload, print its summary"
 	@echo "make test      - set up, type-check (mypy), run the whole test suite (what CI runs)"
 	@echo "make typecheck - set up, type-check tracer/ and tc_analyses/ (mypy, settings in pyproject.toml)"
-	@echo "make test-fast - set up, run the tests not marked slow or torch (under a minute)"
+	@echo "make test-fast - set up, run the tests not marked slow, torch or tf (under a minute)"
 	@echo "make bench     - set up, run the benchmarks (ratios side by side)"
 	@echo "make fuzz      - set up, fuzz every input kind (10,000 cases), SIGKILL a recorded torch loop 20 times"
 

@@ -554,8 +554,10 @@ def verify(plan: Path, output: Path, refit: bool, rounds: int, max_rounds: int, 
 
 
 @main.command()
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
-              help="Folder for everything the demo writes.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Folder for everything the demo writes [default: demo-out for the torch workload, "
+                   "demo-out-<workload> (demo-out-tf, -pipeline, -ddp) for the others, so no demo writes "
+                   "over another's].")
 @click.option("--workload", type=click.Choice(["torch", "pipeline", "ddp"]), default="torch", show_default=True,
               help="torch: a small ResNet and transformer (tracer/workloads/torch_models.py); "
                    "pipeline: the threaded numpy pipeline (tracer/workloads/pipeline.py); "
@@ -568,15 +570,20 @@ def verify(plan: Path, output: Path, refit: bool, rounds: int, max_rounds: int, 
               help="torch: training steps per model (default 3, after 2 inference steps each); "
                    "pipeline: steps (default 20).")
 @_handle_errors
-def demo(output: Path, workload: str, framework: str, steps: int | None) -> None:
-    """Record an embedded workload (PyTorch by default) into OUTPUT/trace, generate its Trace Compass
-    analyses into OUTPUT/analyses and print the trace's info and headless summary.
+def demo(output: Path | None, workload: str, framework: str, steps: int | None) -> None:
+    """Run everything dfcompass does on a small embedded program, in a few minutes.
 
-    The torch workload records itself with tracer.torch_source.TorchRecorder (every aten op,
-    exact tensor edges, memory); the numpy pipeline is run under `dfcompass record`.
+    It records the program (a small ResNet and transformer in PyTorch by default; --framework tf, a
+    Keras CNN; --workload pipeline, a threaded numpy pipeline; --workload ddp, a 2-rank PyTorch DDP
+    job with one rank slowed) into OUTPUT/trace, prints the trace's info, generates its Trace Compass
+    analyses into OUTPUT/analyses, runs them headless and prints the summary, recommends a CPU/GPU
+    placement (OUTPUT/placement), and ends with one HTML page of every result, OUTPUT/report.html.
     """
     from tc_analyses.app.demo import demo as run_demo
 
+    if output is None:
+        name = "tf" if framework == "tf" else workload
+        output = Path("demo-out" if name == "torch" else f"demo-out-{name}")
     run_demo(output, workload, steps, lambda text: click.echo(text, nl=False), _progress, framework)
 
 

@@ -44,3 +44,15 @@ def test_a_script_that_is_not_there_runs_nothing(tmp_path: Path, cli: Callable[.
               f"{tmp_path / 'nosuch.py'}: does not exist")
     _one_line(cli("record", "-o", out, "--", tmp_path / "nosuch.py"), 2, "does not exist")
     assert not out.exists()
+
+
+def test_each_demo_writes_its_own_folder(cli: Callable[..., Any], monkeypatch: Any) -> None:
+    """Without -o, the demos of different workloads write different folders (the torch run's plots
+    never sit beside the TF trace)."""
+    import tc_analyses.app.demo as demo_module
+
+    folders = []
+    monkeypatch.setattr(demo_module, "demo", lambda output, *args: folders.append(output))
+    for args in ([], ["--framework", "tf"], ["--workload", "pipeline"], ["--workload", "ddp"]):
+        assert cli("demo", *args).exit_code == 0
+    assert folders == [Path("demo-out"), Path("demo-out-tf"), Path("demo-out-pipeline"), Path("demo-out-ddp")]
