@@ -134,7 +134,7 @@ class Entry:
 
 
 ANALYSES: tuple[Entry, ...] = (
-    Entry("roofline", "Roofline (paper b)",
+    Entry("roofline", "Roofline (compute- or memory-bound ops)",
           "Place every op with input shapes on the roofline of a device: FLOP/s, intensity, bound, efficiency.",
           "tc_analyses.analyses.roofline",
           {"node_begin": NEEDED, "node_end": NEEDED, "node_args": NEEDED, "tensor_edge": USED, "device_info": NEEDED},
@@ -143,8 +143,8 @@ ANALYSES: tuple[Entry, ...] = (
            Param("measure_peaks", False, "Use this machine's measured peaks (numpy microbenchmark, cached).", "flag")),
           "tc_analyses.export.roofline_report", trajectory=True, axis=True,
           trajectory_module="tc_analyses.analyses.roofline_trajectory"),
-    Entry("overhead", "Runtime overhead (paper d)",
-          "Runtime overhead (paper 1.d): per op host dispatch, launch, queue delay and device time; per step "
+    Entry("overhead", "Runtime overhead (host dispatch and launch against GPU time)",
+          "Runtime overhead: per op host dispatch, launch, queue delay and device time; per step "
           "the overhead-hiding ratio and exposed host time.",
           "tc_analyses.analyses.overhead",
           {"node_begin": NEEDED, "node_end": NEEDED, "step_begin": USED, "step_end": USED, "api_enter": NEEDED,
@@ -161,16 +161,16 @@ ANALYSES: tuple[Entry, ...] = (
           (Param("kernel_delay_us", 30.0, "Gaps shorter than this between back-to-back GPU ops are kernel wait "
                  "(HTA's consecutive_kernel_delay).", "float", 0),),
           "tc_analyses.export.breakdown_report"),
-    Entry("memory", "Memory (paper a)",
-          "Memory (paper 1.a): peaks per device, allocation churn, redundant host-to-device transfers, pageable "
+    Entry("memory", "Memory (peaks, churn, transfers)",
+          "Memory: peaks per device, allocation churn, redundant host-to-device transfers, pageable "
           "against pinned copies, each finding with advice.",
           "tc_analyses.analyses.memory",
           {"node_begin": USED, "node_end": USED, "tensor_edge": USED, "step_begin": USED, "step_end": USED,
            "api_enter": USED, "api_exit": USED, "memcpy_begin": NEEDED, "memcpy_end": NEEDED, "mem_alloc": NEEDED,
            "mem_free": NEEDED, "device_info": NEEDED},
           report="tc_analyses.export.memory_report"),
-    Entry("parallelism", "Inter-operator parallelism (paper c)",
-          "Inter-operator parallelism (paper 1.c): assign independent ops to streams (GPU) or threads (CPU) by "
+    Entry("parallelism", "Inter-operator parallelism (ops spread over streams or threads)",
+          "Inter-operator parallelism: assign independent ops to streams (GPU) or threads (CPU) by "
           "Nimble-style chain decomposition, with the speedup the simulator predicts.",
           "tc_analyses.analyses.parallelism",
           {"node_begin": NEEDED, "node_end": NEEDED, "tensor_edge": NEEDED, "api_enter": USED, "api_exit": USED,
@@ -221,7 +221,7 @@ ANALYSES: tuple[Entry, ...] = (
           {"memcpy_begin": NEEDED, "memcpy_end": NEEDED, "memset_begin": USED, "memset_end": USED,
            "api_enter": USED, "api_exit": USED, "step_begin": USED, "step_end": USED, "device_info": NEEDED},
           report="tc_analyses.export.bandwidth_report"),
-    Entry("eager-overhead", "Eager runtime overhead (paper d, on the host)",
+    Entry("eager-overhead", "Eager runtime overhead (framework against kernel time, on the host)",
           "Framework time against kernel time of each eager op (TensorFlow eager): hiding ratio per step, "
           "the shortest kernel that hides the framework per op type, and the share of short ops.",
           "tc_analyses.analyses.eager_overhead",

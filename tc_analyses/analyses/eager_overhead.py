@@ -1,4 +1,4 @@
-"""Eager runtime overhead: how much of each eager op is the framework, not the kernel (paper d, on the CPU).
+"""Eager runtime overhead: how much of each eager op is the framework, not the kernel (after Delestrac et al., DSD 2022, on the CPU).
 
 Delestrac et al. (DSD 2022) measure TensorFlow's eager path from Python to the kernel. The
 ``overhead`` analysis does it where kernels run on a GPU (launch calls and correlation ids). On

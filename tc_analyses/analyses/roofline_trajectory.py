@@ -1,7 +1,7 @@
 """Roofline trajectories: how ops move on the roofline when one setting changes across runs.
 
 After Ibrahim, Williams and Oliker, "Roofline Scaling Trajectories" (HPCS 2018) and Javed et al.
-(paper 1.b): record the same program several times, changing one setting (the *axis*: batch size,
+(Javed, Ibrahim and Lu, CCF THPC 2019): record the same program several times, changing one setting (the *axis*: batch size,
 thread count...), put every run on the same roofline and join each op type's points in axis
 order. How the path bends tells what limits the op:
 

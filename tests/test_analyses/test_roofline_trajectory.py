@@ -1,4 +1,4 @@
-"""Roofline trajectories across runs (paper 1.b): points, ordering, findings, plot and CLI."""
+"""Roofline trajectories across runs (Javed, Ibrahim and Lu, CCF THPC 2019): points, ordering, findings, plot and CLI."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_unavailable_sections_say_why(cli: Any, tmp_path: Path) -> None:
     assert not sections["overhead"]["available"] and "no GPU activity" in sections["overhead"]["reason"]
     assert not sections["roofline"]["available"] and "no input shapes" in sections["roofline"]["reason"]
     text = cli("analyze", trace, "--section", "overhead").stdout
-    assert "== Runtime overhead (paper d) ==\nnot available: " in text
+    assert "== Runtime overhead (host dispatch and launch against GPU time) ==\nnot available: " in text
 
 
 def test_no_sections_keeps_the_old_summary(cli: Any) -> None:
@@ -74,7 +74,8 @@ def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Pa
     sections = [h.text_content() for h in doc.iter("h2")]
     assert sections[0] == "Trajectory over batch: 2, 1" and len(sections) == 3
     blocks = [h.text_content() for h in doc.iter("h3")]
-    assert blocks[:2] == ["Roofline (paper b): trajectory", "Runtime overhead (paper d): trajectory"]
+    assert blocks[:2] == ["Roofline (compute- or memory-bound ops): trajectory",
+                          "Runtime overhead (host dispatch and launch against GPU time): trajectory"]
 
 
 def test_seed_commands_on_the_committed_trace(cli: Any, tmp_path: Path) -> None:

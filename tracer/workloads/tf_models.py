@@ -2,7 +2,7 @@
 
 A LeNet-like CNN (two conv-relu-maxpool stages, a dense layer, a 10-class head) on random
 28x28x1 images, deterministic under ``tf.random.set_seed``. :func:`run` calls the model eagerly
-for a few inference steps (every layer's ops run one by one: the eager path of paper d), then
+for a few inference steps (every layer's ops run one by one: the eager path Delestrac et al., DSD 2022, measured), then
 trains it with ``model.fit`` (Keras runs each step as one ``tf.function``: the graph path).
 Recorded, one step per batch:
 
