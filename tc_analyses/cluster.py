@@ -128,6 +128,8 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
                                        memory_limit=_memory_per_worker(count), silence_logs=logging.CRITICAL)
                 break
             except RuntimeError as exc:  # "Nanny failed to start": a worker process died as it started
+                if "Nanny failed to start" not in str(exc):
+                    raise
                 if attempt + 1 == START_ATTEMPTS:
                     raise DfcompassError(f"the local Dask cluster of {count} workers did not start, "
                                          f"{START_ATTEMPTS} times ({' '.join(str(exc).split()).rstrip('.')}: a worker process died "

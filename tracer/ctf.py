@@ -85,8 +85,7 @@ class StreamFile:
         self.reported_discarded = 0  # the count carried by the last packet written
         self.packets_written = 0
         self.last_end = 0
-        self.whole_bytes = 0  # the file's length up to the end of its last whole packet
-        self.last_packet_at: int | None = None  # where that packet starts
+        self.last_packet_at: int | None = None  # where the last packet this writer wrote whole starts
         self._fd: int | None = None
         self._lock = threading.Lock()  # only the flush path takes it, never the record path
 
@@ -111,6 +110,7 @@ class StreamFile:
             preamble = PACKET_HEADER.pack(CTF_MAGIC, self.trace.uuid_bytes, STREAM_ID) + PACKET_CONTEXT.pack(
                 ts_begin, ts_end, size_bits, size_bits, self.events_discarded
             )
+            written = 0  # what a write that failed half way left (cut again below)
             try:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -121,24 +121,29 @@ class StreamFile:
                                   "past its size limit)")
             except OSError as exc:
                 self.events_discarded += count
-                self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded"
-                                        + self._cut_partial_packet())
+                cut = self._cut_partial_packet(written)
+                self.trace.report_error(f"{self.path}: {exc}; {count} events counted as discarded{cut}")
                 return False
             self.events_written += count
             self.packets_written += 1
             self.reported_discarded = self.events_discarded
             self.last_end = ts_end
-            self.last_packet_at = self.whole_bytes
-            self.whole_bytes += len(data)
+            try:  # appended: the packet ends the file (a converter child may append to it too)
+                self.last_packet_at = os.fstat(self._fd).st_size - len(data)
+            except OSError:
+                self.last_packet_at = None
             return True
 
-    def _cut_partial_packet(self) -> str:
-        """Drop what a failed write left of its packet (a full disk writes part of it): the file
-        stays whole packets, readable without `dfcompass repair`. Shrinking needs no free space."""
+    def _cut_partial_packet(self, written: int) -> str:
+        """Drop the `written` bytes a failed write left of its packet at the end of the file (a full
+        disk writes part of it): the file stays whole packets, readable without `dfcompass repair`.
+        Shrinking needs no free space."""
+        if written <= 0 or self._fd is None:
+            return ""
         try:
-            if self._fd is not None and os.fstat(self._fd).st_size > self.whole_bytes:
-                os.ftruncate(self._fd, self.whole_bytes)
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
         except OSError as exc:
+            self.last_packet_at = None  # the file's end is not known now: never patch it in place
             return f"; its partial packet could not be cut ({exc}): run dfcompass repair"
         return ""
 
@@ -149,10 +154,14 @@ class StreamFile:
         count (as lost before that packet) rather than none of it."""
         if self.events_discarded == self.reported_discarded:
             return
-        if self.write_packet(b"", 0, self.last_end, self.last_end) or self.last_packet_at is None:
+        if self.write_packet(b"", 0, self.last_end, self.last_end):
             return
-        at = self.last_packet_at + PACKET_HEADER.size + PACKET_CONTEXT.size - 8  # events_discarded: the last field
         with self._lock:
+            if self.last_packet_at is None:
+                self.trace.report_error(f"{self.path}: {self.events_discarded - self.reported_discarded} discarded "
+                                        "events are not in the trace (no packet of it was written whole)")
+                return
+            at = self.last_packet_at + PACKET_HEADER.size + PACKET_CONTEXT.size - 8  # events_discarded: the last field
             try:
                 fd = os.open(self.path, os.O_WRONLY)  # not O_APPEND: pwrite there would append
                 try:

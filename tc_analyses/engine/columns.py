@@ -372,12 +372,16 @@ class Evaluator:
             chunks.append((begin, stop))
             begin = stop
         history_end = start  # a first pass, only when some writes wait for it
-        for begin, stop in chunks if at_end.any() else []:
+        for begin, stop in chunks if at_end.any() else []:  # the history's end, from the other writes
             keep = ~at_end[begin:stop]
             changed = _effective_changes(attrs[begin:stop][keep], times[begin:stop][keep], values[begin:stop][keep])[1]
             history_end = max(history_end, int(changed.max(initial=start + 1)) - 1)
         block = _BlockWriter(len(self.attrs.paths), np.asarray(self.values.kinds, dtype=np.int8))
+        late = bool(at_end.any())
         for begin, stop in chunks:
+            if not late:  # no masks to copy through: the common case
+                block.add(*self._intervals_from(attrs[begin:stop], times[begin:stop], values[begin:stop], start))
+                continue
             keep = ~at_end[begin:stop]
             chunk = self._intervals_from(attrs[begin:stop][keep], times[begin:stop][keep], values[begin:stop][keep],
                                          start)

@@ -114,7 +114,7 @@ _HEADER = struct.Struct("<Q")
 
 def child_command(path: str, with_fields: bool) -> list[str]:
     """The child that reads `path` with bt2 and writes its records to stdout (:func:`serve`)."""
-    # imported, not run as __main__: the records must pickle as tc_analyses.reader.bt2_source's classes
+    # imported, not run as __main__: the records must pickle as tc_analyses.reader.records' classes
     code = "import sys\nfrom tc_analyses.reader.bt2_source import serve\nserve(sys.argv[1], sys.argv[2] == 'fields')"
     return [sys.executable, "-c", code, path, "fields" if with_fields else "names"]
 

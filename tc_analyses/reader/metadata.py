@@ -204,6 +204,6 @@ def read_dfcompass_metadata(trace_dir: str | Path) -> tuple[Metadata, bytes | No
     """Metadata of a dfcompass trace, checked against our catalogue, plus its packet uuid bytes."""
     meta = read_metadata(trace_dir)
     if not meta.is_dfcompass:
-        raise TraceError(trace_dir, "not a dfcompass trace (only the bt2 reader reads other CTF traces)")
+        raise TraceError(trace_dir, "not a dfcompass trace (the general CTF reader reads other CTF traces)")
     check_dfcompass(meta)
     return meta, bytes.fromhex(meta.uuid.replace("-", "")) if meta.uuid else None

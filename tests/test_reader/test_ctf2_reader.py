@@ -238,3 +238,32 @@ def test_a_bit_order_against_the_byte_order_is_refused(tmp_path: Path) -> None:
     trace = one_event(tmp_path / "t", [member("x", {**u(8), "bit-order": "last-to-first"})], b"\x01")
     with pytest.raises(TraceError, match="bit order"):
         list(iter_any_ctf(trace, reader="ctf"))
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda f: f[:3] + [{**f[3], "offset-from-origin": [1]}] + f[4:], "offset-from-origin is not an object"),
+    (lambda f: f[:4] + [{**f[3], "id": "c2", "frequency": 0}] + f[4:], "frequency 0"),  # a second clock
+    (lambda f: f[:5] + [{**f[5], "payload-field-class": {"type": "structure", "member-classes": [
+        member("x", {"type": "variant", "selector-field-location": at("x"), "options": [5]})]}}], "not an object"),
+    (lambda f: f[:5] + [{**f[5], "payload-field-class": {"type": "structure", "member-classes": [
+        member("x", {"type": "_eq__"})]}}], "field class '_eq__'"),
+])
+def test_damaged_metadata_values_are_one_line(tmp_path: Path, change: Any, problem: str) -> None:
+    trace = write_trace(tmp_path / "t")
+    (trace / "metadata").write_text("".join("\x1e" + json.dumps(f) + "\n" for f in change(FRAGMENTS)))
+    with pytest.raises(TraceError) as info:
+        list(iter_any_ctf(trace, reader="ctf"))
+    assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+def test_aliases_nested_deep_are_built_once(tmp_path: Path) -> None:
+    """40 aliases, each a structure of two of the previous one (2^40 fields if expanded)."""
+    chain = [{"type": "field-class-alias", "name": "b0", "field-class": "u8"}]
+    chain += [{"type": "field-class-alias", "name": f"b{i}", "field-class": {"type": "structure", "member-classes": [
+        member("x", f"b{i - 1}"), member("y", f"b{i - 1}")]}} for i in range(1, 41)]
+    trace = write_trace(tmp_path / "t")
+    deep = {"type": "event-record-class", "id": 9, "data-stream-class-id": 3, "name": "app:deep",  # never met
+            "payload-field-class": {"type": "structure", "member-classes": [member("all", "b40")]}}
+    fragments = FRAGMENTS[:2] + chain + FRAGMENTS[2:] + [deep]
+    (trace / "metadata").write_text("".join("\x1e" + json.dumps(f) + "\n" for f in fragments))
+    assert len([r for r in iter_ctf(str(trace)) if isinstance(r, Event)]) == 2

@@ -169,3 +169,41 @@ def test_metadata_our_reader_does_not_take_goes_to_babeltrace2(tmp_path: Path, m
     assert list(iter_any_ctf(trace)) == [Discarded(str(trace), 1, None)]
     with pytest.raises(TraceError, match="our CTF reader does not read a variant whose tag"):
         list(iter_any_ctf(trace, reader="ctf"))
+
+
+def test_an_absolute_length_path_in_the_scope_being_read(tmp_path: Path) -> None:
+    """`_text[event.fields.__text_length]`: TSDL may name a sequence's length from the scope's root
+    (LTTng UST writes this); it is the field just read, in the structure still being decoded."""
+    trace = write_trace(tmp_path / "t")
+    (trace / "metadata").write_text(METADATA.replace("_text[__text_length]", "_text[event.fields.__text_length]"))
+    blob = [r for r in iter_ctf(str(trace)) if isinstance(r, Event) and r.name == "app:blob"]
+    assert [b.fields["text"] for b in blob] == ["ab"]
+
+
+def test_aliases_nested_deep_compile_once(tmp_path: Path) -> None:
+    """Each alias a structure of two of the previous one, 40 deep: 2^40 fields if expanded, so the
+    classes are shared and compiled once; the trace reads (its events hold none of them)."""
+    chain = "".join(f"typealias struct {{ b{i - 1} x; b{i - 1} y; }} := b{i};\n" for i in range(1, 41))
+    text = METADATA.replace("trace {", "typealias integer { size = 8; align = 8; } := b0;\n" + chain + "trace {", 1)
+    text += 'event { name = "app:deep"; id = 41; stream_id = 0; fields := struct { b40 all; }; };\n'  # never met
+    trace = write_trace(tmp_path / "t")
+    (trace / "metadata").write_text(text)
+    assert len([r for r in iter_ctf(str(trace)) if isinstance(r, Event)]) == 4
+
+
+def test_an_array_of_empty_structures_is_bounded(tmp_path: Path) -> None:
+    """Elements of no bits: the packet does not bound their count, so a cap does (no 10^9 dicts)."""
+    trace = write_trace(tmp_path / "t")
+    (trace / "metadata").write_text(METADATA.replace("uint16_t pair[2];", "struct { } nothing[1000000000]; uint16_t pair[2];"))
+    with pytest.raises(TraceError, match="does not fit"):
+        list(iter_ctf(str(trace)))
+
+
+@pytest.mark.parametrize("edit,problem", [
+    (lambda m: m.replace("freq = 1000000000;", "freq = 0;"), "frequency 0"),
+])
+def test_a_clock_of_no_frequency_is_one_line(tmp_path: Path, edit: Any, problem: str) -> None:
+    trace = write_trace(tmp_path / "t")
+    (trace / "metadata").write_text(edit(METADATA))
+    with pytest.raises(TraceError, match=problem):
+        list(iter_ctf(str(trace)))

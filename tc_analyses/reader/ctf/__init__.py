@@ -6,7 +6,7 @@ value) and of its CTF 1.8-only metadata. See :func:`iter_ctf`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from tc_analyses.errors import TraceError
 from tc_analyses.reader.ctf.classes import TraceClass, Unsupported
@@ -30,19 +30,32 @@ def parse_trace(trace_dir: Path) -> TraceClass:
 
             return parse_json_metadata(json_fragments(meta.path, meta.text.encode("utf-8")))[0]
         return parse_tsdl(meta.text)[0]
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # KeyError: an integer without its size
+    except _METADATA_DAMAGE as exc:  # KeyError: an integer without its size
         raise TraceError(meta.path, f"metadata: {type(exc).__name__ + ': ' if not isinstance(exc, ValueError) else ''}"
                          f"{exc}") from None
+
+
+# what damaged metadata can make the parser or the compiler raise, each a one-line TraceError
+_METADATA_DAMAGE = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, ZeroDivisionError)
+
+
+def _compiled(trace_dir: Path) -> Any:
+    from tc_analyses.reader.ctf.reading import compile_trace
+
+    trace = parse_trace(trace_dir)
+    try:
+        return compile_trace(trace)
+    except _METADATA_DAMAGE as exc:
+        raise TraceError(trace_dir / "metadata", f"metadata: {type(exc).__name__}: {exc}") from None
 
 
 def check_supported(path: str) -> None:
     """Raise :class:`Unsupported` when a trace at or below `path` has metadata this reader does
     not take (parsed and compiled, no stream read); a damaged one is a TraceError."""
-    from tc_analyses.reader.ctf.reading import compile_trace
     from tc_analyses.reader.metadata import find_traces
 
     for trace_dir in find_traces(path):
-        compile_trace(parse_trace(trace_dir))
+        _compiled(trace_dir)
 
 
 def iter_ctf(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]:
@@ -54,6 +67,5 @@ def iter_ctf(path: str, with_fields: bool = True) -> Iterator[Event | Discarded]
 
     streams = []
     for trace_dir in find_traces(path):
-        trace = parse_trace(trace_dir)
-        streams += read_trace_records(trace_dir, trace, with_fields)
+        streams += read_trace_records(trace_dir, _compiled(trace_dir), with_fields)
     return merged(streams)

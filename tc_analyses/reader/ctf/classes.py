@@ -7,6 +7,7 @@ or a sequence finds its tag or length). The decoder (:mod:`.decode`) compiles th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -101,7 +102,7 @@ class Struct:
     fields: tuple[tuple[str, "FieldClass"], ...]
     min_align: int = 1  # align(N) after the body
 
-    @property
+    @cached_property  # computed once: shared classes nest (aliases), recursion would repeat
     def align(self) -> int:
         return max([self.min_align, *(f.align for _, f in self.fields)])
 
@@ -123,7 +124,7 @@ class Array:
     length: int
     min_align: int = 1  # CTF 2's minimum-alignment
 
-    @property
+    @cached_property  # computed once: shared classes nest (aliases), recursion would repeat
     def align(self) -> int:
         return max(self.min_align, self.element.align)
 
@@ -134,7 +135,7 @@ class Sequence:
     length: str | Location  # the integer field holding the length (CTF 1.8: as TSDL names it)
     min_align: int = 1
 
-    @property
+    @cached_property  # computed once: shared classes nest (aliases), recursion would repeat
     def align(self) -> int:
         return max(self.min_align, self.element.align)
 

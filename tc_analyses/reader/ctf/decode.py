@@ -53,8 +53,8 @@ class Cursor:
         parts = path.split(".")
         for prefix in ("trace.packet.header", "stream.packet.context", "stream.event.header", "stream.event.context",
                        "event.context", "event.fields"):
-            if path.startswith(prefix + "."):
-                found: Any = self.roots.get(prefix, {})
+            if path.startswith(prefix + "."):  # the scope being decoded is the outermost structure now
+                found: Any = self.scopes[0] if prefix == self.scope and self.scopes else self.roots.get(prefix, {})
                 parts = path[len(prefix) + 1:].split(".")
                 break
         else:
@@ -106,8 +106,25 @@ _plain = plain_name  # TSDL paths name fields as TSDL does; the classes hold the
 
 def compile_class(cls: FieldClass, enums: dict[str, Enum] | None = None) -> Decoder:
     """The decoder of `cls`. `enums`: the enumeration fields a variant may name as its tag, by name
-    (the caller's enclosing scopes; a structure adds its own)."""
+    (the caller's enclosing scopes; a structure adds its own). A class met again with the same
+    enumerations in reach is compiled once: metadata whose aliases nest shared classes N deep
+    would otherwise cost 2^N."""
     enums = dict(enums or {})
+    key = (id(cls), tuple(sorted((name, id(e)) for name, e in enums.items())))
+    found = _COMPILED.get(key)
+    if found is not None and found[0] is cls:
+        return found[1]
+    decoder = _compile(cls, enums)
+    _COMPILED[key] = (cls, decoder)
+    if len(_COMPILED) > 100_000:  # one trace's classes at a time, not every trace's forever
+        _COMPILED.clear()
+    return decoder
+
+
+_COMPILED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[FieldClass, Decoder]] = {}
+
+
+def _compile(cls: FieldClass, enums: dict[str, Enum]) -> Decoder:
     if isinstance(cls, Int):
         return _integer(cls)
     if isinstance(cls, VarInt):
@@ -238,11 +255,9 @@ def _string(cur: Cursor) -> str:
     cur.align(8)
     start, stop = cur.bit >> 3, cur.end >> 3
     data = cur.data
-    at = data.find(b"\0", start, stop) if isinstance(data, bytes) else bytes(data[start:stop]).find(b"\0")
+    at = data.find(b"\0", start, stop)  # bytes and mmap both search in place
     if at < 0:
         raise Damaged("a string without its terminating NUL in its packet")
-    if not isinstance(data, bytes):
-        at += start
     cur.bit = (at + 1) << 3
     return bytes(data[start:at]).decode("utf-8", "replace")
 
@@ -378,6 +393,38 @@ def _ranged_variant(cls: Variant, enums: dict[str, Enum]) -> Decoder:
     return decode
 
 
+_MOST_EMPTY = 65_536  # elements of an array whose elements may take no bits
+
+
+def min_bits(cls: FieldClass) -> int:
+    """The fewest bits a field of `cls` takes (0: it may take none: an empty structure, an optional)."""
+    found = _MIN_BITS.get(id(cls))
+    if found is None or found[0] is not cls:
+        if len(_MIN_BITS) > 100_000:
+            _MIN_BITS.clear()
+        found = _MIN_BITS[id(cls)] = (cls, _min_bits(cls))
+    return found[1]
+
+
+_MIN_BITS: dict[int, tuple[FieldClass, int]] = {}
+
+
+def _min_bits(cls: FieldClass) -> int:
+    if isinstance(cls, (Int, Float)):
+        return cls.size
+    if isinstance(cls, Enum):
+        return min_bits(cls.container)
+    if isinstance(cls, (VarInt, String)):
+        return 8 if not isinstance(cls, String) or cls.length is None else 0
+    if isinstance(cls, Struct):
+        return sum(min_bits(f) for _, f in cls.fields)
+    if isinstance(cls, Array):
+        return cls.length * min_bits(cls.element) if cls.length else 0
+    if isinstance(cls, Variant):
+        return min((min_bits(f) for _, f in cls.options), default=0)
+    return 0  # Blob, Sequence, Optional: possibly empty
+
+
 def _array(cls: Array | Sequence, enums: dict[str, Enum]) -> Decoder:
     element = cls.element
     text = isinstance(element, Int) and element.text and element.size == 8
@@ -385,15 +432,15 @@ def _array(cls: Array | Sequence, enums: dict[str, Enum]) -> Decoder:
     fixed = cls.length if isinstance(cls, Array) else None
     name = cls.length if isinstance(cls, Sequence) else ""
     align = cls.align
+    most = None if min_bits(element) else _MOST_EMPTY  # elements of no bits: the packet bounds nothing
 
     def decode(cur: Cursor) -> Any:
         cur.align(align)  # even an empty array is aligned (writers align before its length is known)
         count = fixed if fixed is not None else cur.find(name) if isinstance(name, str) else cur.locate(name)
-        if not isinstance(count, int) or count < 0 or count > (cur.end - cur.bit):
+        if not isinstance(count, int) or count < 0 or count > (cur.end - cur.bit if most is None else most):
             raise Damaged(f"length {count!r} of {name if isinstance(name, str) and name else 'an array'} "
                           "does not fit in its packet")
         if text:  # babeltrace2 reads a text array as a string, up to its first NUL
-            cur.align(align)
             if cur.bit & 7:
                 raise Unsupported("a text array that does not start on a byte")
             start = cur.bit >> 3

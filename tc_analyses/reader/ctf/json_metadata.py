@@ -22,11 +22,18 @@ from tc_analyses.reader.ctf.classes import (Array, Blob, Clock, Enum, EventClass
                                             VarInt, Variant)
 
 _CLOCKED_ROLES = {"default-clock-timestamp", "packet-end-default-clock-timestamp"}
+_KINDS = frozenset({  # the field classes of CTF 2.0 (and an early draft's enumeration names)
+    "fixed-length-bit-array", "fixed-length-bit-map", "fixed-length-boolean", "fixed-length-unsigned-integer",
+    "fixed-length-signed-integer", "fixed-length-unsigned-enumeration", "fixed-length-signed-enumeration",
+    "fixed-length-floating-point-number", "variable-length-unsigned-integer", "variable-length-signed-integer",
+    "null-terminated-string", "static-length-string", "dynamic-length-string", "static-length-blob",
+    "dynamic-length-blob", "structure", "static-length-array", "dynamic-length-array", "optional", "variant"})
 
 
 class _Builder:
     def __init__(self) -> None:
         self.aliases: dict[str, Any] = {}
+        self.built: dict[tuple[str, str | None], FieldClass] = {}  # each alias made once (per clock)
         self.clock: str | None = None  # the default clock of the data stream class being read
         self.where = ""  # the fragment being read, for errors
 
@@ -34,14 +41,17 @@ class _Builder:
         if isinstance(spec, str):
             if spec not in self.aliases:
                 raise ValueError(f"{self.where}: unknown field class alias {spec!r}")
-            return self.field_class(self.aliases[spec])
+            key = (spec, self.clock)
+            if key not in self.built:  # an alias used N times is one class, not N copies
+                self.built[key] = self.field_class(self.aliases.pop(spec))
+                self.aliases[spec] = None  # being built: an alias that names itself is refused
+            return self.built[key]
         if not isinstance(spec, dict):
             raise ValueError(f"{self.where}: a field class is an object or an alias name, not {type(spec).__name__}")
         kind = spec.get("type")
-        method = getattr(self, "_" + str(kind).replace("-", "_"), None)
-        if method is None:
+        if kind not in _KINDS:
             raise Unsupported(f"field class {kind!r} (in {self.where})")
-        found: FieldClass = method(spec)
+        found: FieldClass = getattr(self, "_" + str(kind).replace("-", "_"))(spec)
         return found
 
     # ----------------------------------------------------------------- fixed and variable length
@@ -149,6 +159,8 @@ class _Builder:
         options = spec.get("options", [])
         if not isinstance(options, list) or not options:
             raise ValueError(f"{self.where}: a variant without options")
+        if not all(isinstance(o, dict) for o in options):
+            raise ValueError(f"{self.where}: a variant option is not an object")
         named = tuple((str(o.get("name", i)), self.field_class(o.get("field-class"))) for i, o in enumerate(options))
         return Variant(self.location(spec, "selector-field-location"), named,
                        tuple(_ranges(o.get("selector-field-ranges")) for o in options))
@@ -204,9 +216,13 @@ def parse_json_metadata(fragments: list[dict[str, Any]]) -> tuple[TraceClass, di
                 trace.packet_header = _struct(build.field_class(fragment["packet-header-field-class"]), build.where)
         elif kind == "clock-class":
             origin = fragment.get("offset-from-origin") or {}
+            if not isinstance(origin, dict):
+                raise ValueError(f"{build.where}: offset-from-origin is not an object")
             name = str(fragment.get("id", fragment.get("name", "")))
-            trace.clocks[name] = Clock(name, _int(fragment, "frequency"), _int_of(origin.get("seconds", 0)),
-                                       _int_of(origin.get("cycles", 0)))
+            frequency = _int(fragment, "frequency")
+            if frequency == 0:
+                raise ValueError(f"{build.where}: a clock of frequency 0")
+            trace.clocks[name] = Clock(name, frequency, _int_of(origin.get("seconds", 0)), _int_of(origin.get("cycles", 0)))
         elif kind == "data-stream-class":
             sid = _int(fragment, "id", 0)
             build.clock = _default_clock(fragment)

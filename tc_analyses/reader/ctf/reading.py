@@ -118,10 +118,10 @@ class _StreamReader:
             end = roles.get("packet-end-default-clock-timestamp")
             if "discarded-event-record-counter-snapshot" in roles:
                 count = int(roles["discarded-event-record-counter-snapshot"])
-                if count > discarded:
-                    yield (clock.ns_from_origin(cur.cycles), Discarded(
-                        self.name, count - discarded, previous_end,
-                        clock.ns_from_origin(int(end)) if end is not None else None))
+                if count > discarded:  # placed (and merged) at the lost range's start, as babeltrace2 does
+                    begin = previous_end if previous_end is not None else clock.ns_from_origin(cur.cycles)
+                    yield (begin, Discarded(self.name, count - discarded, begin,
+                                            clock.ns_from_origin(int(end)) if end is not None else None))
                 discarded = count
             cpu = context.get("cpu_id")
             while cur.bit < cur.end:
@@ -185,9 +185,9 @@ def compile_trace(trace: TraceClass) -> _Compiled:
     return _Compiled(trace)
 
 
-def read_trace_records(trace_dir: Path, trace: TraceClass, with_fields: bool) -> list[Iterator[tuple[int, Event | Discarded]]]:
+def read_trace_records(trace_dir: Path, compiled: _Compiled, with_fields: bool
+                       ) -> list[Iterator[tuple[int, Event | Discarded]]]:
     """One time-ordered record stream per stream file of `trace_dir` (files by name)."""
-    compiled = _Compiled(trace)
     files = sorted(p for p in trace_dir.iterdir() if p.is_file() and p.name != "metadata" and not p.name.startswith("."))
     return [_StreamReader(p, compiled, with_fields).records() for p in files]
 

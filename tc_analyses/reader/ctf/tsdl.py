@@ -150,8 +150,10 @@ class Parser:
             self.env.update(values)
         elif kind == "clock":
             name = str(values.get("name", ""))
-            self.trace.clocks[name] = Clock(name, int(values.get("freq", 1_000_000_000)), int(values.get("offset_s", 0)),
-                                            int(values.get("offset", 0)))
+            freq = int(values.get("freq", 1_000_000_000))
+            if freq <= 0:
+                raise ValueError(f"clock {name}: frequency {freq}")
+            self.trace.clocks[name] = Clock(name, freq, int(values.get("offset_s", 0)), int(values.get("offset", 0)))
         elif kind == "stream":
             stream = self.trace.streams.setdefault(int(values.get("id", 0)), StreamClass(int(values.get("id", 0))))
             stream.packet_context = self.as_struct(values.get("packet.context"))
