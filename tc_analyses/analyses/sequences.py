@@ -141,7 +141,8 @@ def run(inputs: Inputs, options: Options) -> Result:
     if not patterns:
         what = f"ops named like {operator!r}" if operator else "ops"
         raise AnalysisUnavailable(f"{inputs.path}: no {what} launched {min_length} or more GPU operations in "
-                                  f"{inputs.scope.window} (try --operator, --min-length)")
+                                  f"{inputs.scope.window} (dfcompass sequences --operator NAME --min-length N "
+                                  "looks at other roots)")
     findings = tuple(_findings(patterns, framework_of(inputs.trace)))
     data = Sequences(str(inputs.path), inputs.scope.text(), operator, min_length, roots,
                      tuple(patterns[:int(options["top"])]), findings)

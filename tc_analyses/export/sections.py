@@ -63,9 +63,28 @@ def sections_text(sections: list[SeedSection]) -> str:
 
 
 def sections_headlines(sections: list[SeedSection]) -> str:
-    """One line per section: its first finding, or why it is not available."""
+    """One line per section that applies (its first finding), then one line naming those that do not
+    and why, in short (``--section KEY`` gives a section in full)."""
     if not sections:
         return ""
     lines = ["", "analyses (first finding of each; --details prints them in full, --section KEY one of them):"]
-    lines += [f"  {s.title}: {s.headline()}" for s in sections]
+    lines += [f"  {s.title}: {s.headline()}" for s in sections if s.available]
+    missing: dict[str, list[str]] = {}
+    for s in sections:
+        if not s.available:
+            missing.setdefault(_short_reason(s.headline()), []).append(s.key)
+    if missing:
+        lines.append("  not available on this trace: " + "; ".join(f"{', '.join(keys)} ({reason})"
+                                                                   for reason, keys in missing.items()))
     return "\n".join(lines) + "\n"
+
+
+def _short_reason(headline: str) -> str:
+    """'not available: TRACE: no GPU operations (...): ...' as 'no GPU operations'."""
+    text = headline.removeprefix("not available: ")
+    head, sep, rest = text.partition(": ")
+    if sep and ("/" in head or head.endswith((".json", ".gz"))):  # the trace's path, said once above
+        text = rest
+    for cut in (": ", " (", "; "):
+        text = text.split(cut, 1)[0]
+    return text.removesuffix(" in whole trace").strip()

@@ -140,9 +140,15 @@ def _same_json_alone_and_in_analyze(cli: Any, trace: Path, keys: list[str]) -> N
 
 
 def test_analyze_text_is_a_summary_then_one_line_per_section(cli: Any) -> None:
+    """A line per section that applies; those that do not, one line together, each with why."""
     short = cli("analyze", ALL_CLASSES).stdout
+    document = json.loads(cli("analyze", ALL_CLASSES, "--format", "json").stdout)["sections"]
     titles = [entry(key).title for key in KEYS]
-    assert "== " not in short and all(f"  {title}: " in short for title in titles)
+    applies = [entry(key).title for key in KEYS if document[key]["available"]]
+    assert applies and "== " not in short and all(f"  {title}: " in short for title in applies)
+    missing = [key for key in KEYS if not document[key]["available"]]
+    [line] = [line for line in short.splitlines() if line.startswith("  not available on this trace: ")] or [""]
+    assert all(f"{key} (" in line or f"{key}, " in line for key in missing) if missing else not line
     full = cli("analyze", ALL_CLASSES, "--details").stdout
     assert all(f"== {title} ==" in full for title in titles) and len(full.splitlines()) > len(short.splitlines())
     assert short.splitlines()[0] == full.splitlines()[0]  # the same summary first
