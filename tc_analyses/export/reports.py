@@ -95,7 +95,7 @@ def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
         lines += [f"processes:  {len(info.processes)}"] + [f"  {p}" for p in info.processes]
     if info.steps:
         numbers = ", ".join(map(str, info.steps[:20])) + (f" ... ({len(info.steps)} in all)" if len(info.steps) > 20 else "")
-        lines.append(f"steps:      {numbers} (--window picks some; the last is left out by default)")
+        lines.append(f"steps:      {numbers} (dfcompass analyze --window picks some; the last is left out by default)")
     lines += [
         "",
         "events per class:",
