@@ -235,6 +235,12 @@ def record_tf_workload(trace: Path, args: list[str]) -> int:
                             "the TensorFlow demo workload needs tensorflow: pip install -e '.[tf]'")
 
 
+# TensorFlow's C++ log (oneDNN and absl notices at import), PyTorch's C++ warnings (the profiler's
+# CPUAllocator notice): what the embedded workloads print that is no finding of dfcompass. A user's
+# own setting of either variable wins.
+QUIET_FRAMEWORKS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+
+
 def _record_workload(package: str, module: str, trace: Path, args: list[str], missing: str) -> int:
     import importlib.util
 
@@ -243,5 +249,7 @@ def _record_workload(package: str, module: str, trace: Path, args: list[str], mi
     env = dict(os.environ)
     env.pop(JOB_ENV, None)  # the workload records itself: no autostarted session beside it
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    for key, value in QUIET_FRAMEWORKS.items():  # the frameworks' start-up notices are not the demo's
+        env.setdefault(key, value)
     command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
     return subprocess.run(command, env=env).returncode
