@@ -4,6 +4,7 @@ the job folder; and the embedded workloads, which record themselves (``demo``)."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -239,6 +240,10 @@ def record_tf_workload(trace: Path, args: list[str]) -> int:
 # CPUAllocator notice): what the embedded workloads print that is no finding of dfcompass. A user's
 # own setting of either variable wins.
 QUIET_FRAMEWORKS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+# What TensorFlow 2.21 prints at import whatever its log level (absl's pre-init notice, oneDNN's and
+# the CPU features'): dropped from the workload's stderr, every other line passed on as it comes.
+FRAMEWORK_NOTICE = re.compile(r"WARNING: All log messages before absl::InitializeLog|I0000 [\d:.]+ +\d+ "
+                              r"(?:port|cpu_feature_guard)\.cc|To enable the following instructions: ")
 
 
 def _record_workload(package: str, module: str, trace: Path, args: list[str], missing: str) -> int:
@@ -252,4 +257,9 @@ def _record_workload(package: str, module: str, trace: Path, args: list[str], mi
     for key, value in QUIET_FRAMEWORKS.items():  # the frameworks' start-up notices are not the demo's
         env.setdefault(key, value)
     command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
-    return subprocess.run(command, env=env).returncode
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace") as child:
+        assert child.stderr is not None
+        for line in child.stderr:
+            if not FRAMEWORK_NOTICE.match(line):
+                sys.stderr.write(line)
+        return child.wait()
