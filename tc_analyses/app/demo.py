@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from tc_analyses.app.place import place, verify_plan
 from tc_analyses.app.record import record_tf_workload, record_torch_workload, run_recorded
-from tc_analyses.app.report import report_section, trajectory_section
+from tc_analyses.app.report import leads, report_section, trajectory_section
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.inputs import JobInputs, Progress, TraceInputs, no_progress
 
@@ -78,7 +78,8 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     verified = demo_verified_plan(output / "verified", echo, progress) if workload != "tf" else ""
     if verified:
         sections.append(Section("A plan verified on this machine", [Block("dfcompass verify", verified)]))
-    (output / "report.html").write_text(render("dfcompass demo report", sections), encoding="utf-8")
+    (output / "report.html").write_text(render("dfcompass demo report", sections, leads([("", "", seeds)])),
+                                        encoding="utf-8")
     echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}\n")
     echo(f"\ndemo output: {output.resolve()}\n")
 

@@ -15,24 +15,34 @@ from tc_analyses.inputs import Progress, TraceInputs, no_progress
 from tc_analyses.registry import TRACE_KEYS
 
 if TYPE_CHECKING:
-    from tc_analyses.export.html_report import Section
+    from tc_analyses.export.html_report import Lead, Section
     from tc_analyses.export.sections import SeedSection
 
 
+MODELLED = frozenset({"roofline", "parallelism"})  # their figures come from a cost model, not the run's times
+
+
 def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_device: str = "cpu",
-                   progress: Progress = no_progress) -> tuple[Section, list[SeedSection]]:
-    """The report section of one trace (info, analyze summary, the seed analyses with their plots,
-    placement) and the seed sections themselves."""
+                   progress: Progress = no_progress, anchor: str = "") -> tuple[Section, list[SeedSection]]:
+    """The report section of one trace (info, analyze summary, the seed analyses that apply with
+    their plots, one block for those that do not, placement) and the seed sections themselves.
+    `anchor` prefixes the blocks' ids (one per trace of a page)."""
     from tc_analyses.export import reports
     from tc_analyses.export.html_report import Block, Section, inline_svg
+    from tc_analyses.export.sections import sections_headlines
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
     with progress(f"seed analyses of {inputs.path.name}", len(TRACE_KEYS)) as advance:
         seeds = seed_sections(inputs, work, TRACE_KEYS, advance, peaks_options(peaks_device))
-    for seed in seeds:
+    for seed in (s for s in seeds if s.available):
         svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
-        section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else ""))
+        section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else "",
+                                    f"{anchor}{seed.key}"))
+    missing = [s for s in seeds if not s.available]
+    if missing:
+        line = sections_headlines(missing).splitlines()[-1].strip().removeprefix("not available on this trace: ")
+        section.blocks.append(Block("Not available for this trace", line + "\n", anchor=f"{anchor}missing"))
     if devices:
         _, text = place(inputs.path, devices, work / "placement", inputs)
         section.blocks.append(Block(f"Placement on {devices}", text))
@@ -66,6 +76,18 @@ def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis:
     return section
 
 
+def leads(seeds: Sequence[tuple[str, str, Sequence[SeedSection]]], most: int = 15) -> list[Lead]:
+    """The findings of every analysis of every trace ((label, anchor prefix, sections) each), the
+    most time at stake first, then those that tell no time in the analyses' order."""
+    from tc_analyses.export.html_report import Lead
+
+    found = [Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured",
+                  f"{anchor}{s.key}")
+             for label, anchor, sections in seeds for s in sections if s.result is not None for f in s.result.findings]
+    ranked = sorted(found, key=lambda lead: -lead.impact_ns)  # stable: equal stakes keep their order
+    return ranked[:most]
+
+
 def report(traces: Sequence[Path], output: Path, devices: str | None, labels: str | None, axis: str,
            peaks_device: str, progress: Progress = no_progress, title: str = "dfcompass report") -> None:
     """One static HTML page with a section per trace, led by their trajectories when there are several."""
@@ -75,14 +97,16 @@ def report(traces: Sequence[Path], output: Path, devices: str | None, labels: st
     names = default_labels([str(t) for t in traces], labels)
     runs = [TraceInputs(trace, progress) for trace in traces]
     with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
-        sections = []
+        sections, seeds = [], []
         for n, inputs in enumerate(runs):
             folder = Path(tmp) / str(n)
             folder.mkdir(parents=True)
-            sections.append(report_section(inputs, folder, devices, peaks_device, progress)[0])
+            section, found = report_section(inputs, folder, devices, peaks_device, progress, f"t{n}-")
+            sections.append(section)
+            seeds.append((names[n] if len(runs) > 1 else "", f"t{n}-", found))
         if len(runs) >= 2:
             folder = Path(tmp) / "trajectory"
             folder.mkdir()
             sections.insert(0, trajectory_section(runs, names, axis, peaks_device, folder))
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(title, sections), encoding="utf-8")
+        output.write_text(render(title, sections, leads(seeds)), encoding="utf-8")

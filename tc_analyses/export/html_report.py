@@ -1,7 +1,10 @@
 """One static HTML page with a trace's reports and plots, readable with no server.
 
-Text reports are embedded as preformatted blocks and plots as inline SVG, so the page is a
-single file with no external resources; every text is escaped (jinja2 autoescape).
+It opens on the findings of every analysis, ranked by the time at stake, each saying how sure it
+is and linking to its section; the sections follow, and what does not apply to a trace is one
+block at the end of its section. Text reports are embedded as preformatted blocks (wrapped, never
+clipped) and plots as inline SVG, so the page is a single file with no external resources; every
+text is escaped (jinja2 autoescape).
 """
 
 from __future__ import annotations
@@ -17,16 +20,26 @@ _PAGE = """<!DOCTYPE html>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
-pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: .85em; line-height: 1.3; }
+pre { background: #f6f6f6; padding: .8em; white-space: pre-wrap; overflow-wrap: anywhere; font-size: .85em;
+      line-height: 1.3; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 nav a { margin-right: 1em; }
+#findings li { margin: .4em 0; } .stake { font-weight: bold; } .sure { color: #666; font-size: .9em; }
 </style></head><body>
 <h1>{{ title }}</h1>
+{% if leads %}
+<section id="findings"><h2>Findings, by the time at stake</h2><ol>
+{% for f in leads %}
+<li><span class="stake">{{ f.stake }}</span> <span class="sure">({{ f.how_sure }})</span>
+<a href="#{{ f.anchor }}">{{ f.analysis }}</a>{% if f.where %} of {{ f.where }}{% endif %}: {{ f.text }}</li>
+{% endfor %}
+</ol></section>
+{% endif %}
 <nav>{% for t in titles %}<a href="#s{{ loop.index }}">{{ t }}</a>{% endfor %}</nav>
 {% for s in sections %}
 <h2 id="s{{ loop.index }}">{{ s.title }}</h2>
 {% for block in s.blocks %}
-<h3>{{ block.heading }}</h3>
+<h3{% if block.anchor %} id="{{ block.anchor }}"{% endif %}>{{ block.heading }}</h3>
 {% if block.svg %}<figure>{{ block.svg | safe }}</figure>{% endif %}
 {% if block.text %}<pre>{{ block.text }}</pre>{% endif %}
 {% endfor %}
@@ -41,6 +54,23 @@ class Block:
     heading: str
     text: str = ""
     svg: str = ""  # an inline SVG document made by dfcompass itself (trusted markup)
+    anchor: str = ""  # its id on the page, where a finding links to
+
+
+@dataclass(frozen=True)
+class Lead:
+    """A finding on the page's first screen."""
+
+    text: str
+    analysis: str  # the analysis's title
+    where: str  # the trace it is about ("" with one trace)
+    impact_ns: int  # the time at stake (0: not told)
+    how_sure: str  # "measured" or "modelled"
+    anchor: str  # its section's block
+
+    @property
+    def stake(self) -> str:
+        return f"{self.impact_ns / 1e6:,.3f} ms at stake" if self.impact_ns else "no time told"
 
 
 @dataclass
@@ -54,15 +84,16 @@ def _page() -> jinja2.Template:
     return env.from_string(_PAGE)
 
 
-def render(title: str, sections: list[Section]) -> str:
-    return _page().render(title=title, titles=[s.title for s in sections], sections=sections)
+def render(title: str, sections: list[Section], leads: Sequence[Lead] = ()) -> str:
+    """The page: `leads` (ranked by the caller) first, then the sections."""
+    return _page().render(title=title, titles=[s.title for s in sections], sections=sections, leads=list(leads))
 
 
 def write_page(path: Path, title: str, titles: Sequence[str], sections: Iterable[Section]) -> None:
     """Write the page section by section as `sections` yields them (`titles` first, for the
     contents): a job's report never holds more than one section's plots in memory."""
     with open(path, "w", encoding="utf-8") as out:
-        for chunk in _page().generate(title=title, titles=list(titles), sections=sections):
+        for chunk in _page().generate(title=title, titles=list(titles), sections=sections, leads=[]):
             out.write(chunk)
 
 

@@ -160,12 +160,26 @@ def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
     page = out.read_text()
     doc = html.fromstring(page)
     headings = [h.text_content() for h in doc.iter("h3")]
-    sections = [entry(key).title for key in TRACE_KEYS]
-    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)"] + sections
     # every analysis feeds on this trace and has its plot inline, but eager-overhead: it reads what
-    # only the TensorFlow source records
-    assert len(doc.findall(".//svg")) == len(sections) - 1
+    # only the TensorFlow source records, and is named with why in the one block at the end
+    sections = [entry(key).title for key in TRACE_KEYS if key != "eager-overhead"]
+    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)"] + sections + ["Not available for this trace"]
+    assert "eager-overhead (" in doc.get_element_by_id("t0-missing").getnext().text_content()
+    assert len(doc.findall(".//svg")) == len(sections)
     assert "src=" not in page and "href=\"http" not in page  # no external resources
+    # the first screen: the findings of every analysis, the most time at stake first, each linking
+    # to its analysis's block on the page
+    first = doc.get_element_by_id("findings")
+    assert first is doc.find(".//section") and first.getprevious().tag == "h1"
+    items = first.findall(".//li")
+    assert 3 <= len(items) <= 15
+    stakes = [float(li.find("span").text.split()[0].replace(",", "")) if "at stake" in li.find("span").text else 0.0
+              for li in items]
+    assert stakes == sorted(stakes, reverse=True) and stakes[0] > 0
+    for li in items:
+        target = li.find("a").get("href").removeprefix("#")
+        assert doc.get_element_by_id(target).tag == "h3"
+        assert li.find("span[@class='sure']").text in ("(measured)", "(modelled)")
 
 
 def test_html_report_escapes_every_text() -> None:
