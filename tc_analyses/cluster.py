@@ -203,7 +203,8 @@ class JobAnalysis:
         lines.append(f"  {'process':<{width}} {'events':>12} {'span':>12} {'lost':>6}  busiest device")
         for label, a in zip(self.labels, self.answers):
             if a.document is None:
-                lines.append(f"  {label:<{width}} failed: {a.error}")
+                said = "no op recorded (a launcher or a helper process)" if _ran_no_op(a.error) else f"failed: {a.error}"
+                lines.append(f"  {label:<{width}} {said}")
                 continue
             d = a.document
             busy = max((b for b in d.get("busy", []) if not b.get("queue")), key=lambda b: b["percent"], default=None)
@@ -273,6 +274,11 @@ def job_map(scheduler: str | None, workers: int | None, in_process: bool
         yield on_dask
 
 
+def _ran_no_op(error: str) -> bool:
+    """Whether a process's error is that it ran no op (a torchrun launcher, a helper): no failure."""
+    return ": no op was recorded (" in error
+
+
 def _processes(job: Path) -> list[Any]:
     from tc_analyses.reader.job import job_traces
 
@@ -298,7 +304,7 @@ def analyze_job(job: Path, *, scheduler: str | None = None, workers: int | None 
     failed = [a for a in answers if a.document is None]
     if len(failed) == len(answers):
         raise DfcompassError(f"{job}: no trace of the job could be analysed; the first: {failed[0].error}")
-    analysis.notes += [f"{a.path}: not analysed: {a.error}" for a in failed]
+    analysis.notes += [f"{a.path}: not analysed: {a.error}" for a in failed if not _ran_no_op(a.error)]
     return analysis
 
 
