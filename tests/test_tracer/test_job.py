@@ -150,6 +150,12 @@ def test_demo_offers_the_ddp_job(tmp_path: Path, cli: Any) -> None:
     stragglers = [f["text"] for f in document["findings"] if f["kind"] == "straggler"]
     assert len(stragglers) == 1 and stragglers[0].startswith("rank 1 arrived last"), document["findings"]
     assert (tmp_path / "demo" / "ranks.png").is_file()
+    # the story the demo tells ("rank 1 slowed by 20 ms per step") and its numbers agree: rank 1 is
+    # the last at the gradient all-reduces, late by about the 20 ms it sleeps (a busy machine adds)
+    late = sorted(c["late_by_ns"] for c in document["result"]["collectives"]
+                  if c["kind"] == "all_reduce" and c["last_rank"] == 1)
+    assert late and "rank 1 slowed by 20 ms per step" in result.stdout
+    assert 10e6 <= late[len(late) // 2] <= 60e6, late
 
 
 COMPILE_POOL = """
