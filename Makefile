@@ -24,16 +24,18 @@ help:
 setup: apt $(STAMP)
 
 # System packages: babeltrace2 (CLI), python3-bt2 (bindings), python3-venv; g++ and ninja-build
-# compile the recorder's C++ part (tracer/native).
+# compile the recorder's C++ part (tracer/native); chromium opens the HTML report headless in a
+# test (and makes the screenshot in docs/).
 apt:
 	@if command -v babeltrace2 >/dev/null && /usr/bin/python3 -c 'import bt2' 2>/dev/null \
 	    && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null && command -v g++ >/dev/null \
-	    && command -v ninja >/dev/null; then \
-	  echo "setup: babeltrace2, python3-bt2, g++ and ninja already installed"; \
+	    && command -v ninja >/dev/null && command -v chromium >/dev/null; then \
+	  echo "setup: babeltrace2, python3-bt2, g++, ninja and chromium already installed"; \
 	else \
-	  echo "setup: installing babeltrace2 python3-bt2 python3-venv g++ ninja-build with apt"; \
+	  echo "setup: installing babeltrace2 python3-bt2 python3-venv g++ ninja-build chromium with apt"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq babeltrace2 python3-bt2 python3-venv g++ ninja-build; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq babeltrace2 python3-bt2 python3-venv g++ ninja-build && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; \
 	fi
 
 $(VPY):

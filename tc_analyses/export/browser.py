@@ -1,0 +1,21 @@
+"""Headless Chromium (Debian's `chromium`, which `make setup` installs) on a page of ours: the
+HTML report's test opens it there, and scripts/report_screenshot.py makes docs/' screenshot."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars")
+
+
+def headless(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Chromium, headless, on `page`, its console on stderr (where a page's JavaScript errors show)."""
+    return subprocess.run([*CHROMIUM, "--enable-logging=stderr", "--v=0", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+
+
+def script_errors(stderr: str) -> list[str]:
+    """The page's JavaScript errors, as Chromium's console logs them on stderr."""
+    return [line for line in stderr.splitlines() if "CONSOLE" in line and re.search(r"Uncaught|Error", line)]
