@@ -23,10 +23,12 @@ MODELLED = frozenset({"roofline", "parallelism"})  # their figures come from a c
 
 
 def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_device: str = "cpu",
-                   progress: Progress = no_progress, anchor: str = "") -> tuple[Section, list[SeedSection]]:
+                   progress: Progress = no_progress, anchor: str = "", interactive: bool = False
+                   ) -> tuple[Section, list[SeedSection]]:
     """The report section of one trace (info, analyze summary, the seed analyses that apply with
     their plots, one block for those that do not, placement) and the seed sections themselves.
-    `anchor` prefixes the blocks' ids (one per trace of a page)."""
+    `anchor` prefixes the blocks' ids (one per trace of a page). `interactive` adds the zoomable
+    roofline (the page then carries plotly.js once); a job's sections, streamed, leave it out."""
     from tc_analyses.export import reports
     from tc_analyses.export.html_report import Block, Section, inline_svg
     from tc_analyses.export.sections import sections_headlines
@@ -37,8 +39,13 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
         seeds = seed_sections(inputs, work, TRACE_KEYS, advance, peaks_options(peaks_device))
     for seed in (s for s in seeds if s.available):
         svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
+        figure = ""
+        if interactive and seed.key == "roofline" and seed.result is not None:
+            from tc_analyses.export.interactive import roofline_figure
+
+            figure = roofline_figure(seed.result.data)
         section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else "",
-                                    f"{anchor}{seed.key}"))
+                                    f"{anchor}{seed.key}", figure))
     missing = [s for s in seeds if not s.available]
     if missing:
         line = sections_headlines(missing).splitlines()[-1].strip().removeprefix("not available on this trace: ")
@@ -101,7 +108,7 @@ def report(traces: Sequence[Path], output: Path, devices: str | None, labels: st
         for n, inputs in enumerate(runs):
             folder = Path(tmp) / str(n)
             folder.mkdir(parents=True)
-            section, found = report_section(inputs, folder, devices, peaks_device, progress, f"t{n}-")
+            section, found = report_section(inputs, folder, devices, peaks_device, progress, f"t{n}-", True)
             sections.append(section)
             seeds.append((names[n] if len(runs) > 1 else "", f"t{n}-", found))
         if len(runs) >= 2:

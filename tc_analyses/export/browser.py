@@ -7,7 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars")
+# --virtual-time-budget: the page's scripts (the interactive plots) run before the DOM or the picture is taken
+CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000")
 
 
 def headless(page: Path, *args: str) -> subprocess.CompletedProcess[str]:

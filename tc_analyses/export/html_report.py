@@ -25,7 +25,7 @@ pre { background: #f6f6f6; padding: .8em; white-space: pre-wrap; overflow-wrap: 
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 nav a { margin-right: 1em; }
 #findings li { margin: .4em 0; } .stake { font-weight: bold; } .sure { color: #666; font-size: .9em; }
-</style></head><body>
+</style>{% if library %}<script>{{ library | safe }}</script>{% endif %}</head><body>
 <h1>{{ title }}</h1>
 {% if leads %}
 <section id="findings"><h2>Findings, by the time at stake</h2><ol>
@@ -40,6 +40,7 @@ nav a { margin-right: 1em; }
 <h2 id="s{{ loop.index }}">{{ s.title }}</h2>
 {% for block in s.blocks %}
 <h3{% if block.anchor %} id="{{ block.anchor }}"{% endif %}>{{ block.heading }}</h3>
+{% if block.interactive %}<figure class="interactive">{{ block.interactive | safe }}</figure>{% endif %}
 {% if block.svg %}<figure>{{ block.svg | safe }}</figure>{% endif %}
 {% if block.text %}<pre>{{ block.text }}</pre>{% endif %}
 {% endfor %}
@@ -55,6 +56,7 @@ class Block:
     text: str = ""
     svg: str = ""  # an inline SVG document made by dfcompass itself (trusted markup)
     anchor: str = ""  # its id on the page, where a finding links to
+    interactive: str = ""  # an interactive figure's HTML made by dfcompass (trusted markup)
 
 
 @dataclass(frozen=True)
@@ -85,15 +87,22 @@ def _page() -> jinja2.Template:
 
 
 def render(title: str, sections: list[Section], leads: Sequence[Lead] = ()) -> str:
-    """The page: `leads` (ranked by the caller) first, then the sections."""
-    return _page().render(title=title, titles=[s.title for s in sections], sections=sections, leads=list(leads))
+    """The page: `leads` (ranked by the caller) first, then the sections; plotly.js in its head
+    when a block holds an interactive figure."""
+    library = ""
+    if any(block.interactive for section in sections for block in section.blocks):
+        from tc_analyses.export.interactive import library as plotly_library
+
+        library = plotly_library()
+    return _page().render(title=title, titles=[s.title for s in sections], sections=sections, leads=list(leads),
+                          library=library)
 
 
 def write_page(path: Path, title: str, titles: Sequence[str], sections: Iterable[Section]) -> None:
     """Write the page section by section as `sections` yields them (`titles` first, for the
     contents): a job's report never holds more than one section's plots in memory."""
     with open(path, "w", encoding="utf-8") as out:
-        for chunk in _page().generate(title=title, titles=list(titles), sections=sections, leads=[]):
+        for chunk in _page().generate(title=title, titles=list(titles), sections=sections, leads=[], library=""):
             out.write(chunk)
 
 

@@ -36,6 +36,9 @@ def test_the_report_opens_on_its_ranked_findings(tmp_path: Path, cli: Any) -> No
     items = body[1].findall(".//li")
     stakes = [float(li.find("span").text.split()[0].replace(",", "")) for li in items if "at stake" in li.text_content()]
     assert len(stakes) >= 5 and stakes == sorted(stakes, reverse=True)
+    # the interactive roofline was drawn by its script: Plotly's SVG layers are in the DOM
+    charts = doc.find_class("plotly-graph-div")
+    assert len(charts) == 1 and charts[0].find_class("main-svg") and charts[0].find_class("scatterlayer")
     shot = tmp_path / "first-screen.png"
     headless(page, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
