@@ -275,8 +275,9 @@ def job_map(scheduler: str | None, workers: int | None, in_process: bool
 
 
 def _ran_no_op(error: str) -> bool:
-    """Whether a process's error is that it ran no op (a torchrun launcher, a helper): no failure."""
-    return ": no op was recorded (" in error
+    """Whether a process's error is that it ran no op and holds nothing else (a torchrun launcher, a
+    helper): no failure. One with GPU calls or memory events but no op is a rank that broke."""
+    return ": no op was recorded (" in error and "a launcher such as torchrun" in error
 
 
 def _processes(job: Path) -> list[Any]:
@@ -329,7 +330,8 @@ def report_trace(task: ReportTask) -> Any:
     try:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
-            section, _ = report_section(inputs, Path(work), task.devices, task.peaks_device)
+            section, _ = report_section(inputs, Path(work), task.devices, task.peaks_device,
+                                        anchor=re.sub(r"[^A-Za-z0-9]+", "-", task.label).strip("-") + "-")
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
         section = Section(task.path, [Block("Not analysed", failure(exc) + "\n")])
     section.title = _report_title(task)

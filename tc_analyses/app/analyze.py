@@ -30,7 +30,8 @@ class Analysis:
         from tc_analyses.export.sections import sections_headlines, sections_text
 
         summary = reports.summary_text(self.summary)
-        return summary + (sections_text(self.sections) if details else sections_headlines(self.sections))
+        path = str(getattr(self.summary, "trace", "") or "")
+        return summary + (sections_text(self.sections) if details else sections_headlines(self.sections, path))
 
     def json(self) -> str:
         import json

@@ -16,14 +16,13 @@ def import_kineto(file: Path, output: Path, overwrite: bool, progress: Progress 
     """Convert a Kineto (PyTorch profiler) trace into a dfcompass trace; its ImportSummary. The
     importer's errors become dfcompass's (a bad FILE: exit 1; an existing OUTPUT: exit 2)."""
     from tc_analyses.errors import TraceError
-    from tc_analyses.reader.metadata import find_traces
     from tracer.ctf import TraceExistsError
     from tracer.importers import KinetoImportError
     from tracer.importers import import_kineto as convert
 
     if file.is_dir():  # the user's words for what it is, not the OS's "Is a directory"
-        said = ("is a CTF trace: give it to analyze (or any analysis), not import-kineto" if find_traces(file)
-                else "is a folder; import-kineto takes Kineto files (.json or .json.gz)")
+        said = ("is a CTF trace: give it to analyze (or any analysis), not import-kineto"
+                if (file / "metadata").is_file() else "is a folder; import-kineto takes Kineto files (.json or .json.gz)")
         raise TraceError(file, said)
 
     try:

@@ -186,11 +186,20 @@ def run_recorded(output: Path, command: list[str], overwrite: bool, torch: bool 
 
 
 def _script_of(command: list[str]) -> str | None:
-    """The script a Python command line runs (`prog.py`, `python prog.py`), or None (`-m`, `-c`...)."""
+    """The script a Python command line runs (`prog.py`, `python3 -u prog.py`), or None (`-m`, `-c`,
+    `-`, or a command that is no Python interpreter, such as `python3-coverage`)."""
     if command[0].endswith(".py"):
         return command[0]
-    if Path(command[0]).name.startswith("python") and len(command) > 1 and not command[1].startswith("-"):
-        return command[1]
+    if not re.fullmatch(r"python[\d.]*", Path(command[0]).name):
+        return None
+    rest = iter(command[1:])
+    for word in rest:
+        if word in ("-m", "-c", "-") or word.startswith(("-m", "-c")) and len(word) > 2:
+            return None  # a module, a string of code, standard input: no file to look for
+        if word in ("-X", "-W"):
+            next(rest, None)  # its argument
+        elif not word.startswith("-"):
+            return word
     return None
 
 
@@ -257,9 +266,15 @@ def _record_workload(package: str, module: str, trace: Path, args: list[str], mi
     for key, value in QUIET_FRAMEWORKS.items():  # the frameworks' start-up notices are not the demo's
         env.setdefault(key, value)
     command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace") as child:
-        assert child.stderr is not None
-        for line in child.stderr:
-            if not FRAMEWORK_NOTICE.match(line):
-                sys.stderr.write(line)
-        return child.wait()
+    # Ctrl-C reaches the workload (same process group), which ends and says so; meanwhile this
+    # process keeps reading its stderr to the end instead of leaving it running alone.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace") as child:
+            assert child.stderr is not None
+            for line in child.stderr:
+                if not FRAMEWORK_NOTICE.match(line):
+                    sys.stderr.write(line)
+            return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -48,7 +48,8 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
                                     f"{anchor}{seed.key}", figure))
     missing = [s for s in seeds if not s.available]
     if missing:
-        line = sections_headlines(missing).splitlines()[-1].strip().removeprefix("not available on this trace: ")
+        line = sections_headlines(missing, str(inputs.path)).splitlines()[-1].strip()
+        line = line.removeprefix("not available on this trace: ")
         section.blocks.append(Block("Not available for this trace", line + "\n", anchor=f"{anchor}missing"))
     if devices:
         _, text = place(inputs.path, devices, work / "placement", inputs)

@@ -72,7 +72,10 @@ class Lead:
 
     @property
     def stake(self) -> str:
-        return f"{self.impact_ns / 1e6:,.3f} ms at stake" if self.impact_ns else "no time told"
+        if not self.impact_ns:
+            return "no time told"
+        ms = self.impact_ns / 1e6
+        return f"{ms:,.3f} ms at stake" if ms >= 0.001 else f"{ms:.2g} ms at stake"  # under a µs: not 0.000
 
 
 @dataclass

@@ -62,9 +62,10 @@ def sections_text(sections: list[SeedSection]) -> str:
     return "".join(f"\n== {s.title} ==\n{s.text}" for s in sections)
 
 
-def sections_headlines(sections: list[SeedSection]) -> str:
+def sections_headlines(sections: list[SeedSection], path: str = "") -> str:
     """One line per section that applies (its first finding), then one line naming those that do not
-    and why, in short (``--section KEY`` gives a section in full)."""
+    and why, in short (``--section KEY`` gives a section in full). `path`: the trace's, which the
+    reasons start with (said once, above)."""
     if not sections:
         return ""
     lines = ["", "analyses (first finding of each; --details prints them in full, --section KEY one of them):"]
@@ -72,19 +73,17 @@ def sections_headlines(sections: list[SeedSection]) -> str:
     missing: dict[str, list[str]] = {}
     for s in sections:
         if not s.available:
-            missing.setdefault(_short_reason(s.headline()), []).append(s.key)
+            missing.setdefault(_short_reason(s.headline(), path), []).append(s.key)
     if missing:
         lines.append("  not available on this trace: " + "; ".join(f"{', '.join(keys)} ({reason})"
                                                                    for reason, keys in missing.items()))
     return "\n".join(lines) + "\n"
 
 
-def _short_reason(headline: str) -> str:
+def _short_reason(headline: str, path: str) -> str:
     """'not available: TRACE: no GPU operations (...): ...' as 'no GPU operations'."""
     text = headline.removeprefix("not available: ")
-    head, sep, rest = text.partition(": ")
-    if sep and ("/" in head or head.endswith((".json", ".gz"))):  # the trace's path, said once above
-        text = rest
+    text = text.removeprefix(f"{path}: ") if path else text
     for cut in (": ", " (", "; "):
         text = text.split(cut, 1)[0]
     return text.removesuffix(" in whole trace").strip()

@@ -185,11 +185,14 @@ def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
 
 
 def test_html_report_escapes_every_text() -> None:
-    from tc_analyses.export.html_report import Block, Section, render
+    from tc_analyses.export.html_report import Block, Lead, Section, render
 
-    page = render("t <&>", [Section("trace <b>", [Block("op <i>", text="<script>alert(1)</script> & \"'")])])
+    lead = Lead("<script>x</script>", "an <i>", "t\"<", 5_000_000, "measured", 'a"<b')
+    page = render("t <&>", [Section("trace <b>", [Block("op <i>", text="<script>alert(1)</script> & \"'",
+                                                        anchor='a"<b')])], [lead])
     assert "<script>" not in page and "<b>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page and "trace &lt;b&gt;" in page
+    assert 'href="#a&#34;&lt;b"' in page and 'id="a&#34;&lt;b"' in page and "t&#34;&lt;" in page
 
 
 @pytest.mark.parametrize(("env", "threads"), [

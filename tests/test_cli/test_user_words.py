@@ -56,3 +56,30 @@ def test_each_demo_writes_its_own_folder(cli: Callable[..., Any], monkeypatch: A
     for args in ([], ["--framework", "tf"], ["--workload", "pipeline"], ["--workload", "ddp"]):
         assert cli("demo", *args).exit_code == 0
     assert folders == [Path("demo-out"), Path("demo-out-tf"), Path("demo-out-pipeline"), Path("demo-out-ddp")]
+
+
+def test_the_script_of_a_command_line() -> None:
+    from tc_analyses.app.record import _script_of
+
+    assert [_script_of(c) for c in (["prog.py"], ["python3", "-u", "prog.py"], ["python", "-X", "dev", "p.py"],
+                                    ["/usr/bin/python3.11", "a.py"])] == ["prog.py", "prog.py", "p.py", "a.py"]
+    assert all(_script_of(c) is None for c in (["python", "-m", "x"], ["python", "-c", "1"], ["python", "-"],
+                                               ["python", "-mfoo"], ["python3-coverage", "run", "p.py"]))
+
+
+def test_a_relative_trace_path_gives_the_short_reasons(cli: Callable[..., Any], monkeypatch: Any) -> None:
+    monkeypatch.chdir(TRACE.parent)
+    line = [l for l in cli("analyze", TRACE.name).stdout.splitlines() if "not available on this trace" in l]
+    assert line == ["  not available on this trace: eager-overhead (no eager op dispatches)"]
+
+
+def test_the_workload_notices_dropped_are_only_the_frameworks() -> None:
+    from tc_analyses.app.record import FRAMEWORK_NOTICE
+
+    dropped = ["WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+               "I0000 00:00:1795970783.099297   31273 port.cc:153] oneDNN custom operations are on.",
+               "I0000 00:00:1795970808.453676   31431 cpu_feature_guard.cc:227] This TensorFlow binary",
+               "To enable the following instructions: AVX2 AVX512F, in other operations, rebuild"]
+    kept = ["Traceback (most recent call last):", "E0000 00:00:1.0 1 port.cc:1] an error", "step 3 done"]
+    assert all(FRAMEWORK_NOTICE.match(line) for line in dropped)
+    assert not any(FRAMEWORK_NOTICE.match(line) for line in kept)

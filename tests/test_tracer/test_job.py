@@ -154,8 +154,7 @@ def test_demo_offers_the_ddp_job(tmp_path: Path, cli: Any) -> None:
     # the last at the gradient all-reduces, late by about the 20 ms it sleeps (a busy machine adds)
     late = sorted(c["late_by_ns"] for c in document["result"]["collectives"]
                   if c["kind"] == "all_reduce" and c["last_rank"] == 1)
-    assert late and "rank 1 slowed by 20 ms per step" in result.stdout
-    assert 10e6 <= late[len(late) // 2] <= 60e6, late
+    assert late and 10e6 <= late[len(late) // 2] <= 60e6, late
 
 
 COMPILE_POOL = """
