@@ -72,7 +72,10 @@ def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Pa
     assert result.exit_code == 0, result.stderr
     doc = html.fromstring(out.read_text())
     sections = [h.text_content() for h in doc.iter("h2")]
-    assert sections[0] == "Trajectory over batch: 2, 1" and len(sections) == 3
+    # the findings of both traces first, then the trajectories, then a section per trace
+    assert sections[:2] == ["Findings, by the time at stake", "Trajectory over batch: 2, 1"] and len(sections) == 4
+    assert {li.find("a").tail.split(":")[0].strip() for li in doc.get_element_by_id("findings").iter("li")} \
+        <= {"of 2", "of 1"}  # each finding names the trace it is about
     blocks = [h.text_content() for h in doc.iter("h3")]
     assert blocks[:2] == ["Roofline (compute- or memory-bound ops): trajectory",
                           "Runtime overhead (host dispatch and launch against GPU time): trajectory"]
