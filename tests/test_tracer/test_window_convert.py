@@ -129,7 +129,12 @@ def _columns(trace: Any, name: str, zero: int) -> dict[str, list[Any]]:
     and devices, and their names) is dated by the clock when it wrote it: those times are left out."""
     table = trace.tables[name]
     times = np.asarray(table["timestamp"]).astype(np.int64) - zero
-    kept = times >= -1 if name == "dfc:string_def" else np.ones(len(times), dtype=bool)
+    kept = np.ones(len(times), dtype=bool)
+    if name == "dfc:string_def":  # not the strings the session wrote itself (dated by its clock, which
+        # may come before or after the converted windows' first node): those its own tables name
+        own = {int(v) for t in _SESSION_TABLES if t in trace.tables for f in trace.tables[t].cls.fields
+               if f.type == "sid" for v in np.asarray(trace.tables[t][f.name])}
+        kept = (times >= -1) & ~np.isin(np.asarray(table["sid"]).astype(np.int64), sorted(own))
     out = {} if name in _SESSION_TABLES else {"timestamp": times[kept].tolist()}
     for column in table.columns:
         if column != "timestamp":
