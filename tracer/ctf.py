@@ -85,7 +85,9 @@ class StreamFile:
         self.reported_discarded = 0  # the count carried by the last packet written
         self.packets_written = 0
         self.last_end = 0
-        self.last_packet_at: int | None = None  # where the last packet this writer wrote whole starts
+        # the size of the last packet written whole, which ends the file (a failed write's bytes are
+        # cut again); None: none, or the file's end is not known
+        self.last_packet_size: int | None = None
         self._fd: int | None = None
         self._lock = threading.Lock()  # only the flush path takes it, never the record path
 
@@ -128,10 +130,7 @@ class StreamFile:
             self.packets_written += 1
             self.reported_discarded = self.events_discarded
             self.last_end = ts_end
-            try:  # appended: the packet ends the file (a converter child may append to it too)
-                self.last_packet_at = os.fstat(self._fd).st_size - len(data)
-            except OSError:
-                self.last_packet_at = None
+            self.last_packet_size = len(data)  # where it is, only a full disk asks (no fstat per packet)
             return True
 
     def _cut_partial_packet(self, written: int) -> str:
@@ -143,7 +142,7 @@ class StreamFile:
         try:
             os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
         except OSError as exc:
-            self.last_packet_at = None  # the file's end is not known now: never patch it in place
+            self.last_packet_size = None  # the file's end is not known now: never patch it in place
             return f"; its partial packet could not be cut ({exc}): run dfcompass repair"
         return ""
 
@@ -157,12 +156,14 @@ class StreamFile:
         if self.write_packet(b"", 0, self.last_end, self.last_end):
             return
         with self._lock:
-            if self.last_packet_at is None:
-                self.trace.report_error(f"{self.path}: {self.events_discarded - self.reported_discarded} discarded "
-                                        "events are not in the trace (no packet of it was written whole)")
+            lost = self.events_discarded - self.reported_discarded
+            if self.last_packet_size is None or self._fd is None:
+                self.trace.report_error(f"{self.path}: {lost} discarded events are not in the trace (no packet "
+                                        "of it was written whole)")
                 return
-            at = self.last_packet_at + PACKET_HEADER.size + PACKET_CONTEXT.size - 8  # events_discarded: the last field
             try:
+                at = (os.fstat(self._fd).st_size - self.last_packet_size + PACKET_HEADER.size + PACKET_CONTEXT.size
+                      - 8)  # events_discarded: the context's last field
                 fd = os.open(self.path, os.O_WRONLY)  # not O_APPEND: pwrite there would append
                 try:
                     os.pwrite(fd, struct.pack("<Q", self.events_discarded), at)

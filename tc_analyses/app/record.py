@@ -88,14 +88,13 @@ def _cut_half_written_packets(traces: list[Any]) -> None:
     without `dfcompass repair`; say what was cut, and how many events a process could not write
     (a full disk), which the trace reports as discarded. Reads packet headers only."""
     from tc_analyses.errors import TraceError
-    from tc_analyses.reader.repair import discarded_events, repair_trace
+    from tc_analyses.reader.repair import repair_and_count
 
     for trace in traces:
         if trace.host != socket.gethostname() or not _process_is_gone(trace.pid):
             continue  # another host's process, or one still writing (an orphaned child)
         try:
-            cuts = repair_trace(trace.path)
-            discarded = discarded_events(trace.path)
+            cuts, discarded = repair_and_count(trace.path)
         except (TraceError, OSError) as exc:
             print(f"dfcompass record: {trace.path}: not checked for a half-written packet: {exc}", file=sys.stderr)
             continue

@@ -29,24 +29,23 @@ class StreamRepair:
 
 def repair_trace(path: str | os.PathLike[str], *, dry_run: bool = False) -> list[StreamRepair]:
     """Truncate each damaged stream file at its first bad packet; return what was (or would be) cut."""
+    return repair_and_count(path, dry_run=dry_run)[0]
+
+
+def repair_and_count(path: str | os.PathLike[str], *, dry_run: bool = False) -> tuple[list[StreamRepair], int]:
+    """:func:`repair_trace`, and the events the trace's writer counted as discarded (each stream's
+    last whole packet's cumulative events_discarded), from one walk of the packet headers."""
     trace_dir = Path(path)
     _, uuid_bytes = read_dfcompass_metadata(trace_dir)
-    repairs = []
+    repairs, discarded = [], 0
     for file in stream_files(trace_dir):
         whole = _whole_packets(file, uuid_bytes)
+        discarded += whole.discarded
         if whole.problem is not None:
             repairs.append(StreamRepair(str(file), whole.kept, whole.size - whole.kept, whole.problem))
             if not dry_run:
                 os.truncate(file, whole.kept)
-    return repairs
-
-
-def discarded_events(path: str | os.PathLike[str]) -> int:
-    """The events a trace's writer counted as discarded: each stream's last whole packet's
-    cumulative events_discarded (packet headers only: the bodies are not read)."""
-    trace_dir = Path(path)
-    _, uuid_bytes = read_dfcompass_metadata(trace_dir)
-    return sum(_whole_packets(file, uuid_bytes).discarded for file in stream_files(trace_dir))
+    return repairs, discarded
 
 
 @dataclass(frozen=True)
