@@ -28,22 +28,21 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
     """The report section of one trace (info, analyze summary, the seed analyses that apply with
     their plots, one block for those that do not, placement) and the seed sections themselves.
     `anchor` prefixes the blocks' ids (one per trace of a page). `interactive` adds the zoomable
-    roofline (the page then carries plotly.js once); a job's sections, streamed, leave it out."""
+    figures: the step timeline, the roofline and the plans' Gantt charts (the page then carries
+    plotly.js once); a job's sections, streamed, leave them out."""
     from tc_analyses.export import reports
     from tc_analyses.export.html_report import Block, Section, inline_svg
     from tc_analyses.export.sections import sections_headlines
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
+    if interactive and (timeline := _step_timeline(inputs)):
+        section.blocks.append(Block("Step timeline", anchor=f"{anchor}timeline", interactive=timeline))
     with progress(f"seed analyses of {inputs.path.name}", len(TRACE_KEYS)) as advance:
         seeds = seed_sections(inputs, work, TRACE_KEYS, advance, peaks_options(peaks_device))
     for seed in (s for s in seeds if s.available):
         svg = next((p for p in seed.plots if p.suffix == ".svg"), None)
-        figure = ""
-        if interactive and seed.key == "roofline" and seed.result is not None:
-            from tc_analyses.export.interactive import roofline_figure
-
-            figure = roofline_figure(seed.result.data)
+        figure = _figure(seed) if interactive else ""
         section.blocks.append(Block(seed.title, seed.text, inline_svg(svg.read_text()) if svg else "",
                                     f"{anchor}{seed.key}", figure))
     missing = [s for s in seeds if not s.available]
@@ -52,9 +51,38 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
         line = line.removeprefix("not available on this trace: ")
         section.blocks.append(Block("Not available for this trace", line + "\n", anchor=f"{anchor}missing"))
     if devices:
-        _, text = place(inputs.path, devices, work / "placement", inputs)
-        section.blocks.append(Block(f"Placement on {devices}", text))
+        result, text = place(inputs.path, devices, work / "placement", inputs)
+        gantt = ""
+        if interactive:
+            from tc_analyses.export.plan_gantt import placement_figure
+
+            gantt = placement_figure(result, inputs.activity)
+        section.blocks.append(Block(f"Placement on {devices}", text, anchor=f"{anchor}placement", interactive=gantt))
     return section, seeds
+
+
+def _step_timeline(inputs: TraceInputs) -> str:
+    """The zoomable step timeline of a trace; "" when it has nothing to draw."""
+    from tc_analyses.export.step_timeline import step_timeline_figure
+
+    if not inputs.is_dfcompass:  # a foreign CTF trace has no nodes to draw
+        return ""
+    return step_timeline_figure(inputs.activity, inputs.trace.metadata.clock_offset_ns)
+
+
+def _figure(seed: SeedSection) -> str:
+    """The zoomable figure of an analysis that has one (the roofline, the stream plan's Gantt chart), else ""."""
+    if seed.result is None:
+        return ""
+    if seed.key == "roofline":
+        from tc_analyses.export.interactive import roofline_figure
+
+        return roofline_figure(seed.result.data)
+    if seed.key == "parallelism":
+        from tc_analyses.export.plan_gantt import stream_plan_figure
+
+        return stream_plan_figure(seed.result.data)
+    return ""
 
 
 def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis: str, peaks_device: str,

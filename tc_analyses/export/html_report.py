@@ -24,6 +24,7 @@ pre { background: #f6f6f6; padding: .8em; white-space: pre-wrap; overflow-wrap: 
       line-height: 1.3; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 nav a { margin-right: 1em; }
+.caption { color: #444; margin: .3em 0; }
 #findings li { margin: .4em 0; } .stake { font-weight: bold; } .sure { color: #666; font-size: .9em; }
 </style>{% if library %}<script>{{ library | safe }}</script>{% endif %}</head><body>
 <h1>{{ title }}</h1>

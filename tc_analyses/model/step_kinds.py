@@ -26,6 +26,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tc_analyses.model.activity import Activity, NodeRun
 from tc_analyses.reader.fast import DfcTrace
 from tracer.schema import NO_STEP
@@ -136,3 +138,35 @@ def table_of_kind(trace: DfcTrace, activity: Activity, index: int | None = None)
         return graph_table(trace, activity), None
     kind = choose(kinds, index)
     return graph_table(trace, activity, steps=set(kind.kept)), kind
+
+
+@dataclass(frozen=True)
+class TypicalStep:
+    """The step a picture of one step shows: the median span of the steady kind's kept steps."""
+
+    step: int
+    start: int  # its first node's start
+    end: int  # its last node's end
+    why: str  # how it was chosen, for a title
+
+
+def typical_step(activity: Activity) -> TypicalStep | None:
+    """The kept step of the steady kind whose span (first node start to last node end) is the median
+    (the shorter of the two middle ones); None without steps. A slow one-off step or the warm-up
+    would show what a loop does not usually do."""
+    kinds = step_kinds(activity)
+    if not kinds:
+        return None
+    kind = kinds[0]
+    step_column = activity.nodes.column("step")
+    kept = np.isin(step_column, np.asarray(kind.kept, dtype=np.int64))
+    steps, at = np.unique(step_column[kept], return_inverse=True)
+    first = np.full(len(steps), np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, at, activity.nodes.column("start")[kept])
+    np.maximum.at(last, at, activity.nodes.column("end")[kept])
+    middle = int(np.argsort(last - first, kind="stable")[(len(steps) - 1) // 2])
+    others = f" of the commonest of {len(kinds)} step kinds" if len(kinds) > 1 else ""
+    why = (f"step {int(steps[middle])}, the median of the {len(steps)} kept steps{others}" if len(steps) > 1
+           else f"step {int(steps[middle])}, the only kept step{others}")
+    return TypicalStep(int(steps[middle]), int(first[middle]), int(last[middle]), why)

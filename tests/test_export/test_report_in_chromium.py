@@ -36,9 +36,13 @@ def test_the_report_opens_on_its_ranked_findings(tmp_path: Path, cli: Any) -> No
     items = body[1].findall(".//li")
     stakes = [float(li.find("span").text.split()[0].replace(",", "")) for li in items if "at stake" in li.text_content()]
     assert len(stakes) >= 5 and stakes == sorted(stakes, reverse=True)
-    # the interactive roofline was drawn by its script: Plotly's SVG layers are in the DOM
-    charts = doc.find_class("plotly-graph-div")
-    assert len(charts) == 1 and charts[0].find_class("main-svg") and charts[0].find_class("scatterlayer")
+    # the interactive figures were drawn by their scripts: Plotly's SVG layers hold their marks
+    charts = {next(a for a in c.iterancestors("figure")).getprevious().get("id"): c
+              for c in doc.find_class("plotly-graph-div")}
+    assert set(charts) == {"t0-timeline", "t0-roofline", "t0-parallelism"}
+    for name, layer in (("t0-timeline", "barlayer"), ("t0-roofline", "scatterlayer"), ("t0-parallelism", "barlayer")):
+        marks = [p for found in charts[name].find_class(layer) for p in found.iter("{*}path", "path")]
+        assert marks, f"{name}: nothing drawn in its {layer}"
     shot = tmp_path / "first-screen.png"
     headless(page, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
