@@ -321,21 +321,24 @@ class ReportTask:
     peaks_device: str
 
 
-def report_trace(task: ReportTask) -> Any:
-    """The report section of one trace (this runs on a worker; its plots are drawn in a scratch
-    folder there and inlined): a ``Section`` of text and SVG, which is all that goes back."""
-    from tc_analyses.app.report import report_section
+def report_trace(task: ReportTask) -> tuple[Any, list[Any]]:
+    """The report section of one trace and its findings (this runs on a worker; its plots are drawn
+    in a scratch folder there and inlined): a ``Section`` of text and SVG and a few ``Lead``s,
+    which is all that goes back."""
+    from tc_analyses.app.report import leads, report_section
     from tc_analyses.export.html_report import Block, Section
 
+    anchor = re.sub(r"[^A-Za-z0-9]+", "-", task.label).strip("-") + "-"
+    found = []
     try:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
-            section, _ = report_section(inputs, Path(work), task.devices, task.peaks_device,
-                                        anchor=re.sub(r"[^A-Za-z0-9]+", "-", task.label).strip("-") + "-")
+            section, seeds = report_section(inputs, Path(work), task.devices, task.peaks_device, anchor=anchor)
+        found = leads(task.label, anchor, seeds)
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
         section = Section(task.path, [Block("Not analysed", failure(exc) + "\n")])
     section.title = _report_title(task)
-    return section
+    return section, found
 
 
 def _report_title(task: ReportTask) -> str:
@@ -346,7 +349,8 @@ def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: st
                workers: int | None = None, in_process: bool = False, cache: Path | None = None,
                progress: Progress = no_progress) -> None:
     """``dfcompass report JOB/``: one HTML page with a section per process trace, each made by a
-    Dask task and written to the page as soon as it comes back, in the job's order."""
+    Dask task and written out as soon as it comes back, in the job's order; the page opens on the
+    findings of every process, ranked by the time at stake."""
     from tc_analyses.export.html_report import write_page
 
     processes = _processes(job)
@@ -355,6 +359,6 @@ def report_job(job: Path, output: Path, *, devices: str | None, peaks_device: st
     output.parent.mkdir(parents=True, exist_ok=True)
     with progress("traces", len(tasks)) as advance, \
             streamed(report_trace, tasks, scheduler=scheduler, workers=workers, in_process=in_process,
-                     advance=advance) as (sections, _):
+                     advance=advance) as (answers, _):
         write_page(output, f"dfcompass report of the job {job} ({len(processes)} processes)",
-                   [_report_title(t) for t in tasks], sections)
+                   [_report_title(t) for t in tasks], answers)

@@ -213,6 +213,25 @@ def test_a_job_report_has_a_section_per_process_made_on_the_cluster(job: Path, c
     assert len(titles) == 4  # every process by its role, the two that recorded nothing with their reason
     assert text.count("Not analysed") == 2
     assert "<svg" in on_dask.read_text()  # the workers' plots came back inlined
+    _opens_on_the_ranks_findings(on_dask)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["dask.html", "in-process.html"]  # no scratch left
+
+
+def _opens_on_the_ranks_findings(page: Path) -> None:
+    """The page's first section ranks the findings of every process, each naming its process and
+    linking to a block of the page."""
+    from lxml import html
+
+    doc = html.parse(str(page)).getroot()
+    body = [child for child in doc.find("body") if isinstance(child.tag, str)]
+    assert [child.tag for child in body[:2]] == ["h1", "section"] and body[1].get("id") == "findings"
+    items = list(body[1].iter("li"))
+    stakes = [float(li.find("span").text.split()[0].replace(",", "")) for li in items if "at stake" in li.text_content()]
+    assert stakes and stakes == sorted(stakes, reverse=True)
+    where = {li.find("a").tail.split(":")[0].strip() for li in items}
+    assert len(where) >= 2 and all(w.startswith("of rank ") for w in where)  # both ranks, by their role
+    ids = {element.get("id") for element in doc.iter() if element.get("id")}
+    assert all(li.find("a").get("href").removeprefix("#") in ids for li in items)
 
 
 def test_the_cross_rank_analysis_reads_each_process_on_the_cluster(job: Path, cli: Any) -> None:

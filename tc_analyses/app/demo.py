@@ -26,7 +26,8 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     """Record an embedded workload into OUTPUT/trace, then run the whole pipeline on it: info,
     Trace Compass analyses and their headless summary, placement, and one HTML report."""
     from tc_analyses.export import reports
-    from tc_analyses.export.html_report import Block, Section, render
+    from tc_analyses.export.html_report import Block, Section, ranked, render
+    from tc_analyses.export.plan_gantt import placement_figure
     from tc_analyses.export.tracecompass import write_output
 
     if framework == "tf" and workload != "torch":
@@ -64,8 +65,9 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     # Everything on one page: the seed analyses with their plots, the placement, and a roofline
     # trajectory over batch sizes from short extra runs of the same workload.
     (output / "report").mkdir(exist_ok=True)
-    main_section, seeds = report_section(inputs, output / "report", None, progress=progress)
-    main_section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text))
+    main_section, seeds = report_section(inputs, output / "report", None, progress=progress, interactive=True)
+    main_section.blocks.append(Block(f"Placement on {DEMO_DEVICES}", plan_text, anchor="placement",
+                                     interactive=placement_figure(plan, inputs.activity)))
     sections = [main_section]
     echo("\nseed analyses (dfcompass analyze), first finding of each:\n")
     for seed in seeds:
@@ -78,7 +80,7 @@ def demo(output: Path, workload: str, steps: int | None, echo: Echo, progress: P
     verified = demo_verified_plan(output / "verified", echo, progress) if workload != "tf" else ""
     if verified:
         sections.append(Section("A plan verified on this machine", [Block("dfcompass verify", verified)]))
-    (output / "report.html").write_text(render("dfcompass demo report", sections, leads([("", "", seeds)])),
+    (output / "report.html").write_text(render("dfcompass demo report", sections, ranked(leads("", "", seeds))),
                                         encoding="utf-8")
     echo(f"\nHTML report (seed analyses, plots, batch-size trajectory): {output / 'report.html'}\n")
     echo(f"\ndemo output: {output.resolve()}\n")

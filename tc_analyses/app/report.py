@@ -112,37 +112,35 @@ def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis:
     return section
 
 
-def leads(seeds: Sequence[tuple[str, str, Sequence[SeedSection]]], most: int = 15) -> list[Lead]:
-    """The findings of every analysis of every trace ((label, anchor prefix, sections) each), the
-    most time at stake first, then those that tell no time in the analyses' order."""
+def leads(label: str, anchor: str, sections: Sequence[SeedSection]) -> list[Lead]:
+    """The findings of every analysis of one trace (`label` names it on a page of several, ""
+    alone; `anchor` prefixes its blocks' ids), in the analyses' order: ranked by
+    :func:`~tc_analyses.export.html_report.ranked` with those of the other traces."""
     from tc_analyses.export.html_report import Lead
 
-    found = [Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured",
-                  f"{anchor}{s.key}")
-             for label, anchor, sections in seeds for s in sections if s.result is not None for f in s.result.findings]
-    ranked = sorted(found, key=lambda lead: -lead.impact_ns)  # stable: equal stakes keep their order
-    return ranked[:most]
+    return [Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured", f"{anchor}{s.key}")
+            for s in sections if s.result is not None for f in s.result.findings]
 
 
 def report(traces: Sequence[Path], output: Path, devices: str | None, labels: str | None, axis: str,
            peaks_device: str, progress: Progress = no_progress, title: str = "dfcompass report") -> None:
     """One static HTML page with a section per trace, led by their trajectories when there are several."""
     from tc_analyses.analyses.labels import default_labels
-    from tc_analyses.export.html_report import render
+    from tc_analyses.export.html_report import ranked, render
 
     names = default_labels([str(t) for t in traces], labels)
     runs = [TraceInputs(trace, progress) for trace in traces]
     with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as tmp:
-        sections, seeds = [], []
+        sections, found = [], []
         for n, inputs in enumerate(runs):
             folder = Path(tmp) / str(n)
             folder.mkdir(parents=True)
-            section, found = report_section(inputs, folder, devices, peaks_device, progress, f"t{n}-", True)
+            section, seeds = report_section(inputs, folder, devices, peaks_device, progress, f"t{n}-", True)
             sections.append(section)
-            seeds.append((names[n] if len(runs) > 1 else "", f"t{n}-", found))
+            found += leads(names[n] if len(runs) > 1 else "", f"t{n}-", seeds)
         if len(runs) >= 2:
             folder = Path(tmp) / "trajectory"
             folder.mkdir()
             sections.insert(0, trajectory_section(runs, names, axis, peaks_device, folder))
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(title, sections, leads(seeds)), encoding="utf-8")
+        output.write_text(render(title, sections, ranked(found)), encoding="utf-8")
