@@ -82,10 +82,18 @@ def _window(window: str | None, annotation: str | None, include_last_step: bool)
 @click.version_option(package_name="dfcompass")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option("--no-progress", is_flag=True, help="Never show progress bars.")
-def main(debug: bool, no_progress: bool) -> None:
+@click.option("--verbose", is_flag=True, help="Let the frameworks' own notices through (TensorFlow's C++ log, "
+              "torch.profiler's lines, Dask's logs), here and in every process dfcompass starts.")
+def main(debug: bool, no_progress: bool, verbose: bool) -> None:
     """dfcompass: record dataflow and ML programs as CTF traces and analyse them."""
     State.debug = debug
     State.progress = not no_progress
+    if verbose:  # in the environment: the programs record and demo start read it too
+        import os
+
+        from tracer.verbosity import VERBOSE_ENV
+
+        os.environ[VERBOSE_ENV] = "1"
 
 
 @main.command()

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.inputs import Progress, TraceInputs, no_progress
 from tc_analyses.reader.job import role_labels
+from tracer.verbosity import verbose
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -120,12 +121,13 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         return
     count = workers or os.cpu_count() or 1
     # The tasks report their own errors; Dask's logs (a worker's heartbeat cut by the shutdown,
-    # say) would only put tracebacks on the user's terminal.
+    # say) would only put tracebacks on the user's terminal, unless --verbose asks for them.
     with _quiet("distributed"):
         for attempt in range(START_ATTEMPTS):
             try:
                 cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       memory_limit=_memory_per_worker(count), silence_logs=logging.CRITICAL)
+                                       memory_limit=_memory_per_worker(count),
+                                       silence_logs=logging.WARNING if verbose() else logging.CRITICAL)
                 break
             except RuntimeError as exc:  # "Nanny failed to start": a worker process died as it started
                 if "Nanny failed to start" not in str(exc):
@@ -144,6 +146,10 @@ START_ATTEMPTS = 2  # a worker killed once as the cluster starts (the OOM killer
 
 @contextlib.contextmanager
 def _quiet(logger: str) -> Iterator[None]:
+    """`logger` silenced for the block (left alone with ``dfcompass --verbose``)."""
+    if verbose():
+        yield
+        return
     log = logging.getLogger(logger)
     level = log.level
     log.setLevel(logging.CRITICAL)

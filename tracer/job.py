@@ -26,6 +26,7 @@ from tracer import schema
 from tracer.fork_chain import in_converter_fork
 from tracer.session import Session
 from tracer.stack import DATA_LOADER_FILE, in_file
+from tracer.verbosity import quiet_tensorflow
 
 JOB_ENV = "DFCOMPASS_RECORD_DIR"
 TORCH_ENV = "DFCOMPASS_TORCH"
@@ -75,7 +76,7 @@ class _JobProcess:
         if self.torch:
             call_after_import("torch", self._start_torch_recorder)
         if self.tensorflow:
-            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF loads: its C++ notices bury the output
+            quiet_tensorflow()  # before TF loads: its C++ notices bury the output
             call_after_import("tensorflow", self._start_tf_recorder)
 
     def _start_torch_recorder(self, module: ModuleType) -> None:

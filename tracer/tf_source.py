@@ -33,6 +33,7 @@ from tracer.recorder_cost import RecorderCost, note_cost
 from tracer.session import Session, active_session
 from tracer.tf_graphs import FuncGraphSizes, watch_functions
 from tracer.tf_xspace import Converted, GraphSet, XSpaceConverter
+from tracer.verbosity import quiet_tensorflow
 from tracer.window_handoff import WindowHandoff
 
 
@@ -45,7 +46,7 @@ def active_recorder() -> "TFRecorder | None":
 
 
 def _import_tf() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up notices would bury the program's output
+    quiet_tensorflow()  # TF's C++ start-up notices would bury the program's output
     try:
         import tensorflow as tf
     except ImportError as exc:

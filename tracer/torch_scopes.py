@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from tracer.recorder_cost import RecorderCost, timed_hook
 from tracer.stack import DATA_LOADER_FILE, in_file
+from tracer.verbosity import verbose
 
 MODULE_MARK = "dfc.module::"
 THREAD_MARK = "dfc.thread::"
@@ -74,7 +75,8 @@ class _ModuleScopes:
         # torch.compile(module) warns that global hooks fire once more, for its OptimizedModule
         # wrapper: ours name that call by the wrapped model and skip the compiled frame's own
         # calls (_compiling), so the warning is only noise in the program's output.
-        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
+        if not verbose():
+            warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
         hooks = self._torch.nn.modules.module
         pre, post = self._pre, self._post
         if self._cost is not None:

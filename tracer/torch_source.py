@@ -41,6 +41,7 @@ from tracer.torch_foreign import ForeignProfilers, OpenScopes
 from tracer.observed_convert import NativeWindowConverter
 from tracer.torch_observer import BEGIN_COLUMNS, ENGINE_ENV, ObservedCut, ObservedProfile, ObservedWalk, OpObserver
 from tracer.torch_scopes import _in_data_loader, _may_end_window_at, _ModuleScopes
+from tracer.verbosity import verbose
 from tracer.fork_chain import handoff_mode
 from tracer.window_handoff import WindowHandoff
 from tracer.window_thread import WindowThread
@@ -64,7 +65,11 @@ _KINETO_NOISE = (b"USDT:", b"Memory block of unknown size was allocated before t
 
 @contextlib.contextmanager
 def _kineto_log_filtered() -> Iterator[None]:
-    """Hold back torch's per-window log lines on stderr (fd 2); pass every other line on."""
+    """Hold back torch's per-window log lines on stderr (fd 2); pass every other line on. All
+    pass with ``dfcompass --verbose``."""
+    if verbose():
+        yield
+        return
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -243,7 +248,8 @@ class TorchRecorder(WindowConversion):
         # Streaming is a schedule of one-step windows: each step() ends one and starts the next.
         wait, warmup, active, repeat = self._schedule or (0, 0, 1, 0)
         with warnings.catch_warnings():  # torch advises a warmup; with wait=warmup=0 we accept the cost
-            warnings.filterwarnings("ignore", message=".*warmup.*")
+            if not verbose():
+                warnings.filterwarnings("ignore", message=".*warmup.*")
             schedule = profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         config = _experimental_config(torch, profile_all_threads=self._all_threads, capture_overload_names=True,
                                       enable_cuda_sync_events=self._cuda)
@@ -349,7 +355,8 @@ class TorchRecorder(WindowConversion):
         started = self.cost.window_started()
         with self.session.sigterm_deferred(), warnings.catch_warnings(), _kineto_log_filtered(), self._foreign.own():
             # "Profiler clears events at the end of each cycle": we convert each cycle as it ends.
-            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
+            if not verbose():
+                warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
             self._profiler.step()
         self.cost.window_done(started)
         if self._scopes is not None and self._record_modules:

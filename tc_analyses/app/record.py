@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tracer.job import JOB_ENV
+from tracer.verbosity import verbose
 
 
 def _package_root() -> str:
@@ -246,7 +247,7 @@ def record_tf_workload(trace: Path, args: list[str]) -> int:
 
 # TensorFlow's C++ log (oneDNN and absl notices at import), PyTorch's C++ warnings (the profiler's
 # CPUAllocator notice): what the embedded workloads print that is no finding of dfcompass. A user's
-# own setting of either variable wins.
+# own setting of either variable wins; `dfcompass --verbose` sets neither and drops no line.
 QUIET_FRAMEWORKS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TORCH_CPP_LOG_LEVEL": "ERROR"}
 # What TensorFlow 2.21 prints at import whatever its log level (absl's pre-init notice, oneDNN's and
 # the CPU features'): dropped from the workload's stderr, every other line passed on as it comes.
@@ -262,7 +263,8 @@ def _record_workload(package: str, module: str, trace: Path, args: list[str], mi
     env = dict(os.environ)
     env.pop(JOB_ENV, None)  # the workload records itself: no autostarted session beside it
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
-    for key, value in QUIET_FRAMEWORKS.items():  # the frameworks' start-up notices are not the demo's
+    quiet = not verbose()
+    for key, value in QUIET_FRAMEWORKS.items() if quiet else ():  # the frameworks' start-up notices are not the demo's
         env.setdefault(key, value)
     command = [sys.executable, "-m", module, "--out", str(trace), "--overwrite", *args]
     # Ctrl-C reaches the workload (same process group), which ends and says so; meanwhile this
@@ -272,7 +274,7 @@ def _record_workload(package: str, module: str, trace: Path, args: list[str], mi
         with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace") as child:
             assert child.stderr is not None
             for line in child.stderr:
-                if not FRAMEWORK_NOTICE.match(line):
+                if not quiet or not FRAMEWORK_NOTICE.match(line):
                     sys.stderr.write(line)
             return child.wait()
     finally:

@@ -15,10 +15,11 @@ This is a program, not part of the recorder: it imports TensorFlow at module lev
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any, Sequence
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tracer.verbosity import quiet_tensorflow
+
+quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
