@@ -15,69 +15,12 @@ import click
 
 from tc_analyses.cli_support import (DEVICE_LIST, PEAKS_DEVICE, F, InputPath, OneLineErrors, State, handle_errors as _handle_errors,
                                      progress as _progress, trace_bytes as _trace_bytes, without_cycle_collector)
+from tc_analyses.cli_options import FORMAT, job_options, one_process, process_option, window_of, window_options
 from tc_analyses.errors import ConfigurationError, DfcompassError
 from tc_analyses.registry import KEYS, TRACE_KEYS, Param
 
 # Only click, the registry (plain data) and the error classes load at start-up, so `dfcompass
 # --help` answers at once; each command imports what it uses.
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-
-
-def _window_options(command: F) -> F:
-    """--window, --annotation and --include-last-step (tc_analyses.model.window), in that order."""
-    command = click.option("--include-last-step", is_flag=True,
-                           help="Keep the last step (left out by default when there are two or more, as HTA does: "
-                                "a profiler's last step is usually cut short).")(command)
-    command = click.option("--annotation", metavar="NAME",
-                           help="Only the time inside the user annotations called NAME (record_function, NVTX; "
-                                "a glob such as 'forward*' when no name matches exactly).")(command)
-    return click.option("--window", metavar="STEPS|START:END",
-                        help="Only these steps (ProfilerStep#2, 2, 2-4) or this time range from the trace's start "
-                             "(12ms:30ms, 1.5s:2s).")(command)
-
-
-def _job_options(func: F | None = None, cache: bool = True) -> Any:
-    """--scheduler, --workers, --in-process and --cache: how a job folder's traces are run
-    (docs/jobs.md); ``@_job_options(cache=False)`` leaves out --cache."""
-    if func is None:
-        return lambda f: _job_options(f, cache)
-    for option in reversed([
-            click.option("--scheduler", metavar="ADDRESS", help="A job folder: run its traces on the Dask scheduler at "
-                         "ADDRESS (tcp://HOST:PORT); default: a LocalCluster sized to this machine."),
-            click.option("--workers", type=click.IntRange(1, 1024), help="A job folder: the LocalCluster's worker "
-                         "processes (default: one per CPU)."),
-            click.option("--in-process", is_flag=True, help="A job folder: its traces one after another here, without Dask."),
-            click.option("--cache", type=click.Path(file_okay=False, path_type=Path), help="A job folder: where each "
-                         "trace's activity is kept as Parquet (default: JOB/.dfcompass-cache).")][:4 if cache else 3]):
-        func = option(func)
-    return func
-
-
-def _process_option(command: F) -> F:
-    """--process: which process of a job folder a one-trace command reads."""
-    return click.option("--process", metavar="main|rank N|PID", default=None,
-                        help="A job folder (dfcompass record of a program with workers or ranks): the process to "
-                             "read; default: the main one (rank 0, else the process record started). "
-                             "A PID or a process folder's name picks any other.")(command)
-
-
-def _one_process(path: Path, process: str | None) -> Path:
-    """The trace a one-trace command reads at `path`: in a job folder the main process (or
-    `process`), said in one line on stderr."""
-    from tc_analyses.reader.job import choose_process
-
-    chosen = choose_process(path, process)
-    if chosen.notice:
-        click.echo(f"dfcompass: {chosen.notice}", err=True)
-    return chosen.path
-
-
-def _window(window: str | None, annotation: str | None, include_last_step: bool) -> Any:
-    from tc_analyses.model.window import Window
-
-    return Window(window, annotation, include_last_step)
-
-
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dfcompass")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
@@ -98,7 +41,7 @@ def main(debug: bool, no_progress: bool, verbose: bool) -> None:
 
 @main.command()
 @click.argument("trace", type=InputPath())
-@_FORMAT
+@FORMAT
 @click.option("--reader", type=click.Choice(["auto", "fast", "ctf", "bt2"]), default="auto", show_default=True,
               help="auto: the numpy reader for dfcompass traces, ctf (our CTF 1.8 reader) for any other CTF trace, "
                    "bt2 (babeltrace2, in a child process) for metadata ctf does not take.")
@@ -121,8 +64,8 @@ def info(trace: Path, fmt: str, reader: str) -> None:
 @main.command("check-edges")
 @click.argument("trace", type=InputPath())
 @click.argument("execution_trace", type=InputPath())
-@_FORMAT
-@_process_option
+@FORMAT
+@process_option
 @_handle_errors
 @without_cycle_collector
 def check_edges(trace: Path, execution_trace: Path, fmt: str, process: str | None) -> None:
@@ -132,7 +75,7 @@ def check_edges(trace: Path, execution_trace: Path, fmt: str, process: str | Non
 
     if not execution_trace.is_file():
         raise ConfigurationError(f"{execution_trace}: no such execution trace file")
-    trace = _one_process(trace, process)
+    trace = one_process(trace, process)
     with _progress("reading the execution trace", execution_trace.stat().st_size, "bytes") as advance:
         result = check(trace, execution_trace, advance)
     click.echo(reports.to_json(result) if fmt == "json" else reports.edge_check_text(result), nl=False)
@@ -167,8 +110,8 @@ _CTF_VERSION = click.option(
               help="Trace directory to write; with several FILEs, the job folder (one trace per file).")
 @click.option("--overwrite", is_flag=True, help="Replace a trace already in OUTPUT.")
 @_CTF_VERSION
-@_FORMAT
-@_job_options(cache=False)
+@FORMAT
+@job_options(cache=False)
 @_handle_errors
 @without_cycle_collector
 def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, ctf: str, fmt: str, scheduler: str | None,
@@ -202,7 +145,7 @@ def import_kineto(files: tuple[Path, ...], output: Path, overwrite: bool, ctf: s
 @click.option("--xsd", type=click.Path(path_type=Path),
               help="Trace Compass's xmlDefinition.xsd, its folder, or a Trace Compass installation to find it in "
                    "(default: $DFCOMPASS_TRACECOMPASS_XSD).")
-@_process_option
+@process_option
 @_handle_errors
 @without_cycle_collector
 def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path | None, process: str | None) -> None:
@@ -214,7 +157,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 
     job = trace is not None and process is None and jobs.is_job_folder(trace)
     if trace is not None and not job:
-        trace = _one_process(trace, process)
+        trace = one_process(trace, process)
     built = build.build_analyses(trace, output, xsd if validate else None, validate, job=job)
     for path in built.written.values():
         click.echo(f"wrote {path}")
@@ -230,7 +173,7 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
 @click.argument("trace", type=InputPath())
 @click.option("--xml", "xml", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Trace Compass XML analysis to run (repeatable); default: the generated analyses.")
-@_FORMAT
+@FORMAT
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many top nodes to list.")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check --xml files against Trace Compass's XSD first.")
 @click.option("--section", "section_keys", multiple=True, type=click.Choice(TRACE_KEYS),
@@ -240,8 +183,8 @@ def build_analyses(trace: Path | None, output: Path, validate: bool, xsd: Path |
                                                "finding; sections named with --section are printed in full).")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write the sections' plots (PNG and SVG) here.")
-@_window_options
-@_job_options
+@window_options
+@job_options
 @_handle_errors
 @without_cycle_collector
 def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | None, section_keys: tuple[str, ...],
@@ -271,7 +214,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 
         click.echo(to_json_document(job.to_json(top)) if fmt == "json" else job.text(top), nl=False)
         return
-    inputs = TraceInputs(trace, _progress, _window(window, annotation, include_last_step))
+    inputs = TraceInputs(trace, _progress, window_of(window, annotation, include_last_step))
     result = analyze_trace(inputs, xml, top, keys, device, plots, _progress)
     click.echo(result.json() if fmt == "json" else result.text(details or bool(section_keys)), nl=False)
 
@@ -286,7 +229,7 @@ def analyze(trace: Path, xml: tuple[Path, ...], fmt: str, top: int, xsd: Path | 
 @click.option("--parquet", "parquet_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the same columns to this Parquet file (not with --at).")
 @click.option("--xsd", type=click.Path(path_type=Path), help="Check the XML files against Trace Compass's XSD first.")
-@_process_option
+@process_option
 @_handle_errors
 @without_cycle_collector
 def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, csv_out: Path | None,
@@ -294,7 +237,7 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
     """Dump or query the intervals of XML analyses' state systems on TRACE."""
     from tc_analyses.app import build
 
-    trace = _one_process(trace, process)
+    trace = one_process(trace, process)
     if parquet_out is not None and (at is not None or csv_out is not None):
         raise ConfigurationError("--parquet writes every interval: give it without --at and --csv")
 
@@ -320,8 +263,8 @@ def states(trace: Path, xml: tuple[Path, ...], path_glob: str, at: int | None, c
 @click.option("--top", type=click.IntRange(1, 10_000), default=20, show_default=True,
               help="Rows per side (GPU, CPU) in the text report.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Folder for the plot (PNG and SVG).")
-@_FORMAT
-@_window_options
+@FORMAT
+@window_options
 @_handle_errors
 @without_cycle_collector
 def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, window: str | None,
@@ -331,8 +274,8 @@ def diff(control: Path, test: Path, top: int, output: Path | None, fmt: str, win
     from tc_analyses.app.analysis_commands import diff as diff_traces
     from tc_analyses.export.reports import to_json_document
 
-    control, test = _one_process(control, None), _one_process(test, None)  # a job folder: its main process
-    result, text = diff_traces(control, test, _window(window, annotation, include_last_step), top, output, _progress)
+    control, test = one_process(control, None), one_process(test, None)  # a job folder: its main process
+    result, text = diff_traces(control, test, window_of(window, annotation, include_last_step), top, output, _progress)
     click.echo(to_json_document(result.to_json()) if fmt == "json" else text, nl=False)
 
 
@@ -365,8 +308,8 @@ def export_perfetto(trace: Path, output: Path) -> None:
                    "processes sets the links between devices of different hosts.")
 @click.option("--step-kind", type=click.IntRange(0), default=None,
               help="Plan this kind of step (0: the one with the most steps, then the most time; the report lists them).")
-@_FORMAT
-@_process_option
+@FORMAT
+@process_option
 @_handle_errors
 @without_cycle_collector
 def recommend_placement(input_path: Path, devices: str, output: Path, algorithm: str, links_from: Path | None,
@@ -376,7 +319,7 @@ def recommend_placement(input_path: Path, devices: str, output: Path, algorithm:
     from tc_analyses.app import place
 
     if input_path.is_dir():
-        input_path = _one_process(input_path, process)
+        input_path = one_process(input_path, process)
     with _progress("planning", None):  # the search runs for seconds on large graphs
         result, text = place.place(input_path, devices, output, algorithm=algorithm, step_kind=step_kind,
                                    links_from=links_from)
@@ -422,10 +365,10 @@ def _analysis_command(key: str) -> None:
         paths = traces if isinstance(traces, tuple) else (traces,)
         if not analysis.job:  # a job folder's main process (or --process)
             process = options.pop("process", None)
-            paths = tuple(_one_process(path, process) for path in paths)
+            paths = tuple(one_process(path, process) for path in paths)
         cluster: dict[str, Any] = {k: options.pop(k) for k in ("scheduler", "workers", "in_process") if k in options}
         ran = run_analysis(key, paths, options, output, labels, axis, _progress,
-                           _window(window, annotation, include_last_step), cluster or None)
+                           window_of(window, annotation, include_last_step), cluster or None)
         click.echo(to_json_document(ran.json) if fmt == "json" else ran.text, nl=False)
 
     for param in reversed(analysis.params):
@@ -441,12 +384,12 @@ def _analysis_command(key: str) -> None:
         command = click.argument("traces", metavar="JOB" if analysis.job else "TRACE",
                                  type=InputPath())(command)
     if not analysis.job:
-        command = _window_options(_process_option(command))
+        command = window_options(process_option(command))
     else:
-        command = _job_options(command, cache=False)
+        command = job_options(command, cache=False)
     command = click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                            help="Folder for the plots (PNG and SVG) and other files.")(command)
-    command = _FORMAT(command)
+    command = FORMAT(command)
     summary = analysis.summary + (" Several TRACES (e.g. batch sizes) give a trajectory." if analysis.trajectory else "")
     main.command(key, help=summary, short_help=analysis.title)(_handle_errors(without_cycle_collector(command)))
 
@@ -463,7 +406,7 @@ for _key in KEYS:
 @click.option("--labels", help="With several traces: their values on the trajectory axis, comma-separated (default: folder names).")
 @click.option("--axis", default="batch", show_default=True, help="With several traces: the setting that changes between them.")
 @click.option("--device", type=PEAKS_DEVICE, default="cpu", show_default=True, help="Roofline peaks: cpu or a model of the device table.")
-@_job_options
+@job_options
 @_handle_errors
 @without_cycle_collector
 def report(traces: tuple[Path, ...], output: Path, devices: str | None, labels: str | None, axis: str, device: str,
@@ -537,7 +480,7 @@ def record(output: Path, overwrite: bool, torch: bool, torch_engine: str | None,
 @click.option("--max-rounds", type=click.IntRange(1, 1000), default=15, show_default=True,
               help="Pairs run at most, while the speedup's 90% interval is wider than ±15% of its median.")
 @click.option("--overwrite", is_flag=True, help="Replace the rounds already in OUTPUT/rounds.")
-@_FORMAT
+@FORMAT
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_handle_errors
 def verify(plan: Path, output: Path, refit: bool, rounds: int, max_rounds: int, overwrite: bool, fmt: str,
