@@ -340,7 +340,7 @@ def report_trace(task: ReportTask) -> tuple[Any, list[Any]]:
         inputs = TraceInputs(task.path, cache=Path(task.cache) if task.cache else None)
         with tempfile.TemporaryDirectory(prefix="dfcompass-report-") as work:
             section, seeds = report_section(inputs, Path(work), task.devices, task.peaks_device, anchor=anchor)
-        found = leads(task.label, anchor, seeds)
+            found = leads(task.label, anchor, seeds)  # while the plots they show are there
     except Exception as exc:  # noqa: BLE001 (one line, never a worker's traceback)
         section = Section(task.path, [Block("Not analysed", failure(exc) + "\n")])
     section.title = _report_title(task)

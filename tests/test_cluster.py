@@ -228,10 +228,11 @@ def _opens_on_the_ranks_findings(page: Path) -> None:
     items = list(body[1].iter("li"))
     stakes = [float(li.find("span").text.split()[0].replace(",", "")) for li in items if "at stake" in li.text_content()]
     assert stakes and stakes == sorted(stakes, reverse=True)
-    where = {li.find("a").tail.split(":")[0].strip() for li in items}
+    where = {li.find("a[@class='analysis']").tail.split(":")[0].strip() for li in items}
     assert len(where) >= 2 and all(w.startswith("of rank ") for w in where)  # both ranks, by their role
     ids = {element.get("id") for element in doc.iter() if element.get("id")}
-    assert all(li.find("a").get("href").removeprefix("#") in ids for li in items)
+    assert all(li.find("a[@class='analysis']").get("href").removeprefix("#") in ids for li in items)
+    assert body[1].findall(".//img[@class='evidence']")  # the workers' plots came back as evidence too
 
 
 def test_the_cross_rank_analysis_reads_each_process_on_the_cluster(job: Path, cli: Any) -> None:

@@ -114,12 +114,22 @@ def trajectory_section(runs: Sequence[TraceInputs], labels: Sequence[str], axis:
 
 def leads(label: str, anchor: str, sections: Sequence[SeedSection]) -> list[Lead]:
     """The findings of every analysis of one trace (`label` names it on a page of several, ""
-    alone; `anchor` prefixes its blocks' ids), in the analyses' order: ranked by
-    :func:`~tc_analyses.export.html_report.ranked` with those of the other traces."""
-    from tc_analyses.export.html_report import Lead
+    alone; `anchor` prefixes its blocks' ids), in the analyses' order, each with its analysis's plot
+    as evidence (read from the plots the sections wrote, so before they are deleted; one string
+    shared by the findings of an analysis): ranked by :func:`~tc_analyses.export.html_report.ranked`
+    with those of the other traces."""
+    from tc_analyses.export.html_report import Lead, thumbnail
 
-    return [Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured", f"{anchor}{s.key}")
-            for s in sections if s.result is not None for f in s.result.findings]
+    found = []
+    for s in sections:
+        if s.result is None or not s.result.findings:
+            continue
+        png = next((p for p in s.plots if p.suffix == ".png" and p.is_file()), None)
+        evidence = thumbnail(png) if png is not None else ""
+        for f in s.result.findings:
+            found.append(Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured",
+                              f"{anchor}{s.key}", evidence))
+    return found
 
 
 def report(traces: Sequence[Path], output: Path, devices: str | None, labels: str | None, axis: str,

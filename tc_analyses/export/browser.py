@@ -11,9 +11,11 @@ from pathlib import Path
 CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000")
 
 
-def headless(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Chromium, headless, on `page`, its console on stderr (where a page's JavaScript errors show)."""
-    return subprocess.run([*CHROMIUM, "--enable-logging=stderr", "--v=0", *args, page.as_uri()],
+def headless(page: Path, *args: str, at: str = "") -> subprocess.CompletedProcess[str]:
+    """Chromium, headless, on `page` (scrolled to the element of id `at`, if given), its console on
+    stderr (where a page's JavaScript errors show)."""
+    uri = page.as_uri() + (f"#{at}" if at else "")
+    return subprocess.run([*CHROMIUM, "--enable-logging=stderr", "--v=0", *args, uri],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -9,16 +9,19 @@ text is escaped (jinja2 autoescape).
 
 from __future__ import annotations
 
+import base64
 import functools
+import io
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import jinja2
 
 MOST_LEADS = 15  # findings on the first screen
+EVIDENCE_WIDTH = 400  # pixels of a finding's plot thumbnail (shown at 200)
 
 # The page in three parts, so that a job's page can be written section by section and led by
 # findings known only once every section is made.
@@ -32,14 +35,16 @@ pre { background: #f6f6f6; padding: .8em; white-space: pre-wrap; overflow-wrap: 
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 nav a { margin-right: 1em; }
 .caption { color: #444; margin: .3em 0; }
-#findings li { margin: .4em 0; } .stake { font-weight: bold; } .sure { color: #666; font-size: .9em; }
+#findings li { margin: .4em 0; overflow-wrap: anywhere; } #findings li::after { content: ""; display: block; clear: both; }
+#findings img.evidence { float: right; width: 200px; margin: 0 0 .3em 1em; border: 1px solid #ddd; } .stake { font-weight: bold; } .sure { color: #666; font-size: .9em; }
 </style>{% if library %}<script>{{ library | safe }}</script>{% endif %}</head><body>
 <h1>{{ title }}</h1>
 {% if leads %}
 <section id="findings"><h2>Findings, by the time at stake</h2><ol>
 {% for f in leads %}
-<li><span class="stake">{{ f.stake }}</span> <span class="sure">({{ f.how_sure }})</span>
-<a href="#{{ f.anchor }}">{{ f.analysis }}</a>{% if f.where %} of {{ f.where }}{% endif %}: {{ f.text }}</li>
+<li>{% if f.evidence %}<a href="#{{ f.anchor }}"><img class="evidence" src="{{ f.evidence }}" alt="the plot of {{ f.analysis }}"></a>{% endif %}
+<span class="stake">{{ f.stake }}</span> <span class="sure">({{ f.how_sure }})</span>
+<a class="analysis" href="#{{ f.anchor }}">{{ f.analysis }}</a>{% if f.where %} of {{ f.where }}{% endif %}: {{ f.text }}</li>
 {% endfor %}
 </ol></section>
 {% endif %}
@@ -77,6 +82,7 @@ class Lead:
     impact_ns: int  # the time at stake (0: not told)
     how_sure: str  # "measured" or "modelled"
     anchor: str  # its section's block
+    evidence: str = ""  # its analysis's plot as a small PNG data: URI, "" without one
 
     @property
     def stake(self) -> str:
@@ -98,9 +104,28 @@ def _template(text: str) -> jinja2.Template:
     return env.from_string(text)
 
 
+def thumbnail(png: Path, width: int = EVIDENCE_WIDTH) -> str:
+    """A plot as a small PNG data: URI, for the first screen (twice the width it is shown at, for
+    sharp screens)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        image.thumbnail((width, width))  # the aspect kept
+        buffer = io.BytesIO()
+        image.save(buffer, "PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def ranked(found: Iterable[Lead], most: int = MOST_LEADS) -> list[Lead]:
-    """The `most` findings with the most time at stake; those that tell none after, in their order."""
-    return sorted(found, key=lambda lead: -lead.impact_ns)[:most]  # stable: equal stakes keep their order
+    """The `most` findings with the most time at stake, those that tell none after, in their order;
+    the first of each analysis's block keeps its plot as evidence, the others link to it."""
+    chosen = sorted(found, key=lambda lead: -lead.impact_ns)[:most]  # stable: equal stakes keep their order
+    shown: set[str] = set()
+    for n, lead in enumerate(chosen):
+        if lead.anchor in shown:
+            chosen[n] = replace(lead, evidence="")
+        shown.add(lead.anchor)
+    return chosen
 
 
 def render(title: str, sections: list[Section], leads: Sequence[Lead] = ()) -> str:

@@ -124,7 +124,8 @@ def lanes_figure(caption: str, panels: Sequence[Panel], fixed_colors: Mapping[st
         figure.update_yaxes(type="category", categoryorder="array", categoryarray=list(panel.lanes),
                             range=[len(panel.lanes) - 0.5, -0.5], row=row, col=1)
     figure.update_xaxes(title_text=f"time from the start ({unit})", row=len(panels), col=1)
-    figure.update_layout(barmode="overlay", height=100 + 26 * sum(rows) + 60 * len(panels),
+    entries = len(shown)  # the legend needs its height, or it scrolls
+    figure.update_layout(barmode="overlay", height=max(100 + 26 * sum(rows) + 60 * len(panels), 150 + 21 * entries),
                          margin={"t": 40, "l": 10}, legend={"traceorder": "normal"}, hoverlabel={"align": "left"})
     plot: str = pio.to_html(figure, full_html=False, include_plotlyjs=False, config={"responsive": True})
     return f'<p class="caption">{html.escape(caption)}</p>\n{plot}'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -163,12 +164,15 @@ def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
     # every analysis feeds on this trace and has its plot inline, but eager-overhead: it reads what
     # only the TensorFlow source records, and is named with why in the one block at the end
     sections = [entry(key).title for key in TRACE_KEYS if key != "eager-overhead"]
-    assert headings == ["Trace", "Headless analyses (busy, top nodes, memory)"] + sections + ["Not available for this trace"]
+    assert headings == (["Trace", "Headless analyses (busy, top nodes, memory)", "Step timeline"] + sections
+                        + ["Not available for this trace"])
     assert "eager-overhead (" in doc.get_element_by_id("t0-missing").getnext().text_content()
     assert len(doc.findall(".//svg")) == len(sections)
-    # no external resources: nothing loaded from elsewhere (plotly.js is in the page's own <script>)
-    assert not doc.xpath("//*[@src]") and not doc.xpath("//link") and not doc.xpath("//a[starts-with(@href, 'http')]")
-    assert len(doc.find_class("plotly-graph-div")) == 1  # the roofline, zoomable
+    # no external resources: nothing loaded from elsewhere (plotly.js is in the page's own <script>,
+    # the findings' plots are data: URIs)
+    assert all(src.startswith("data:image/png;base64,") for src in doc.xpath("//*/@src"))
+    assert not doc.xpath("//link") and not doc.xpath("//a[starts-with(@href, 'http')]")
+    assert len(doc.find_class("plotly-graph-div")) == 3  # the step timeline, the roofline, the stream plan
     # the first screen: the findings of every analysis, the most time at stake first, each linking
     # to its analysis's block on the page
     first = doc.get_element_by_id("findings")
@@ -178,10 +182,28 @@ def test_html_report_is_one_static_page(cli: Any, tmp_path: Path) -> None:
     stakes = [float(li.find("span").text.split()[0].replace(",", "")) if "at stake" in li.find("span").text else 0.0
               for li in items]
     assert stakes == sorted(stakes, reverse=True) and stakes[0] > 0
+    seen = set()
     for li in items:
-        target = li.find("a").get("href").removeprefix("#")
+        target = li.find("a[@class='analysis']").get("href").removeprefix("#")
         assert doc.get_element_by_id(target).tag == "h3"
         assert li.find("span[@class='sure']").text in ("(measured)", "(modelled)")
+        # the first finding of an analysis that has a plot shows it, small, linking to its block
+        evidence = li.find("a/img[@class='evidence']")
+        assert (evidence is not None) == (target not in seen and _has_static_plot(doc.get_element_by_id(target))), target
+        if evidence is not None:
+            assert evidence.getparent().get("href") == f"#{target}"
+            assert base64.b64decode(evidence.get("src").split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+        seen.add(target)
+
+
+def _has_static_plot(heading: Any) -> bool:
+    """Whether the block under this heading holds an inline SVG plot."""
+    for sibling in heading.itersiblings():
+        if sibling.tag in ("h2", "h3"):
+            return False
+        if sibling.tag == "figure" and sibling.find(".//svg") is not None:
+            return True
+    return False
 
 
 def test_html_report_escapes_every_text() -> None:

@@ -74,7 +74,7 @@ def test_report_of_several_traces_leads_with_trajectories(cli: Any, tmp_path: Pa
     sections = [h.text_content() for h in doc.iter("h2")]
     # the findings of both traces first, then the trajectories, then a section per trace
     assert sections[:2] == ["Findings, by the time at stake", "Trajectory over batch: 2, 1"] and len(sections) == 4
-    assert {li.find("a").tail.split(":")[0].strip() for li in doc.get_element_by_id("findings").iter("li")} \
+    assert {li.find("a[@class='analysis']").tail.split(":")[0].strip() for li in doc.get_element_by_id("findings").iter("li")} \
         <= {"of 2", "of 1"}  # each finding names the trace it is about
     blocks = [h.text_content() for h in doc.iter("h3")]
     assert blocks[:2] == ["Roofline (compute- or memory-bound ops): trajectory",
