@@ -127,7 +127,7 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             try:
                 cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        memory_limit=_memory_per_worker(count),
-                                       silence_logs=logging.WARNING if verbose() else logging.CRITICAL)
+                                       silence_logs=False if verbose() else logging.CRITICAL)
                 break
             except RuntimeError as exc:  # "Nanny failed to start": a worker process died as it started
                 if "Nanny failed to start" not in str(exc):

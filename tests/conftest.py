@@ -92,6 +92,15 @@ def tc_xsd() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _frameworks_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without `dfcompass --verbose`'s setting, even where the developer's shell
+    exports it: the tests of quiet output would otherwise see the frameworks' notices."""
+    from tracer.verbosity import VERBOSE_ENV
+
+    monkeypatch.delenv(VERBOSE_ENV, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_leftover_session() -> Any:
     """A test that fails mid-recording must not leave a session active for the next test."""
     yield

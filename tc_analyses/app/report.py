@@ -17,6 +17,7 @@ from tc_analyses.registry import TRACE_KEYS
 if TYPE_CHECKING:
     from tc_analyses.export.html_report import Lead, Section
     from tc_analyses.export.sections import SeedSection
+    from tc_analyses.export.step_timeline import Window
 
 
 MODELLED = frozenset({"roofline", "parallelism"})  # their figures come from a cost model, not the run's times
@@ -36,8 +37,12 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
     section = Section(str(inputs.path))
     section.blocks.append(Block("Trace", reports.info_text(inputs.info)))
     section.blocks.append(Block("Headless analyses (busy, top nodes, memory)", reports.summary_text(inputs.summary())))
-    if interactive and (timeline := _step_timeline(inputs)):
-        section.blocks.append(Block("Step timeline", anchor=f"{anchor}timeline", interactive=timeline))
+    window = _typical_window(inputs) if interactive else None  # the timeline's step, the placement's too
+    if window is not None:
+        from tc_analyses.export.step_timeline import step_timeline_figure
+
+        if timeline := step_timeline_figure(inputs.activity, inputs.trace.metadata.clock_offset_ns, window):
+            section.blocks.append(Block("Step timeline", anchor=f"{anchor}timeline", interactive=timeline))
     with progress(f"seed analyses of {inputs.path.name}", len(TRACE_KEYS)) as advance:
         seeds = seed_sections(inputs, work, TRACE_KEYS, advance, peaks_options(peaks_device))
     for seed in (s for s in seeds if s.available):
@@ -56,18 +61,17 @@ def report_section(inputs: TraceInputs, work: Path, devices: str | None, peaks_d
         if interactive:
             from tc_analyses.export.plan_gantt import placement_figure
 
-            gantt = placement_figure(result, inputs.activity)
+            gantt = placement_figure(result, inputs.activity, window)
         section.blocks.append(Block(f"Placement on {devices}", text, anchor=f"{anchor}placement", interactive=gantt))
     return section, seeds
 
 
-def _step_timeline(inputs: TraceInputs) -> str:
-    """The zoomable step timeline of a trace; "" when it has nothing to draw."""
-    from tc_analyses.export.step_timeline import step_timeline_figure
+def _typical_window(inputs: TraceInputs) -> Window | None:
+    """The time the step timeline shows (tc_analyses.export.step_timeline); None for a trace with
+    nothing to draw, or a foreign CTF trace, which has no nodes."""
+    from tc_analyses.export.step_timeline import timeline_window
 
-    if not inputs.is_dfcompass:  # a foreign CTF trace has no nodes to draw
-        return ""
-    return step_timeline_figure(inputs.activity, inputs.trace.metadata.clock_offset_ns)
+    return timeline_window(inputs.activity) if inputs.is_dfcompass else None
 
 
 def _figure(seed: SeedSection) -> str:
@@ -125,7 +129,10 @@ def leads(label: str, anchor: str, sections: Sequence[SeedSection]) -> list[Lead
         if s.result is None or not s.result.findings:
             continue
         png = next((p for p in s.plots if p.suffix == ".png" and p.is_file()), None)
-        evidence = thumbnail(png) if png is not None else ""
+        try:
+            evidence = thumbnail(png) if png is not None else ""
+        except (OSError, ValueError):  # a plot Pillow cannot read: the finding goes without it
+            evidence = ""
         for f in s.result.findings:
             found.append(Lead(f.text, s.title, label, f.impact_ns, "modelled" if s.key in MODELLED else "measured",
                               f"{anchor}{s.key}", evidence))

@@ -10,13 +10,16 @@ text is escaped (jinja2 autoescape).
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import io
 import shutil
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import jinja2
 
@@ -100,7 +103,8 @@ class Section:
 
 @functools.cache
 def _template(text: str) -> jinja2.Template:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
     return env.from_string(text)
 
 
@@ -144,19 +148,38 @@ def render(title: str, sections: list[Section], leads: Sequence[Lead] = ()) -> s
 def write_page(path: Path, title: str, titles: Sequence[str], answers: Iterable[tuple[Section, Sequence[Lead]]]) -> None:
     """Write the page of sections that come one at a time (`titles` name them, for the contents),
     led by the findings of all of them: each section goes to a scratch file beside `path` as it
-    comes, so a job's report never holds more than one section's plots in memory, and the page is
-    put together when the last one is in."""
+    comes (and the findings kept are the first screen's), so a job's report never holds more than
+    one section's plots in memory, and the page is put together when the last one is in. The
+    scratch file goes whatever happens, SIGTERM included."""
     found: list[Lead] = []
-    with tempfile.NamedTemporaryFile("w+", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                     suffix=".part") as body:
+    with _terminate_unwinds(), tempfile.NamedTemporaryFile("w+", encoding="utf-8", dir=path.parent,
+                                                           prefix=f".{path.name}.", suffix=".part") as body:
         for n, (section, leads) in enumerate(answers, start=1):
             body.write(_template(_SECTION).render(s=section, index=n))
-            found += leads
+            found = ranked([*found, *leads])  # the same as ranking them all at the end: the sort is stable
         body.seek(0)
         with open(path, "w", encoding="utf-8") as out:
             out.write(_template(_TOP).render(title=title, titles=list(titles), leads=ranked(found), library=""))
             shutil.copyfileobj(body, out)
             out.write(_template(_BOTTOM).render())
+
+
+@contextlib.contextmanager
+def _terminate_unwinds() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) in the block, so that its clean-up runs (in the main thread,
+    where Python handles signals; elsewhere the block runs as it is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def inline_svg(svg_text: str) -> str:

@@ -6,10 +6,10 @@ The page carries plotly.js once, in its head (about 4.6 MB, :func:`library`), wh
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from tc_analyses.analyses.roofline import RooflineResult
+from tc_analyses.export.interactive_lanes import plotly_text
 
 
 def library() -> str:
@@ -33,7 +33,7 @@ def roofline_figure(result: RooflineResult) -> str:
     high = max([o.intensity for o in ops] + [peaks.ridge() * 100]) * 2
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=[low, peaks.ridge(), high], y=[low * peaks.bandwidth, peaks.fp32_flops, peaks.fp32_flops],
-                                mode="lines", name=f"roof ({html.escape(peaks.model)})", line={"color": "black"}))
+                                mode="lines", name=f"roof ({plotly_text(peaks.model)})", line={"color": "black"}))
     for bound, color in (("memory", "#1f77b4"), ("compute", "#d62728")):
         chosen = [o for o in ops if o.bound == bound]
         if chosen:
@@ -42,7 +42,7 @@ def roofline_figure(result: RooflineResult) -> str:
                 name=f"{bound}-bound", marker={"size": [8 + 40 * (o.total_ns / total) ** 0.5 for o in chosen],
                                                "color": color, "opacity": 0.7, "line": {"width": 0.5}},
                 text=[_hover(o) for o in chosen], hoverinfo="text"))
-    figure.update_layout(title=f"Roofline on {html.escape(peaks.model)} ({html.escape(peaks.source)}): point area = op time",
+    figure.update_layout(title=f"Roofline on {plotly_text(peaks.model)} ({plotly_text(peaks.source)}): point area = op time",
                          xaxis={"type": "log", "title": "intensity (FLOP/byte)"},
                          yaxis={"type": "log", "title": "achieved FLOP/s"}, height=520, margin={"t": 50})
     fragment: str = pio.to_html(figure, full_html=False, include_plotlyjs=False, config={"responsive": True})
@@ -50,5 +50,5 @@ def roofline_figure(result: RooflineResult) -> str:
 
 
 def _hover(op: Any) -> str:
-    return (f"{html.escape(op.op)}<br>{op.count} runs, {op.total_ns / 1e6:.3f} ms<br>{op.intensity:.3g} FLOP/byte, "
+    return (f"{plotly_text(op.op)}<br>{op.count} runs, {op.total_ns / 1e6:.3f} ms<br>{op.intensity:.3g} FLOP/byte, "
             f"{op.achieved_flops / 1e9:.3g} GFLOP/s ({op.efficiency:.0%} of its roof)")

@@ -60,20 +60,23 @@ def nesting_depth(lane: np.ndarray[Any, Any], start: np.ndarray[Any, Any], end: 
                   ) -> np.ndarray[Any, Any]:
     """The depth of each interval among those of its lane that enclose it, for intervals that nest
     and are given by start, enclosing ones first (as activity tables keep them): the intervals of
-    its lane begun before it less those ended by its start."""
+    its lane begun before it less those ended by its start. An instant (start = end) counts as
+    ending just after it starts, so that it is inside what encloses it, not beside it."""
     n = len(start)
     if not n:
         return np.zeros(0, dtype=np.int64)
     _, lane_code = np.unique(lane, return_inverse=True)
-    order = np.lexsort((np.arange(n), lane_code))  # by lane, keeping the given order within one
-    codes = lane_code[order]
+    order = np.lexsort((np.arange(n), lane_code.reshape(-1)))  # by lane, keeping the given order within one
+    codes = lane_code.reshape(-1)[order]
     first_of_lane = np.searchsorted(codes, codes, side="left")
     begun = np.arange(n) - first_of_lane  # intervals of its lane before it, in the given order
+    origin = int(np.min(start))
+    starts = 2 * (np.asarray(start, dtype=np.int64)[order] - origin)  # doubled: an instant ends half a unit on
+    ends = 2 * (np.asarray(end, dtype=np.int64)[order] - origin) + (np.asarray(end)[order] == np.asarray(start)[order])
     ended = np.zeros(n, dtype=np.int64)
-    for code in np.unique(codes):  # one pass per lane (threads, queues), not per interval
-        mine = np.flatnonzero(codes == code)
-        ends = np.sort(end[order[mine]])
-        ended[mine] = np.searchsorted(ends, start[order[mine]], side="right")
+    bounds = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), n]
+    for low, high in zip(bounds, bounds[1:]):  # one pass per lane (threads, queues), not per interval
+        ended[low:high] = np.searchsorted(np.sort(ends[low:high]), starts[low:high], side="right")
     depth = np.empty(n, dtype=np.int64)
     depth[order] = np.maximum(begun - ended, 0)
     return depth
@@ -104,7 +107,7 @@ def lanes_figure(caption: str, panels: Sequence[Panel], fixed_colors: Mapping[st
     rows = [max(1, len(p.lanes)) for p in panels]
     figure = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, row_heights=rows,
                            vertical_spacing=min(0.12, 0.3 / len(panels)),
-                           subplot_titles=[html.escape(p.title) for p in panels])
+                           subplot_titles=[plotly_text(p.title) for p in panels])
     shown: set[str] = set()
     for row, panel in enumerate(panels, start=1):
         bars = panel.bars
@@ -114,14 +117,15 @@ def lanes_figure(caption: str, panels: Sequence[Panel], fixed_colors: Mapping[st
             for name in [g for g in [*colors, OTHER] if g in set(group[depth == level].tolist())]:
                 pick = np.flatnonzero((depth == level) & (group == name))
                 figure.add_trace(go.Bar(
-                    orientation="h", y=bars.lane[pick].tolist(), base=(bars.start_ns[pick] / scale).tolist(),
+                    orientation="h", y=[plotly_text(lane) for lane in bars.lane[pick].tolist()],
+                    base=(bars.start_ns[pick] / scale).tolist(),
                     x=(bars.length_ns[pick] / scale).tolist(), width=0.8 * 0.72 ** level,
                     marker={"color": colors.get(name, _OTHER_COLOR), "line": {"width": 0}},
-                    name=html.escape(name), legendgroup=name, showlegend=name not in shown,
-                    hovertext=[html.escape(text).replace("\n", "<br>") for text in bars.hover[pick].tolist()],
+                    name=plotly_text(name), legendgroup=name, showlegend=name not in shown,
+                    hovertext=[plotly_text(text).replace("\n", "<br>") for text in bars.hover[pick].tolist()],
                     hoverinfo="text"), row=row, col=1)
                 shown.add(name)
-        figure.update_yaxes(type="category", categoryorder="array", categoryarray=list(panel.lanes),
+        figure.update_yaxes(type="category", categoryorder="array", categoryarray=[plotly_text(lane) for lane in panel.lanes],
                             range=[len(panel.lanes) - 0.5, -0.5], row=row, col=1)
     figure.update_xaxes(title_text=f"time from the start ({unit})", row=len(panels), col=1)
     entries = len(shown)  # the legend needs its height, or it scrolls
@@ -130,6 +134,12 @@ def lanes_figure(caption: str, panels: Sequence[Panel], fixed_colors: Mapping[st
     plot: str = pio.to_html(figure, full_html=False, include_plotlyjs=False, config={"responsive": True})
     return f'<p class="caption">{html.escape(caption)}</p>\n{plot}'
 
+
+
+def plotly_text(text: str) -> str:
+    """A name as Plotly's labels and hover texts take it: its markup characters as entities. Not
+    quotes: Plotly decodes few entities (&quot; would show as such), and its JSON is script-safe."""
+    return html.escape(text, quote=False)
 
 
 def _colors(panels: Sequence[Panel]) -> dict[str, str]:

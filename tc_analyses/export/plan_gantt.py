@@ -18,6 +18,7 @@ from tc_analyses.analyses.parallelism.result import StreamPlan
 from tc_analyses.analyses.placement.recommend import Recommendation
 from tc_analyses.analyses.units import fmt_ns
 from tc_analyses.export.interactive_lanes import Bars, Panel, lanes_figure, longest_index, nesting_depth, shown_text
+from tc_analyses.export.step_timeline import Window, timeline_window
 from tc_analyses.model.activity import Activity
 
 CRITICAL, OFF_CRITICAL = "on the critical path", "off the critical path"
@@ -53,16 +54,15 @@ def stream_plan_figure(plan: StreamPlan) -> str:
                                         labels)], CRITICAL_COLORS)
 
 
-def placement_figure(result: Recommendation, activity: Activity) -> str:
+def placement_figure(result: Recommendation, activity: Activity, window: Window | None = None) -> str:
     """The recorded step against the recommended placement's schedule as an HTML fragment; "" when
-    the plan has no schedule."""
-    from tc_analyses.export.step_timeline import timeline_window
-
+    the plan has no schedule. `window`: the step timeline's, when the caller has it already."""
     rows = result.schedule
     if not rows:
         return ""
     panels = []
-    window = timeline_window(activity) if len(activity.nodes) else None
+    if window is None and len(activity.nodes):
+        window = timeline_window(activity)
     if window is not None:
         recorded, lanes, total = _recorded_nodes(activity, window)
         panels.append(Panel(f"recorded {window.why.split(',')[0]}, {fmt_ns(window.end - window.start)} measured"
@@ -89,7 +89,7 @@ def placement_figure(result: Recommendation, activity: Activity) -> str:
     return lanes_figure(caption, panels)
 
 
-def _recorded_nodes(activity: Activity, window: Any) -> tuple[Bars, list[str], int]:
+def _recorded_nodes(activity: Activity, window: Window) -> tuple[Bars, list[str], int]:
     """The nodes that ran in the window, on their device and thread (the longest, with hover texts
     made for those alone)."""
     nodes = activity.nodes

@@ -10,6 +10,7 @@ base (the clock offset applied), where the same step is found in its views.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,16 +48,16 @@ def timeline_window(activity: Activity) -> Window | None:
     return Window(int(starts.min()), int(ends.max()), "the whole trace (no steps marked or found)")
 
 
-def step_timeline_figure(activity: Activity, clock_offset_ns: int = 0) -> str:
-    """The step timeline as an HTML fragment; "" when the trace has nothing to draw."""
-    window = timeline_window(activity)
+def step_timeline_figure(activity: Activity, clock_offset_ns: int = 0, window: Window | None = None) -> str:
+    """The step timeline as an HTML fragment; "" when the trace has nothing to draw. `window`:
+    :func:`timeline_window`'s, when the caller has it already."""
+    window = window if window is not None else timeline_window(activity)
     if window is None:
         return ""
     cpu, cpu_lanes = _cpu_bars(activity, window)
     gpu, gpu_lanes = _gpu_bars(activity, window)
     span = max(window.end, int((gpu.start_ns + gpu.length_ns).max()) + window.start if len(gpu) else 0) - window.start
-    at = window.start + clock_offset_ns
-    caption = (f"{window.why[0].upper()}{window.why[1:]}: {fmt_ns(span)} from {at // 10**9}.{at % 10**9:09d} s in "
+    caption = (f"{window.why[0].upper()}{window.why[1:]}: {fmt_ns(span)} from {seconds(window.start + clock_offset_ns)} s in "
                f"Trace Compass's time. Drag to zoom, double-click to reset, hover a bar for its name.")
     panels = []
     if len(cpu):
@@ -118,14 +119,29 @@ def _gpu_bars(activity: Activity, window: Window) -> tuple[Bars, list[str]]:
     chosen = gpu.take(rows[keep])
     lane = np.array([f"{d} queue {q}" for d, q in zip(chosen.text("device").tolist(), chosen.column("queue").tolist())],
                     dtype=object)
-    lanes = sorted(set(lane.tolist()))
+    pairs = sorted(set(zip(chosen.text("device").tolist(), chosen.column("queue").tolist())),
+                   key=lambda p: (_natural(p[0]), p[1]))  # cuda:2 before cuda:10, queue 7 before queue 17
+    lanes = [f"{d} queue {q}" for d, q in pairs]
     hover = np.array([_gpu_hover(op, window) for op in chosen], dtype=object)
     return Bars(lane, start[keep] - window.start, end[keep] - start[keep], chosen.text("kind").astype(object), hover,
                 np.zeros(len(keep), dtype=np.int64)), lanes
 
 
+def _natural(name: str) -> tuple[Any, ...]:
+    """A device name's sort key, its numbers as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
 def _at(start: int, end: int, window: Window) -> str:
+    if start < window.start:
+        return f"{fmt_ns(end - start)}, begun {fmt_ns(window.start - start)} before"
     return f"{fmt_ns(end - start)}, at +{fmt_ns(start - window.start)}"
+
+
+def seconds(ns: int) -> str:
+    """Nanoseconds as seconds with all nine decimals (a negative time too)."""
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{ns // 10**9}.{ns % 10**9:09d}"
 
 
 def _node_hover(run: Any, window: Window) -> str:

@@ -6,6 +6,7 @@ the plans hold, worked out here row by row (another path than the columns the fi
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,37 @@ def test_nesting_depth_counts_the_enclosing_intervals_of_the_same_lane() -> None
     start = np.array([0, 0, 1, 2, 6, 8])
     end = np.array([10, 5, 4, 3, 8, 9])  # (8, 9) starts where (6, 8) ends: a sibling, not a child
     assert nesting_depth(lane, start, end).tolist() == [0, 1, 0, 2, 1, 1]
+    # an instant is inside what encloses it, even one that starts with it
+    assert nesting_depth(np.array(["a"] * 3, dtype=object), np.array([0, 5, 5]), np.array([10, 8, 5])).tolist() == [0, 1, 2]
     assert nesting_depth(np.zeros(0, dtype=object), np.zeros(0), np.zeros(0)).tolist() == []
+
+
+def _nested(rng: random.Random, low: int, high: int, depth: int) -> list[tuple[int, int]]:
+    """Intervals that nest inside [low, high], instants among them."""
+    found: list[tuple[int, int]] = []
+    at = low
+    while at < high and rng.random() < 0.8:
+        start = rng.randint(at, high)
+        end = start if rng.random() < 0.25 else rng.randint(start, high)
+        found.append((start, end))
+        if depth and end > start:
+            found += _nested(rng, start, end, depth - 1)
+        at = end if end > start else start + 1
+    return found
+
+
+def test_nesting_depth_equals_a_count_of_the_enclosing_intervals() -> None:
+    rng = random.Random(39)
+    for _ in range(300):
+        rows = [(lane, s, e) for lane in "ab" for s, e in _nested(rng, 0, 40, 3)]
+        rows.sort(key=lambda r: (r[1], -r[2]))  # by start, enclosing first
+        if not rows:
+            continue
+        lane, start, end = (np.array(c) for c in zip(*rows))
+        # j encloses i: before it on its lane and not ended by its start (an instant ends just after it starts)
+        expected = [sum(1 for j in range(i) if lane[j] == lane[i] and (end[j] > start[i] or start[j] == end[j] == start[i]))
+                    for i in range(len(rows))]
+        assert nesting_depth(lane.astype(object), start, end).tolist() == expected, rows
 
 
 def test_longest_index_keeps_the_longest_in_their_order() -> None:
@@ -87,7 +118,7 @@ def test_the_step_timeline_draws_the_step_and_all_the_gpu_work_it_launched(path:
     activity = inputs.activity
     window = timeline_window(activity)
     assert window is not None
-    caption, traces, _ = figure_of(step_timeline_figure(activity, inputs.trace.metadata.clock_offset_ns))
+    caption, traces, layout = figure_of(step_timeline_figure(activity, inputs.trace.metadata.clock_offset_ns))
     assert caption.startswith(window.why[0].upper() + window.why[1:] + ": ")
     at = window.start + inputs.trace.metadata.clock_offset_ns
     assert f"from {at // 10**9}.{at % 10**9:09d} s in Trace Compass" in caption
@@ -99,6 +130,8 @@ def test_the_step_timeline_draws_the_step_and_all_the_gpu_work_it_launched(path:
     assert expected and (late or path != ENCODER)
     drawn = sorted((lane, round(base * 1e6), round(length * 1e6)) for lane, base, length, group in bars_of(traces, "y2"))
     assert set(expected) <= set(drawn)  # whole, however late it ran
+    queues = [tuple(lane.split(" queue ")) for lane in layout["yaxis2"]["categoryarray"]]
+    assert queues == sorted(queues, key=lambda q: (q[0], int(q[1])))  # queue 7 before queue 17
     ran_during = sum(1 for op in activity.gpu if op.correlation_id not in launched
                      and op.start < window.end and op.end > window.start)
     assert len(drawn) == len(expected) + ran_during
@@ -166,3 +199,19 @@ def test_the_placement_gantt_sets_the_recorded_step_beside_the_schedule(tmp_path
     assert sorted((lane, round(base * 1e6), round(length * 1e6)) for lane, base, length, _ in planned) == sorted(
         (r["device"], r["start_ns"] - first, r["end_ns"] - r["start_ns"]) for r in result.schedule)
     assert layout["yaxis2"]["categoryarray"] == [d["name"] for d in result.devices]
+
+
+def test_names_reach_plotly_with_their_markup_as_entities_and_their_quotes_as_they_are() -> None:
+    from tc_analyses.export.interactive_lanes import Bars, Panel, lanes_figure
+
+    odd = 'op "q" <b>&</b> \u00e9 </script>'
+    texts = np.array([odd], dtype=object)
+    bars = Bars(np.array([f"dev {odd}"], dtype=object), np.array([0]), np.array([5]), texts, texts, np.array([0]))
+    fragment = lanes_figure(f"caption {odd}", [Panel(f"panel {odd}", bars, [f"dev {odd}"])])
+    assert "</script>" not in fragment.split("<script", 1)[1].rsplit("</script>", 1)[0]  # nothing ends the script early
+    caption, traces, layout = figure_of(fragment)
+    shown = 'op "q" &lt;b&gt;&amp;&lt;/b&gt; \u00e9 &lt;/script&gt;'  # Plotly decodes these, not &quot;
+    assert caption == "caption op &quot;q&quot; &lt;b&gt;&amp;&lt;/b&gt; \u00e9 &lt;/script&gt;"  # HTML: the page decodes it
+    assert traces[0]["name"] == shown and traces[0]["hovertext"] == [shown] and traces[0]["y"] == [f"dev {shown}"]
+    assert layout["yaxis"]["categoryarray"] == [f"dev {shown}"]
+    assert layout["annotations"][0]["text"] == f"panel {shown}"
