@@ -1,6 +1,8 @@
-"""Durations and sizes as people read them in reports and findings."""
+"""Durations, sizes and times as people read them in reports and findings."""
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 
 def fmt_ns(ns: float) -> str:
@@ -27,3 +29,15 @@ def fmt_bytes(nbytes: float) -> str:
             break
         value /= 1024
     return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def fmt_utc(ns: int | None) -> str:
+    """A time in Trace Compass's time base (ns since the epoch) as UTC to the nanosecond:
+    2026-11-29T18:12:33.123456789Z; "-" for None."""
+    if ns is None:
+        return "-"
+    seconds, rest = divmod(ns, 1_000_000_000)
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+    except (OverflowError, OSError, ValueError):  # a damaged clock offset: past the calendar's years
+        return f"{ns} ns since the epoch"

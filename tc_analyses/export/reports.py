@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tc_analyses.analyses import machine_load
 from tc_analyses.analyses.result import one_level
-from tc_analyses.analyses.units import fmt_ms
+from tc_analyses.analyses.units import fmt_ms, fmt_utc
 from tc_analyses.export.json_text import dumps_compact, dumps_indented
 from tc_analyses.export.tables import table
 
@@ -69,22 +68,12 @@ def edge_check_text(check: EdgeCheck) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _utc(ns: int | None) -> str:
-    if ns is None:
-        return "-"
-    seconds, rest = divmod(ns, 1_000_000_000)
-    try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
-    except (OverflowError, OSError, ValueError):  # a damaged clock offset: past the calendar's years
-        return f"{ns} ns since the epoch"
-
-
 def info_text(info: TraceInfo, *, max_streams: int = 20) -> str:
     lines = [
         f"trace:      {info.path}",
         f"producer:   {info.producer} (read with the {info.reader} reader)",
         f"events:     {info.events}" + ("  ** the trace is empty: no events were recorded **" if not info.events else ""),
-        f"time span:  {_utc(info.first_ns)} .. {_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
+        f"time span:  {fmt_utc(info.first_ns)} .. {fmt_utc(info.last_ns)} ({info.duration_ns / 1e6:.3f} ms)",
         f"discarded:  {info.discarded} events" + ("  ** events were lost while recording **" if info.discarded else ""),
     ]
     load = machine_load.of_env(info.env)
@@ -120,7 +109,7 @@ def kineto_import_text(summary: ImportSummary) -> str:
     fields = [
         ("imported", f"{summary.source} -> {summary.output}"),
         ("events", f"{summary.events} written from {summary.source_events} Kineto events"),
-        ("time span", f"{_utc(summary.first_ns)} .. {_utc(summary.last_ns)} "
+        ("time span", f"{fmt_utc(summary.first_ns)} .. {fmt_utc(summary.last_ns)} "
                       f"({(summary.last_ns - summary.first_ns) / 1e6:.3f} ms; clock from {summary.clock_origin})"),
         ("devices", devices),
         ("GPU streams", streams),

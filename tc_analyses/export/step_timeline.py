@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tc_analyses.analyses.units import fmt_ns
+from tc_analyses.analyses.units import fmt_ns, fmt_utc
 from tc_analyses.export.interactive_lanes import Bars, Panel, lanes_figure, longest_index, nesting_depth, shown_text
 from tc_analyses.model.activity import Activity
 
@@ -57,7 +57,7 @@ def step_timeline_figure(activity: Activity, clock_offset_ns: int = 0, window: W
     cpu, cpu_lanes = _cpu_bars(activity, window)
     gpu, gpu_lanes = _gpu_bars(activity, window)
     span = max(window.end, int((gpu.start_ns + gpu.length_ns).max()) + window.start if len(gpu) else 0) - window.start
-    caption = (f"{window.why[0].upper()}{window.why[1:]}: {fmt_ns(span)} from {seconds(window.start + clock_offset_ns)} s in "
+    caption = (f"{window.why[0].upper()}{window.why[1:]}: {fmt_ns(span)} from {fmt_utc(window.start + clock_offset_ns)} in "
                f"Trace Compass's time. Drag to zoom, double-click to reset, hover a bar for its name.")
     panels = []
     if len(cpu):
@@ -136,12 +136,6 @@ def _at(start: int, end: int, window: Window) -> str:
     if start < window.start:
         return f"{fmt_ns(end - start)}, begun {fmt_ns(window.start - start)} before"
     return f"{fmt_ns(end - start)}, at +{fmt_ns(start - window.start)}"
-
-
-def seconds(ns: int) -> str:
-    """Nanoseconds as seconds with all nine decimals (a negative time too)."""
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
-    return f"{sign}{ns // 10**9}.{ns % 10**9:09d}"
 
 
 def _node_hover(run: Any, window: Window) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +121,9 @@ def test_the_step_timeline_draws_the_step_and_all_the_gpu_work_it_launched(path:
     assert window is not None
     caption, traces, layout = figure_of(step_timeline_figure(activity, inputs.trace.metadata.clock_offset_ns))
     assert caption.startswith(window.why[0].upper() + window.why[1:] + ": ")
-    at = window.start + inputs.trace.metadata.clock_offset_ns
-    assert f"from {at // 10**9}.{at % 10**9:09d} s in Trace Compass" in caption
+    at = window.start + inputs.trace.metadata.clock_offset_ns  # the step's start in Trace Compass's time base
+    utc = datetime.fromtimestamp(at // 10**9, tz=timezone.utc)
+    assert f"from {utc:%Y-%m-%dT%H:%M:%S}.{at % 10**9:09d}Z in Trace Compass" in caption
     # what the step launched, worked out call by call and op by op
     launched = {c.correlation_id for c in activity.api if c.start < window.end and c.end > window.start} - {0}
     expected = sorted((f"{op.device} queue {op.queue}", op.start - window.start, op.duration) for op in activity.gpu
