@@ -58,21 +58,22 @@ class Panel:
 
 def nesting_depth(lane: np.ndarray[Any, Any], start: np.ndarray[Any, Any], end: np.ndarray[Any, Any]
                   ) -> np.ndarray[Any, Any]:
-    """The depth of each interval among those of its lane that enclose it, for intervals that nest
-    and are given by start, enclosing ones first (as activity tables keep them): the intervals of
-    its lane begun before it less those ended by its start. An instant (start = end) counts as
-    ending just after it starts, so that it is inside what encloses it, not beside it."""
+    """The depth of each interval among those of its lane that enclose it, for intervals that nest,
+    in any order: taken by start, enclosing ones first, the intervals of its lane begun before it
+    less those ended by its start. An instant (start = end) counts as ending just after it starts,
+    so that it is inside what encloses it, not beside it."""
     n = len(start)
     if not n:
         return np.zeros(0, dtype=np.int64)
     _, lane_code = np.unique(lane, return_inverse=True)
-    order = np.lexsort((np.arange(n), lane_code.reshape(-1)))  # by lane, keeping the given order within one
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    order = np.lexsort((np.arange(n), -end, start, lane_code.reshape(-1)))  # by lane, start, enclosing first
     codes = lane_code.reshape(-1)[order]
     first_of_lane = np.searchsorted(codes, codes, side="left")
-    begun = np.arange(n) - first_of_lane  # intervals of its lane before it, in the given order
+    begun = np.arange(n) - first_of_lane  # intervals of its lane before it, in that order
     origin = int(np.min(start))
-    starts = 2 * (np.asarray(start, dtype=np.int64)[order] - origin)  # doubled: an instant ends half a unit on
-    ends = 2 * (np.asarray(end, dtype=np.int64)[order] - origin) + (np.asarray(end)[order] == np.asarray(start)[order])
+    starts = 2 * (start[order] - origin)  # doubled: an instant ends half a unit on
+    ends = 2 * (end[order] - origin) + (end[order] == start[order])
     ended = np.zeros(n, dtype=np.int64)
     bounds = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), n]
     for low, high in zip(bounds, bounds[1:]):  # one pass per lane (threads, queues), not per interval

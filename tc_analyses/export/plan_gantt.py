@@ -73,10 +73,7 @@ def placement_figure(result: Recommendation, activity: Activity, window: Window 
     device = np.array([r["device"] for r in rows], dtype=object)
     keep = longest_index(end - start)
     hover = np.array([_slot_hover(rows[i], moved.get(rows[i]["task"])) for i in keep.tolist()], dtype=object)
-    order = np.lexsort((-end, start))  # by start, enclosing first: how nesting_depth reads them
-    depth = np.empty(len(rows), dtype=np.int64)
-    depth[order] = nesting_depth(device[order], start[order], end[order])
-    depth = depth[keep]
+    depth = nesting_depth(device, start, end)[keep]
     planned = Bars(device[keep], start[keep] - int(start.min()), (end - start)[keep],
                    np.array([rows[i]["op"] for i in keep.tolist()], dtype=object), hover, depth)
     devices = [d["name"] for d in result.devices]
@@ -98,7 +95,7 @@ def _recorded_nodes(activity: Activity, window: Window) -> tuple[Bars, list[str]
     pairs = np.stack([nodes.column("device")[at].astype(np.int64), nodes.column("tid")[at]], axis=1)
     keys, lane_of = np.unique(pairs, axis=0, return_inverse=True)
     lane_of = lane_of.reshape(-1)
-    depth = nesting_depth(lane_of, start[at], end[at])  # a table is by start, enclosing first
+    depth = nesting_depth(lane_of, start[at], end[at])
     devices = nodes.labels("device")
     names = [f"{devices[d]} · thread {t}" for d, t in keys.tolist()]
     first = np.unique(lane_of, return_index=True)[1]

@@ -83,9 +83,7 @@ def _cpu_bars(activity: Activity, window: Window) -> tuple[Bars, list[str]]:
     start = np.maximum(np.concatenate([nodes.column("start")[n_at], api.column("start")[a_at]]), window.start)
     end = np.minimum(np.concatenate([nodes.column("end")[n_at], api.column("end")[a_at]]), window.end)
     is_node = np.arange(len(tid)) < len(n_at)
-    order = np.lexsort((-end, start))  # by start, enclosing first: how nesting_depth reads them
-    depth = np.empty(len(tid), dtype=np.int64)
-    depth[order] = nesting_depth(tid[order], start[order], end[order])
+    depth = nesting_depth(tid, start, end)
     keep = longest_index(end - start)
     node_rows, api_rows = n_at[keep[is_node[keep]]], a_at[keep[~is_node[keep]] - len(n_at)]
     hover = [_node_hover(r, window) for r in nodes.take(node_rows)] + [_call_hover(c, window) for c in api.take(api_rows)]

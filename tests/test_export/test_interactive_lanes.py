@@ -80,14 +80,22 @@ def test_nesting_depth_equals_a_count_of_the_enclosing_intervals() -> None:
     rng = random.Random(39)
     for _ in range(300):
         rows = [(lane, s, e) for lane in "ab" for s, e in _nested(rng, 0, 40, 3)]
-        rows.sort(key=lambda r: (r[1], -r[2]))  # by start, enclosing first
         if not rows:
             continue
-        lane, start, end = (np.array(c) for c in zip(*rows))
+        ranked = sorted(range(len(rows)), key=lambda i: (rows[i][1], -rows[i][2], i))  # by start, enclosing first
         # j encloses i: before it on its lane and not ended by its start (an instant ends just after it starts)
-        expected = [sum(1 for j in range(i) if lane[j] == lane[i] and (end[j] > start[i] or start[j] == end[j] == start[i]))
-                    for i in range(len(rows))]
-        assert nesting_depth(lane.astype(object), start, end).tolist() == expected, rows
+        expected = {i: sum(1 for j in ranked[:ranked.index(i)] if rows[j][0] == rows[i][0] and
+                           (rows[j][2] > rows[i][1] or rows[j][1] == rows[j][2] == rows[i][1])) for i in range(len(rows))}
+        shuffled = rng.sample(range(len(rows)), len(rows))  # any order in: each depth stays with its interval
+        lane, start, end = (np.array([rows[i][k] for i in shuffled]) for k in range(3))
+        depth = nesting_depth(lane.astype(object), start, end).tolist()
+        # equal intervals (two instants at one time) may swap which is inside the other
+        got: dict[tuple[str, int, int], list[int]] = {}
+        want: dict[tuple[str, int, int], list[int]] = {}
+        for at, i in enumerate(shuffled):
+            got.setdefault(rows[i], []).append(depth[at])
+            want.setdefault(rows[i], []).append(expected[i])
+        assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}, rows
 
 
 def test_longest_index_keeps_the_longest_in_their_order() -> None:
